@@ -1,0 +1,47 @@
+// swift-tools-version:6.1
+// The root package depends on no other package: the Swift toolchain only (the user's explicit choice).
+
+import PackageDescription
+
+/// Settings applied to every target, so the whole package is held to the same rules.
+let swiftSettings: [SwiftSetting] = [
+  // https://github.com/swiftlang/swift-evolution/blob/main/proposals/0335-existential-any.md
+  .enableUpcomingFeature("ExistentialAny"),
+  // https://github.com/swiftlang/swift-evolution/blob/main/proposals/0444-member-import-visibility.md
+  .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+  name: "swift-update-machine",
+  platforms: [.macOS(.v15), .iOS(.v18)],
+  products: [
+    .library(name: "EventProtocol", targets: ["EventProtocol"]),
+    .library(name: "EventServer", targets: ["EventServer"]),
+    .executable(name: "Demo", targets: ["Demo"]),
+  ],
+  targets: [
+    // The shared vocabulary: ids, event envelopes, Zulip-shaped wire JSON, API errors, time and randomness.
+    .target(name: "EventProtocol", swiftSettings: swiftSettings),
+    // The in-process event-queue server: a pure state machine inside an actor shell.
+    .target(name: "EventServer", dependencies: ["EventProtocol"], swiftSettings: swiftSettings),
+    // Deterministic virtual time for tests and for the scripted demo.
+    .target(name: "TestSupport", dependencies: ["EventProtocol"], path: "Tests/TestSupport", swiftSettings: swiftSettings),
+    .executableTarget(
+      name: "Demo",
+      dependencies: ["EventProtocol", "EventServer", "TestSupport"],
+      swiftSettings: swiftSettings
+    ),
+    .testTarget(
+      name: "EventProtocolTests",
+      dependencies: ["EventProtocol"],
+      resources: [.copy("Fixtures")],
+      swiftSettings: swiftSettings
+    ),
+    .testTarget(
+      name: "EventServerTests",
+      dependencies: ["EventProtocol", "EventServer", "TestSupport"],
+      swiftSettings: swiftSettings
+    ),
+  ],
+  swiftLanguageModes: [.v6]
+)
