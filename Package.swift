@@ -25,7 +25,12 @@ let package = Package(
     // The in-process event-queue server: a pure state machine inside an actor shell.
     .target(name: "EventServer", dependencies: ["EventProtocol"], swiftSettings: swiftSettings),
     // Deterministic virtual time for tests and for the scripted demo.
-    .target(name: "TestSupport", dependencies: ["EventProtocol"], path: "Tests/TestSupport", swiftSettings: swiftSettings),
+    .target(
+      name: "TestSupport",
+      dependencies: ["EventProtocol", "EventServer"],
+      path: "Tests/TestSupport",
+      swiftSettings: swiftSettings
+    ),
     .executableTarget(
       name: "Demo",
       dependencies: ["EventProtocol", "EventServer", "TestSupport"],

@@ -1,0 +1,90 @@
+/// The application's own events, as carried in an ``EventEnvelope``.
+///
+/// A payload encodes as a JSON object whose fields sit beside the envelope's `id` and `type`, as Zulip's
+/// events do (`{"id": 3, "type": "video_status", "video_id": "…"}`). It names its wire type, and which types
+/// it can decode, so that an envelope of a type the client does not know is kept as
+/// ``EventBody/unknown(type:)`` instead of breaking the batch it came in.
+///
+/// ```swift
+/// struct Greeting: EventPayload {
+///   static let knownEventTypes: Set<String> = ["greeting"]
+///   var eventType: String { "greeting" }
+///   var text: String
+/// }
+/// ```
+public protocol EventPayload: Codable, Sendable, Equatable {
+  /// The wire types this payload decodes. An envelope of any other type becomes ``EventBody/unknown(type:)``.
+  static var knownEventTypes: Set<String> { get }
+
+  /// The wire `type` of this event, used for the envelope and for queues' event-type filters.
+  var eventType: String { get }
+}
+
+/// What an event in a queue carries: the application's payload or one of the server's own events.
+public enum EventBody<Payload: EventPayload>: Sendable, Equatable {
+  /// The server ends a long-poll that waited too long with a real event, so proxies keep the connection.
+  case heartbeat
+  /// The server restarted and restored this queue; queued events before it are intact.
+  case restart
+  /// An application event.
+  case payload(Payload)
+  /// An event of a type the payload does not know; kept so the rest of its batch still applies.
+  case unknown(type: String)
+
+  /// The reserved wire type of heartbeat events.
+  public static var heartbeatType: String { "heartbeat" }
+  /// The reserved wire type of restart events.
+  public static var restartType: String { "restart" }
+
+  /// The wire `type` of this event.
+  public var type: String {
+    switch self {
+    case .heartbeat: Self.heartbeatType
+    case .restart: Self.restartType
+    case .payload(let payload): payload.eventType
+    case .unknown(let type): type
+    }
+  }
+}
+
+/// One event as a queue holds it and a poll delivers it: an id and a body.
+///
+/// Ids start at 0 in each queue and strictly increase. On the wire an envelope is Zulip's event object:
+/// `{"id": 0, "type": "heartbeat"}`, with the payload's fields beside `id` and `type`.
+public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable {
+  /// The event's id within its queue.
+  public var id: Int
+  /// What the event carries.
+  public var body: EventBody<Payload>
+
+  public init(id: Int, body: EventBody<Payload>) {
+    self.id = id
+    self.body = body
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case id
+    case type
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    self.id = try container.decode(Int.self, forKey: .id)
+    let type = try container.decode(String.self, forKey: .type)
+    switch type {
+    case EventBody<Payload>.heartbeatType: self.body = .heartbeat
+    case EventBody<Payload>.restartType: self.body = .restart
+    case _ where Payload.knownEventTypes.contains(type): self.body = .payload(try Payload(from: decoder))
+    default: self.body = .unknown(type: type)
+    }
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    if case .payload(let payload) = body {
+      try payload.encode(to: encoder)
+    }
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(id, forKey: .id)
+    try container.encode(body.type, forKey: .type)
+  }
+}

@@ -1,0 +1,37 @@
+/// The answer to a poll: every event after the poll's `last_event_id` that the queue still holds.
+///
+/// On the wire it is Zulip's `/events` reply: `{"result": "success", "msg": "", "events": [...],
+/// "queue_id": "…"}`. An event of a type the payload does not know decodes as
+/// ``EventBody/unknown(type:)``, so the rest of the batch still applies.
+public struct EventsReply<Payload: EventPayload>: Sendable, Equatable, Codable {
+  /// The events, in increasing id order.
+  public var events: [EventEnvelope<Payload>]
+  /// The queue polled; Zulip includes it, and omits it on `dont_block` replies.
+  public var queueID: QueueID?
+
+  public init(events: [EventEnvelope<Payload>], queueID: QueueID?) {
+    self.events = events
+    self.queueID = queueID
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case result
+    case message = "msg"
+    case events
+    case queueID = "queue_id"
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    self.events = try container.decode([EventEnvelope<Payload>].self, forKey: .events)
+    self.queueID = try container.decodeIfPresent(QueueID.self, forKey: .queueID)
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode("success", forKey: .result)
+    try container.encode("", forKey: .message)
+    try container.encode(events, forKey: .events)
+    try container.encodeIfPresent(queueID, forKey: .queueID)
+  }
+}

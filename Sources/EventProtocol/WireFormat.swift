@@ -1,0 +1,66 @@
+import Foundation
+
+/// Encodes and decodes the JSON bodies of the events API.
+///
+/// A body is either a success (`"result": "success"`, decoded as the expected reply type) or an error
+/// (`"result": "error"`, decoded as an ``EventAPIError`` and thrown). Anything else, including JSON that
+/// does not parse, a missing field, a body over ``maximumBodySize``, or an event id sequence that is not
+/// strictly increasing, throws ``EventAPIError/Code/malformedResponse``.
+///
+/// ```swift
+/// let reply = try WireFormat.decode(EventsReply<MyEvent>.self, from: body)
+/// let data = try WireFormat.encode(reply)
+/// ```
+public enum WireFormat {
+  /// The largest body ``decode(_:from:)`` accepts: 16 MiB.
+  public static let maximumBodySize = 16 << 20
+
+  private struct ResultField: Decodable {
+    var result: String
+  }
+
+  /// Decodes a response body.
+  /// - Parameters:
+  ///   - type: The success reply expected, such as `Registration<Snapshot>` or `EventsReply<Payload>`.
+  ///   - data: The JSON body.
+  /// - Returns: The decoded success reply.
+  /// - Throws: The server's ``EventAPIError`` for an error body; ``EventAPIError/Code/malformedResponse`` when
+  ///   the body cannot be understood.
+  public static func decode<Reply: Decodable>(_ type: Reply.Type, from data: Data) throws(EventAPIError) -> Reply {
+    guard data.count <= maximumBodySize else {
+      throw .malformedResponse("body of \(data.count) bytes is over the \(maximumBodySize)-byte limit")
+    }
+    let decoder = JSONDecoder()
+    let result: String
+    do {
+      result = try decoder.decode(ResultField.self, from: data).result
+    } catch {
+      throw .malformedResponse(String(describing: error))
+    }
+    switch result {
+    case "success":
+      do {
+        return try decoder.decode(Reply.self, from: data)
+      } catch {
+        throw .malformedResponse(String(describing: error))
+      }
+    case "error":
+      let apiError: EventAPIError
+      do {
+        apiError = try decoder.decode(EventAPIError.self, from: data)
+      } catch {
+        throw .malformedResponse(String(describing: error))
+      }
+      throw apiError
+    default:
+      throw .malformedResponse("unknown result \"\(result)\"")
+    }
+  }
+
+  /// Encodes a reply or an ``EventAPIError`` as a JSON body, with sorted keys so bodies compare byte for byte.
+  public static func encode(_ value: some Encodable) throws -> Data {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return try encoder.encode(value)
+  }
+}

@@ -1,0 +1,118 @@
+import EventProtocol
+
+/// One client's event queue: the events it has not acknowledged, and its bookkeeping.
+///
+/// Queues hold immutable values: each queue stores its own copy of each event, so nothing done to an
+/// event in one queue reaches another.
+public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
+  /// The queue's id.
+  public let id: QueueID
+  /// The user who registered the queue and alone may poll it.
+  public let user: UserID
+  /// The event types the queue accepts; `nil` accepts all. Heartbeats bypass the filter.
+  public let eventTypes: Set<String>?
+  /// How long the queue lives without contact.
+  public let idleTimeout: Duration
+  /// The id the next event will get.
+  public private(set) var nextEventID: Int = 0
+  /// The highest id pruned so far; `-1` when nothing has been pruned.
+  public private(set) var prunedThrough: Int = -1
+  /// The events not yet acknowledged, in increasing id order.
+  public private(set) var events: [EventEnvelope<Event>] = []
+  /// The last time a request touched the queue (or a parked poll on it ended).
+  public internal(set) var lastContact: Timestamp
+  /// The poll waiting on this queue, if any. Not part of a dump: connections do not survive a restart.
+  public internal(set) var parkedPoll: ParkedPoll?
+
+  /// A long-poll waiting for an event or for its heartbeat deadline.
+  public struct ParkedPoll: Sendable, Hashable {
+    /// The shell's id for the waiting request.
+    public var pollID: PollID
+    /// When a heartbeat ends the poll if no event came first.
+    public var heartbeatAt: Timestamp
+  }
+
+  init(id: QueueID, user: UserID, eventTypes: Set<String>?, idleTimeout: Duration, now: Timestamp) {
+    self.id = id
+    self.user = user
+    self.eventTypes = eventTypes
+    self.idleTimeout = idleTimeout
+    self.lastContact = now
+  }
+
+  /// Whether the queue takes events of `type`.
+  public func accepts(_ type: String) -> Bool {
+    eventTypes?.contains(type) ?? true
+  }
+
+  /// Whether the queue has outlived its idle timeout at `now`. A queue with a parked poll never expires.
+  public func isExpired(at now: Timestamp) -> Bool {
+    parkedPoll == nil && lastContact.duration(to: now) >= idleTimeout
+  }
+
+  /// The id of the last event the queue has assigned; `-1` before the first.
+  public var lastEventID: Int { nextEventID - 1 }
+
+  /// Checks that a poll may acknowledge through `lastEventID`.
+  func validateAcknowledgement(_ lastEventID: Int) throws(EventAPIError) {
+    if lastEventID < prunedThrough { throw .alreadyPruned(lastEventID: lastEventID) }
+    if lastEventID > self.lastEventID || lastEventID < -1 { throw .notInQueue(lastEventID: lastEventID) }
+  }
+
+  /// Removes every event with an id up to `lastEventID`.
+  /// - Complexity: O(*n*) in the events held.
+  mutating func prune(through lastEventID: Int) {
+    guard lastEventID > prunedThrough else { return }
+    let firstKept = events.firstIndex { $0.id > lastEventID } ?? events.endIndex
+    events.removeFirst(firstKept)
+    prunedThrough = lastEventID
+  }
+
+  /// Appends an event with the next id.
+  /// - Complexity: Amortized O(1).
+  mutating func append(_ body: EventBody<Event>) {
+    events.append(EventEnvelope(id: nextEventID, body: body))
+    nextEventID += 1
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case id
+    case user
+    case eventTypes
+    case idleTimeout
+    case nextEventID
+    case prunedThrough
+    case events
+    case lastContact
+  }
+
+  /// Checks the invariants a decoded queue must hold, so a tampered dump cannot load inconsistent state.
+  func validatedAfterDecoding() -> String? {
+    if prunedThrough < -1 || prunedThrough > lastEventID {
+      return "queue \(id): pruned mark \(prunedThrough) outside 0..<\(nextEventID)"
+    }
+    var previous = prunedThrough
+    for event in events {
+      guard event.id > previous, event.id < nextEventID else {
+        return "queue \(id): event id \(event.id) out of order"
+      }
+      previous = event.id
+    }
+    return nil
+  }
+}
+
+/// The shell's id for a poll request, so the state machine can complete it without holding a continuation.
+public struct PollID: Hashable, Sendable, Comparable, CustomStringConvertible {
+  public var rawValue: UInt64
+
+  public init(_ rawValue: UInt64) {
+    self.rawValue = rawValue
+  }
+
+  public static func < (lhs: PollID, rhs: PollID) -> Bool {
+    lhs.rawValue < rhs.rawValue
+  }
+
+  public var description: String { "poll#\(rawValue)" }
+}

@@ -1,0 +1,345 @@
+import EventProtocol
+
+/// The pure, synchronous core of ``EventServer``: queues, ids, pruning, parked polls with deadlines and
+/// expiry, with Zulip's event-queue contract.
+///
+/// Every input is a `mutating func` named for what happened; it takes `now` and returns the ``Action``s the
+/// shell must perform (complete a waiting poll). The machine never reads a clock, sleeps or does I/O, so
+/// tests and the simulation drive it directly, and a seed replays byte for byte. Randomness (queue ids,
+/// heartbeat jitter) comes from the generator it was created with.
+///
+/// ```swift
+/// var server = EventServerStateMachine(application: app, random: SeededRandomNumberGenerator(seed: 1), now: t0)
+/// let (registration, _) = server.register(user: "alice", eventTypes: nil, lifespan: nil, now: t0)
+/// let actions = server.poll(PollID(1), queueID: registration.queueID, user: "alice",
+///                           lastEventID: -1, dontBlock: false, now: t0)   // [] : parked
+/// ```
+public struct EventServerStateMachine<Application: ServerApplication>: Sendable {
+  public typealias Event = Application.Event
+
+  /// What a poll is answered with.
+  public enum PollOutcome: Sendable, Equatable {
+    /// Every event the queue holds after the poll's acknowledgement (possibly none).
+    case events([EventEnvelope<Event>])
+    /// The poll was refused; nothing was changed.
+    case failed(EventAPIError)
+    /// The poll ended without an answer (its caller cancelled, or the connection dropped); every event
+    /// stays queued.
+    case cancelled
+  }
+
+  /// What the shell must do.
+  public enum Action: Sendable, Equatable {
+    /// Answer the poll `PollID` with the outcome.
+    case completePoll(PollID, PollOutcome)
+  }
+
+  /// The application whose state the queues follow.
+  public private(set) var application: Application
+  /// Limits and timings.
+  public let configuration: EventServerConfiguration
+  /// Every queue, by id.
+  public private(set) var queues: [QueueID: EventQueue<Event>] = [:]
+  /// Each user's queues, oldest first; the order in which events are delivered and queues evicted.
+  private var queueIDsByUser: [UserID: [QueueID]] = [:]
+  /// Where each parked poll waits.
+  private var parkedPolls: [PollID: QueueID] = [:]
+  /// When expired queues are next swept away.
+  public private(set) var nextSweepAt: Timestamp
+  private var random: any RandomNumberGenerator & Sendable
+
+  /// Creates a server with no queues.
+  /// - Parameters:
+  ///   - application: The application served.
+  ///   - configuration: Limits and timings.
+  ///   - random: The source of queue ids and heartbeat jitter.
+  ///   - now: The current time; the first sweep is one ``EventServerConfiguration/sweepInterval`` later.
+  public init(
+    application: Application,
+    configuration: EventServerConfiguration = .init(),
+    random: some RandomNumberGenerator & Sendable,
+    now: Timestamp
+  ) {
+    self.application = application
+    self.configuration = configuration
+    self.random = random
+    self.nextSweepAt = now.advanced(by: configuration.sweepInterval)
+  }
+
+  /// The earliest time at which ``timerFired(now:)`` has work: a heartbeat or a sweep.
+  /// - Complexity: O(*p*) in the parked polls.
+  public var nextDeadline: Timestamp {
+    parkedPolls.values.reduce(nextSweepAt) { earliest, queueID in
+      min(earliest, queues[queueID]?.parkedPoll?.heartbeatAt ?? earliest)
+    }
+  }
+
+  /// The queues of `user`, oldest first.
+  public func queueIDs(of user: UserID) -> [QueueID] {
+    queueIDsByUser[user] ?? []
+  }
+
+  // MARK: - Inputs
+
+  /// A user registers: creates a queue and takes the snapshot in one atomic step.
+  ///
+  /// When the user already holds ``EventServerConfiguration/maximumQueuesPerUser`` queues, the least
+  /// recently used one is evicted first (its parked poll, if any, fails with `BAD_EVENT_QUEUE_ID`).
+  /// - Parameters:
+  ///   - user: The registering user, who alone may poll the queue.
+  ///   - eventTypes: The event types to queue; `nil` for all. Heartbeats are always queued.
+  ///   - lifespan: The idle timeout asked for; `nil` or zero for the default, capped at the maximum.
+  ///   - now: The current time.
+  /// - Returns: The registration (queue id, `lastEventID` -1, snapshot) and the actions to perform.
+  public mutating func register(
+    user: UserID,
+    eventTypes: Set<String>?,
+    lifespan: Duration?,
+    now: Timestamp
+  ) -> (Registration<Application.Snapshot>, [Action]) {
+    var actions: [Action] = []
+    for queueID in queueIDs(of: user) where queues[queueID]?.isExpired(at: now) == true {
+      removeQueue(queueID, actions: &actions)
+    }
+    while queueIDs(of: user).count >= max(configuration.maximumQueuesPerUser, 1) {
+      let leastRecentlyUsed = queueIDs(of: user).min { lhs, rhs in
+        effectiveContact(lhs, now: now) < effectiveContact(rhs, now: now)
+      }!
+      removeQueue(leastRecentlyUsed, actions: &actions)
+    }
+    var queueID = QueueID.random(using: &random)
+    while queues[queueID] != nil { queueID = QueueID.random(using: &random) }
+    let queue = EventQueue<Event>(
+      id: queueID,
+      user: user,
+      eventTypes: eventTypes,
+      idleTimeout: configuration.idleTimeout(forLifespan: lifespan),
+      now: now
+    )
+    queues[queueID] = queue
+    queueIDsByUser[user, default: []].append(queueID)
+    let registration = Registration(
+      queueID: queueID,
+      lastEventID: queue.lastEventID,
+      longPollTimeout: configuration.recommendedLongPollTimeout,
+      snapshot: application.snapshot(for: user)
+    )
+    return (registration, actions)
+  }
+
+  /// A poll arrives: validate, prune through `lastEventID`, then answer with every remaining event, or park.
+  ///
+  /// Validation comes first, and a refused poll changes nothing: an unknown, expired or other user's queue
+  /// is `BAD_EVENT_QUEUE_ID` (the same answer for all three); a `lastEventID` below the pruned mark is
+  /// "already pruned"; one the queue never reached is "not in this queue". A poll on a queue that already has
+  /// a parked poll completes that one with the queue's contents. With nothing to deliver and `dontBlock`
+  /// false, the poll parks until an event arrives or a heartbeat deadline 45–55 s away.
+  /// - Parameters:
+  ///   - pollID: The shell's id for this request.
+  ///   - queueID: The queue to poll.
+  ///   - user: The authenticated caller.
+  ///   - lastEventID: The last event the caller has applied; everything up to it is acknowledged.
+  ///   - dontBlock: Answer at once even when there is nothing to deliver.
+  ///   - now: The current time.
+  /// - Returns: The actions: this poll's completion unless it parked, and a displaced poll's completion.
+  public mutating func poll(
+    _ pollID: PollID,
+    queueID: QueueID,
+    user: UserID,
+    lastEventID: Int,
+    dontBlock: Bool,
+    now: Timestamp
+  ) -> [Action] {
+    precondition(parkedPolls[pollID] == nil, "\(pollID) is already parked; the shell reused a poll id")
+    var actions: [Action] = []
+    do {
+      let queue = try liveQueue(queueID, of: user, now: now, actions: &actions)
+      try queue.validateAcknowledgement(lastEventID)
+    } catch {
+      actions.append(.completePoll(pollID, .failed(error)))
+      return actions
+    }
+    queues[queueID]!.prune(through: lastEventID)
+    queues[queueID]!.lastContact = now
+    if let displaced = queues[queueID]!.parkedPoll {
+      completeParkedPoll(displaced.pollID, on: queueID, now: now, actions: &actions)
+    }
+    let pending = queues[queueID]!.events
+    if !pending.isEmpty || dontBlock {
+      actions.append(.completePoll(pollID, .events(pending)))
+    } else {
+      queues[queueID]!.parkedPoll = .init(pollID: pollID, heartbeatAt: heartbeatDeadline(after: now))
+      parkedPolls[pollID] = queueID
+    }
+    return actions
+  }
+
+  /// The caller of a parked poll went away. The poll completes as cancelled; every event stays queued.
+  /// A poll that is no longer parked (already completed) is ignored.
+  public mutating func pollCancelled(_ pollID: PollID, now: Timestamp) -> [Action] {
+    guard let queueID = parkedPolls.removeValue(forKey: pollID) else { return [] }
+    queues[queueID]!.parkedPoll = nil
+    queues[queueID]!.lastContact = now
+    return [.completePoll(pollID, .cancelled)]
+  }
+
+  /// A user deletes one of their queues. Its parked poll, if any, fails with `BAD_EVENT_QUEUE_ID`.
+  /// - Throws: `BAD_EVENT_QUEUE_ID` for an unknown, expired or other user's queue; nothing changes.
+  public mutating func deleteQueue(_ queueID: QueueID, user: UserID, now: Timestamp) throws(EventAPIError) -> [Action] {
+    var actions: [Action] = []
+    do {
+      _ = try liveQueue(queueID, of: user, now: now, actions: &actions)
+    } catch {
+      if actions.isEmpty { throw error }
+      return actions
+    }
+    removeQueue(queueID, actions: &actions)
+    return actions
+  }
+
+  /// A user sends a command. The application's change and the delivery of its events to every accepting
+  /// queue happen in this one step.
+  /// - Throws: `BAD_REQUEST` when the application rejects the command; nothing changes.
+  public mutating func handle(
+    _ command: Application.Command,
+    from user: UserID,
+    now: Timestamp
+  ) throws(EventAPIError) -> [Action] {
+    let deliveries: [Delivery<Event>]
+    do {
+      deliveries = try application.handle(command, from: user)
+    } catch {
+      throw .badRequest(error.reason)
+    }
+    var actions: [Action] = []
+    for delivery in deliveries {
+      var seen: Set<UserID> = []
+      for recipient in delivery.recipients where seen.insert(recipient).inserted {
+        for queueID in queueIDs(of: recipient) where queues[queueID]!.accepts(delivery.event.eventType) {
+          push(.payload(delivery.event), to: queueID, now: now, actions: &actions)
+        }
+      }
+    }
+    return actions
+  }
+
+  /// Time passed: end parked polls whose heartbeat is due with a real heartbeat event, and sweep expired
+  /// queues when the sweep is due.
+  public mutating func timerFired(now: Timestamp) -> [Action] {
+    var actions: [Action] = []
+    let due = parkedPolls.compactMap { pollID, queueID -> (Timestamp, PollID, QueueID)? in
+      guard let heartbeatAt = queues[queueID]?.parkedPoll?.heartbeatAt, heartbeatAt <= now else { return nil }
+      return (heartbeatAt, pollID, queueID)
+    }
+    for (_, _, queueID) in due.sorted(by: { ($0.0, $0.1) < ($1.0, $1.1) }) {
+      push(.heartbeat, to: queueID, now: now, actions: &actions)
+    }
+    if now >= nextSweepAt {
+      for queueID in queues.keys.sorted() where queues[queueID]!.isExpired(at: now) {
+        removeQueue(queueID, actions: &actions)
+      }
+      nextSweepAt = now.advanced(by: configuration.sweepInterval)
+    }
+    return actions
+  }
+
+  /// Every connection dropped (the server is shutting down): each parked poll completes as cancelled, and
+  /// its events stay queued for the client's next poll.
+  public mutating func connectionsDropped(now: Timestamp) -> [Action] {
+    parkedPolls.sorted { $0.key < $1.key }.flatMap { pollCancelled($0.key, now: now) }
+  }
+
+  // MARK: - Restart
+
+  /// The queues as they stand, for a restart: ids, next ids, pruned marks and pending events, in id order.
+  /// Parked polls are not included; their connections do not survive the restart.
+  public func dump() -> QueueDump<Event> {
+    QueueDump(queues: queues.keys.sorted().map { queues[$0]! })
+  }
+
+  /// Loads queues from a dump after a restart, replacing any present (whose parked polls fail with
+  /// `BAD_EVENT_QUEUE_ID`). Each loaded queue's idle time restarts at `now`, and each queue that accepts
+  /// `restart` events gets one.
+  /// - Throws: ``QueueDumpError`` when the dump is inconsistent; nothing changes then.
+  public mutating func restore(_ dump: QueueDump<Event>, now: Timestamp) throws(QueueDumpError) -> [Action] {
+    try dump.validate()
+    var actions: [Action] = []
+    for queueID in queues.keys.sorted() {
+      removeQueue(queueID, notifyApplication: false, actions: &actions)
+    }
+    for var queue in dump.queues {
+      queue.lastContact = now
+      queue.parkedPoll = nil
+      queues[queue.id] = queue
+      queueIDsByUser[queue.user, default: []].append(queue.id)
+    }
+    for queue in dump.queues where queue.accepts(EventBody<Event>.restartType) {
+      push(.restart, to: queue.id, now: now, actions: &actions)
+    }
+    return actions
+  }
+
+  // MARK: - Helpers
+
+  /// The queue `queueID` when it exists, is `user`'s and has not expired; an expired queue is removed.
+  private mutating func liveQueue(
+    _ queueID: QueueID,
+    of user: UserID,
+    now: Timestamp,
+    actions: inout [Action]
+  ) throws(EventAPIError) -> EventQueue<Event> {
+    guard let queue = queues[queueID], queue.user == user else { throw .badEventQueueID(queueID) }
+    if queue.isExpired(at: now) {
+      removeQueue(queueID, actions: &actions)
+      throw .badEventQueueID(queueID)
+    }
+    return queue
+  }
+
+  /// A heartbeat deadline drawn uniformly, to the millisecond, from the configured window after `now`.
+  private mutating func heartbeatDeadline(after now: Timestamp) -> Timestamp {
+    let spread = configuration.heartbeatMaximum - configuration.heartbeatMinimum
+    let jitter = spread > .zero ? Int64.random(in: 0...Int64(spread / .milliseconds(1)), using: &random) : 0
+    return now.advanced(by: configuration.heartbeatMinimum + .milliseconds(jitter))
+  }
+
+  /// When a queue was last used, counting a parked poll as use right now.
+  private func effectiveContact(_ queueID: QueueID, now: Timestamp) -> Timestamp {
+    let queue = queues[queueID]!
+    return queue.parkedPoll == nil ? queue.lastContact : now
+  }
+
+  /// Appends an event to a queue, dropping the queue instead if it is full, and wakes its parked poll.
+  private mutating func push(_ body: EventBody<Event>, to queueID: QueueID, now: Timestamp, actions: inout [Action]) {
+    guard queues[queueID]!.events.count < configuration.maximumEventsPerQueue else {
+      removeQueue(queueID, actions: &actions)
+      return
+    }
+    queues[queueID]!.append(body)
+    if let parked = queues[queueID]!.parkedPoll {
+      completeParkedPoll(parked.pollID, on: queueID, now: now, actions: &actions)
+    }
+  }
+
+  /// Completes a parked poll with the queue's whole contents.
+  private mutating func completeParkedPoll(_ pollID: PollID, on queueID: QueueID, now: Timestamp, actions: inout [Action]) {
+    parkedPolls[pollID] = nil
+    queues[queueID]!.parkedPoll = nil
+    queues[queueID]!.lastContact = now
+    actions.append(.completePoll(pollID, .events(queues[queueID]!.events)))
+  }
+
+  /// Removes a queue, failing its parked poll, and tells the application when it was the user's last.
+  private mutating func removeQueue(_ queueID: QueueID, notifyApplication: Bool = true, actions: inout [Action]) {
+    guard let queue = queues.removeValue(forKey: queueID) else { return }
+    if let parked = queue.parkedPoll {
+      parkedPolls[parked.pollID] = nil
+      actions.append(.completePoll(parked.pollID, .failed(.badEventQueueID(queueID))))
+    }
+    queueIDsByUser[queue.user]?.removeAll { $0 == queueID }
+    if queueIDsByUser[queue.user]?.isEmpty == true {
+      queueIDsByUser[queue.user] = nil
+      if notifyApplication { application.lastQueueRemoved(for: queue.user) }
+    }
+  }
+}

@@ -1,0 +1,227 @@
+import EventProtocol
+import Foundation
+
+/// An in-process event-queue server with the contract of Zulip's: register for a snapshot atomic with an
+/// event queue, long-poll with heartbeats, prune on acknowledgement, queue expiry and a clear
+/// `BAD_EVENT_QUEUE_ID` error.
+///
+/// The server is a thin actor around ``EventServerStateMachine``: it reads the injected clock, parks a
+/// poll's continuation until the machine completes it, and keeps one timer task sleeping until the
+/// machine's next deadline (a heartbeat or a sweep). It makes no decisions of its own.
+///
+/// ```swift
+/// let server = EventServer(application: MyApplication())
+/// let registration = await server.register(user: "alice")
+/// let events = try await server.events(queueID: registration.queueID, user: "alice",
+///                                      lastEventID: registration.lastEventID)
+/// ```
+public actor EventServer<Application: ServerApplication, C: Clock> where C.Duration == Duration {
+  public typealias Event = Application.Event
+  private typealias Machine = EventServerStateMachine<Application>
+
+  private var machine: Machine
+  private let timeline: Timeline<C>
+  private var waiters: [PollID: CheckedContinuation<Machine.PollOutcome, Never>] = [:]
+  private var parkedWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+  private var nextPollID: UInt64 = 0
+  private var timer: Task<Void, Never>?
+  private var timerDeadline: Timestamp?
+  private var isShutDown = false
+
+  /// Creates a server.
+  /// - Parameters:
+  ///   - application: The application served.
+  ///   - configuration: Limits and timings.
+  ///   - clock: The clock for heartbeats, expiry and sweeps.
+  ///   - anchor: The timestamp the clock's current instant stands for; the wall clock's when `nil`.
+  ///   - random: The source of queue ids and heartbeat jitter.
+  public init(
+    application: Application,
+    configuration: EventServerConfiguration = .init(),
+    clock: C,
+    anchor: Timestamp? = nil,
+    random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()
+  ) {
+    let timeline = Timeline(clock: clock, anchor: anchor)
+    self.timeline = timeline
+    self.machine = Machine(application: application, configuration: configuration, random: random, now: timeline.now())
+  }
+
+  /// The application's current state.
+  public var application: Application { machine.application }
+
+  /// How many queues exist.
+  public var queueCount: Int { machine.queues.count }
+
+  /// How many polls are parked.
+  public var parkedPollCount: Int { machine.queues.values.count { $0.parkedPoll != nil } }
+
+  /// The queue `queueID` as it stands, for inspection.
+  public func queue(_ queueID: QueueID) -> EventQueue<Event>? { machine.queues[queueID] }
+
+  /// Registers `user`: creates a queue and takes the snapshot atomically.
+  /// - Parameters:
+  ///   - user: The registering user.
+  ///   - eventTypes: The event types to queue; `nil` for all.
+  ///   - lifespan: The idle timeout asked for; `nil` or zero for 600 s, capped at 7 days.
+  /// - Returns: The queue id, `lastEventID` (-1) and the snapshot.
+  public func register(
+    user: UserID,
+    eventTypes: Set<String>? = nil,
+    lifespan: Duration? = nil
+  ) -> Registration<Application.Snapshot> {
+    let (registration, actions) = machine.register(
+      user: user,
+      eventTypes: eventTypes,
+      lifespan: lifespan,
+      now: timeline.now()
+    )
+    perform(actions)
+    return registration
+  }
+
+  /// Polls a queue: acknowledges everything up to `lastEventID`, then returns every event still queued,
+  /// waiting for one (or for a heartbeat 45–55 s later) when there are none and `dontBlock` is false.
+  /// - Parameters:
+  ///   - queueID: The queue.
+  ///   - user: The authenticated caller.
+  ///   - lastEventID: The last event applied.
+  ///   - dontBlock: Answer at once even with nothing to deliver.
+  /// - Returns: The events, in increasing id order.
+  /// - Throws: ``EventAPIError`` (`BAD_EVENT_QUEUE_ID`, or `BAD_REQUEST` for an id already pruned or never in
+  ///   the queue); `CancellationError` when the task is cancelled or the server shuts down while waiting.
+  public func events(
+    queueID: QueueID,
+    user: UserID,
+    lastEventID: Int,
+    dontBlock: Bool = false
+  ) async throws -> [EventEnvelope<Event>] {
+    let pollID = PollID(nextPollID)
+    nextPollID += 1
+    let outcome = await withTaskCancellationHandler {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Machine.PollOutcome, Never>) in
+        waiters[pollID] = continuation
+        perform(
+          machine.poll(
+            pollID,
+            queueID: queueID,
+            user: user,
+            lastEventID: lastEventID,
+            dontBlock: dontBlock || isShutDown,
+            now: timeline.now()
+          )
+        )
+      }
+    } onCancel: {
+      Task { await self.cancelPoll(pollID) }
+    }
+    switch outcome {
+    case .events(let events): return events
+    case .failed(let error): throw error
+    case .cancelled: throw CancellationError()
+    }
+  }
+
+  /// Deletes one of `user`'s queues; a poll parked on it fails with `BAD_EVENT_QUEUE_ID`.
+  /// - Throws: `BAD_EVENT_QUEUE_ID` for an unknown, expired or other user's queue.
+  public func deleteQueue(_ queueID: QueueID, user: UserID) throws(EventAPIError) {
+    perform(try machine.deleteQueue(queueID, user: user, now: timeline.now()))
+  }
+
+  /// Applies a command from `user` and delivers its events, atomically.
+  /// - Throws: `BAD_REQUEST` when the application rejects the command.
+  public func handle(_ command: Application.Command, from user: UserID) throws(EventAPIError) {
+    perform(try machine.handle(command, from: user, now: timeline.now()))
+  }
+
+  /// Writes every queue to `url` atomically, for a restart.
+  /// - Throws: An encoding or file-system error.
+  public func dumpQueues(to url: URL) throws {
+    try WireFormat.encode(machine.dump()).write(to: url, options: .atomic)
+  }
+
+  /// Loads queues written by ``dumpQueues(to:)``, sending a `restart` event to each accepting queue.
+  /// - Throws: ``QueueDumpError`` when the file is missing, unreadable, corrupt or of another version; the
+  ///   server's queues are then left as they were (none, after a restart).
+  public func restoreQueues(from url: URL) throws(QueueDumpError) {
+    guard FileManager.default.fileExists(atPath: url.path) else { throw .missing(url.path) }
+    let data: Data
+    do {
+      data = try Data(contentsOf: url)
+    } catch {
+      throw .unreadable("cannot read \(url.path): \(error)")
+    }
+    let dump: QueueDump<Event>
+    do {
+      dump = try JSONDecoder().decode(QueueDump<Event>.self, from: data)
+    } catch {
+      throw .corrupt(String(describing: error))
+    }
+    perform(try machine.restore(dump, now: timeline.now()))
+  }
+
+  /// Stops the timer and ends every parked poll with `CancellationError`, keeping their events queued.
+  /// Later polls answer at once instead of parking.
+  public func shutdown() {
+    isShutDown = true
+    perform(machine.connectionsDropped(now: timeline.now()))
+    timer?.cancel()
+    timer = nil
+    timerDeadline = nil
+  }
+
+  /// Suspends until at least `count` polls are parked: lets tests and the demo act on a waiting poll
+  /// without sleeping.
+  public func waitForParkedPolls(count: Int) async {
+    if parkedPollCount >= count { return }
+    await withCheckedContinuation { parkedWaiters.append((count, $0)) }
+  }
+
+  // MARK: - Performing actions
+
+  private func cancelPoll(_ pollID: PollID) {
+    perform(machine.pollCancelled(pollID, now: timeline.now()))
+  }
+
+  private func timerFired() {
+    timerDeadline = nil
+    perform(machine.timerFired(now: timeline.now()))
+  }
+
+  private func perform(_ actions: [Machine.Action]) {
+    for action in actions {
+      switch action {
+      case .completePoll(let pollID, let outcome):
+        waiters.removeValue(forKey: pollID)?.resume(returning: outcome)
+      }
+    }
+    let parked = parkedPollCount
+    let ready = parkedWaiters.filter { $0.count <= parked }
+    parkedWaiters.removeAll { $0.count <= parked }
+    for waiter in ready { waiter.continuation.resume() }
+    rescheduleTimer()
+  }
+
+  private func rescheduleTimer() {
+    guard !isShutDown else { return }
+    let deadline = machine.nextDeadline
+    guard deadline != timerDeadline else { return }
+    timer?.cancel()
+    timerDeadline = deadline
+    timer = Task { [timeline, weak self] in
+      do {
+        try await timeline.sleep(until: deadline)
+      } catch {
+        return
+      }
+      await self?.timerFired()
+    }
+  }
+}
+
+extension EventServer where C == ContinuousClock {
+  /// Creates a server on the continuous clock, with system randomness.
+  public init(application: Application, configuration: EventServerConfiguration = .init()) {
+    self.init(application: application, configuration: configuration, clock: ContinuousClock())
+  }
+}

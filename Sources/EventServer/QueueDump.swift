@@ -1,0 +1,65 @@
+import EventProtocol
+
+/// The queues of an ``EventServer`` as written to disk for a restart, in a versioned envelope.
+public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
+  /// The format version this build writes and reads.
+  public static var currentVersion: Int { 1 }
+
+  /// The format version of this dump.
+  public var version: Int
+  /// The queues, in id order.
+  public var queues: [EventQueue<Event>]
+
+  public init(queues: [EventQueue<Event>]) {
+    self.version = Self.currentVersion
+    self.queues = queues
+  }
+
+  /// Checks the version and every queue's invariants (ids increasing, above the pruned mark, unique ids).
+  /// - Throws: ``QueueDumpError`` naming the first problem.
+  public func validate() throws(QueueDumpError) {
+    guard version == Self.currentVersion else {
+      throw .unsupportedVersion(found: version, supported: Self.currentVersion)
+    }
+    var seen: Set<QueueID> = []
+    for queue in queues {
+      guard seen.insert(queue.id).inserted else { throw .corrupt("queue \(queue.id) appears twice") }
+      if let problem = queue.validatedAfterDecoding() { throw .corrupt(problem) }
+    }
+  }
+}
+
+/// Why queues could not be loaded after a restart. The server then starts with no queues.
+public struct QueueDumpError: Error, Hashable, Sendable, CustomStringConvertible {
+  private enum Code: Hashable {
+    case missing
+    case unreadable
+    case corrupt
+    case unsupportedVersion
+  }
+
+  private let code: Code
+  /// What went wrong, for logs.
+  public let detail: String
+
+  private init(_ code: Code, _ detail: String) {
+    self.code = code
+    self.detail = detail
+  }
+
+  /// There was no dump file.
+  public static func missing(_ path: String) -> QueueDumpError { .init(.missing, "no queue dump at \(path)") }
+  /// The file could not be read.
+  public static func unreadable(_ detail: String) -> QueueDumpError { .init(.unreadable, detail) }
+  /// The file is not a valid dump (bad JSON, or state that breaks the queues' invariants).
+  public static func corrupt(_ detail: String) -> QueueDumpError { .init(.corrupt, "corrupt queue dump: \(detail)") }
+  /// The file was written in a format this build does not read.
+  public static func unsupportedVersion(found: Int, supported: Int) -> QueueDumpError {
+    .init(.unsupportedVersion, "queue dump version \(found) is not supported (this build reads \(supported))")
+  }
+
+  /// Whether two errors are of the same kind, whatever their detail.
+  public func isSameKind(as other: QueueDumpError) -> Bool { code == other.code }
+
+  public var description: String { detail }
+}

@@ -1,0 +1,66 @@
+import EventProtocol
+
+/// The application an ``EventServer`` serves: how to snapshot its state for a user, and how a command
+/// from a user changes it and which users hear about it.
+///
+/// The application is a value held inside the server's state machine, so a command's state change and the
+/// pushing of its events to every accepting queue happen in one synchronous step: no registration can see
+/// one without the other.
+///
+/// ```swift
+/// struct Counter: ServerApplication {
+///   var value = 0
+///   func snapshot(for user: UserID) -> Int { value }
+///   mutating func handle(_ command: Int, from user: UserID) throws(CommandRejection) -> [Delivery<Tick>] {
+///     value += command
+///     return [Delivery(to: ["alice", "bob"], event: Tick(value: value))]
+///   }
+/// }
+/// ```
+public protocol ServerApplication: Sendable {
+  /// What a registration returns: the application's state as one user sees it.
+  associatedtype Snapshot: Codable & Sendable & Equatable
+  /// The events the application pushes to queues.
+  associatedtype Event: EventPayload
+  /// What users ask the application to do.
+  associatedtype Command: Sendable
+
+  /// The state of the application as `user` sees it now.
+  func snapshot(for user: UserID) -> Snapshot
+
+  /// Applies `command` from `user`, returning the events to push and who receives each.
+  /// - Throws: ``CommandRejection`` when the command is refused; the application must then be unchanged.
+  mutating func handle(_ command: Command, from user: UserID) throws(CommandRejection) -> [Delivery<Event>]
+
+  /// Called when the last queue of `user` is removed (expired, deleted, dropped for overflow).
+  mutating func lastQueueRemoved(for user: UserID)
+}
+
+extension ServerApplication {
+  public mutating func lastQueueRemoved(for user: UserID) {}
+}
+
+/// An event and the users whose accepting queues receive it.
+public struct Delivery<Event: EventPayload>: Sendable, Equatable {
+  /// The users to notify, in order; each of their queues that accepts the event's type gets it.
+  public var recipients: [UserID]
+  /// The event.
+  public var event: Event
+
+  public init(to recipients: [UserID], event: Event) {
+    self.recipients = recipients
+    self.event = event
+  }
+}
+
+/// Why an application refused a command. Answered on the wire as `BAD_REQUEST`.
+public struct CommandRejection: Error, Hashable, Sendable, CustomStringConvertible {
+  /// A human-readable reason.
+  public var reason: String
+
+  public init(_ reason: String) {
+    self.reason = reason
+  }
+
+  public var description: String { "command rejected: \(reason)" }
+}
