@@ -1,0 +1,161 @@
+import EventProtocol
+import Foundation
+import Testing
+
+/// A payload that knows none of the fixtures' event types, as the engine knows none of Zulip's.
+private struct OwnEvent: EventPayload {
+  static let knownEventTypes: Set<String> = ["own"]
+  var eventType: String { "own" }
+  var value: Int
+}
+
+/// A snapshot with one field, flattened beside the registration's fields as Zulip's are.
+private struct CountSnapshot: Codable, Sendable, Equatable {
+  var count: Int
+}
+
+private func fixture(_ name: String) throws -> Data {
+  let url = try #require(Bundle.module.url(forResource: name, withExtension: "json", subdirectory: "Fixtures"))
+  return try Data(contentsOf: url)
+}
+
+private func jsonObject(_ data: Data) throws -> NSDictionary {
+  try #require(try JSONSerialization.jsonObject(with: data) as? NSDictionary)
+}
+
+@Suite("Zulip-shaped wire format")
+struct WireFixtureTests {
+  @Test("the minimal register reply decodes; clients treat old-style queue ids as opaque")
+  func registerMinimal() throws {
+    let registration = try WireFormat.decode(Registration<EmptySnapshot>.self, from: fixture("register-success"))
+    #expect(
+      registration == Registration(queueID: "1514938867:1", lastEventID: -1, longPollTimeout: nil, snapshot: .init())
+    )
+    #expect(registration.finger == EventFinger(queueID: "1514938867:1", lastEventID: -1))
+  }
+
+  @Test("a UUID register reply with a long-poll timeout decodes, and ours encodes to the same shape")
+  func registerUUIDRoundTrip() throws {
+    let body = try fixture("register-success-uuid")
+    let registration = try WireFormat.decode(Registration<EmptySnapshot>.self, from: body)
+    #expect(
+      registration
+        == Registration(
+          queueID: "fb67bf8a-c031-47cc-84cf-ed80accacda8",
+          lastEventID: 6,
+          longPollTimeout: .seconds(90),
+          snapshot: .init()
+        )
+    )
+    let ours = try jsonObject(WireFormat.encode(registration))
+    let theirs = try jsonObject(body).mutableCopy() as! NSMutableDictionary
+    theirs.removeObjects(forKeys: ["zulip_feature_level", "zulip_version"])
+    #expect(ours == theirs)
+  }
+
+  @Test("snapshot fields sit beside the registration's fields and round-trip")
+  func registerWithSnapshot() throws {
+    let registration = Registration(queueID: "q", lastEventID: -1, longPollTimeout: .seconds(90), snapshot: CountSnapshot(count: 4))
+    let encoded = try WireFormat.encode(registration)
+    #expect(try jsonObject(encoded)["count"] as? Int == 4)
+    #expect(try WireFormat.decode(Registration<CountSnapshot>.self, from: encoded) == registration)
+  }
+
+  @Test("unknown event types do not break the batch; the heartbeat decodes")
+  func eventsWithUnknownTypes() throws {
+    let reply = try WireFormat.decode(EventsReply<OwnEvent>.self, from: fixture("events-success"))
+    #expect(
+      reply
+        == EventsReply(
+          events: [
+            EventEnvelope(id: 0, body: .unknown(type: "alert_words")),
+            EventEnvelope(id: 1, body: .unknown(type: "update_display_settings")),
+            EventEnvelope(id: 2, body: .heartbeat),
+          ],
+          queueID: "fb67bf8a-c031-47cc-84cf-ed80accacda8"
+        )
+    )
+  }
+
+  @Test("our events encode as Zulip's: id and type beside the payload's fields")
+  func eventsEncodeZulipShape() throws {
+    let reply = EventsReply<OwnEvent>(
+      events: [EventEnvelope(id: 3, body: .payload(OwnEvent(value: 9))), EventEnvelope(id: 4, body: .heartbeat)],
+      queueID: "q"
+    )
+    let encoded = try WireFormat.encode(reply)
+    let expected = #"{"events":[{"id":3,"type":"own","value":9},{"id":4,"type":"heartbeat"}],"msg":"","queue_id":"q","result":"success"}"#
+    #expect(String(decoding: encoded, as: UTF8.self) == expected)
+    #expect(try WireFormat.decode(EventsReply<OwnEvent>.self, from: encoded) == reply)
+  }
+
+  @Test("an empty dont_block reply decodes, and ours encodes to the same shape")
+  func emptyDontBlock() throws {
+    let body = try fixture("events-empty-dont-block")
+    let reply = try WireFormat.decode(EventsReply<OwnEvent>.self, from: body)
+    #expect(reply == EventsReply(events: [], queueID: nil))
+    #expect(try jsonObject(WireFormat.encode(reply)) == jsonObject(body))
+  }
+
+  @Test(
+    "error bodies decode to typed errors matched on code, and ours encode to the same shape",
+    arguments: [
+      ("error-bad-event-queue-id", EventAPIError.badEventQueueID("fb67bf8a-c031-47cc-84cf-ed80accacda8")),
+      ("error-already-pruned", EventAPIError.alreadyPruned(lastEventID: 105)),
+      ("error-not-in-queue", EventAPIError.notInQueue(lastEventID: 7)),
+    ]
+  )
+  func errors(name: String, expected: EventAPIError) throws {
+    let body = try fixture(name)
+    #expect(throws: expected) { try WireFormat.decode(EventsReply<OwnEvent>.self, from: body) }
+    #expect(try jsonObject(WireFormat.encode(expected)) == jsonObject(body))
+  }
+
+  @Test("the rate-limit error carries its retry-after")
+  func rateLimit() throws {
+    let body = try fixture("error-rate-limit")
+    do throws(EventAPIError) {
+      _ = try WireFormat.decode(EventsReply<OwnEvent>.self, from: body)
+      Issue.record("a rate-limit body decoded as a success")
+    } catch {
+      #expect(error.code == .rateLimitHit)
+      #expect(error.retryAfter == .nanoseconds(28_706_807_374))
+    }
+  }
+
+  @Test(
+    "malformed bodies are a typed malformedResponse error",
+    arguments: [
+      #"{"result": "success", "events": [{"id": 1}]}"#,
+      #"{"result": "success", "events": [{"id": 1, "type": "own"}]}"#,
+      #"{"result": "maybe"}"#,
+      #"not json"#,
+      #"{"result": "error"}"#,
+    ]
+  )
+  func malformed(body: String) {
+    #expect {
+      _ = try WireFormat.decode(EventsReply<OwnEvent>.self, from: Data(body.utf8))
+    } throws: { error in
+      (error as? EventAPIError)?.code == .malformedResponse
+    }
+  }
+
+  @Test("an oversize body is refused before parsing")
+  func oversize() {
+    let body = Data(repeating: UInt8(ascii: " "), count: WireFormat.maximumBodySize + 1)
+    #expect {
+      _ = try WireFormat.decode(EventsReply<OwnEvent>.self, from: body)
+    } throws: { error in
+      (error as? EventAPIError)?.code == .malformedResponse
+    }
+  }
+
+  @Test("unknown error codes are kept as they are")
+  func unknownErrorCode() throws {
+    let body = Data(#"{"result": "error", "code": "INVALID_API_KEY", "msg": "no"}"#.utf8)
+    #expect(throws: EventAPIError(code: .init(wireValue: "INVALID_API_KEY"), message: "no")) {
+      _ = try WireFormat.decode(EventsReply<OwnEvent>.self, from: body)
+    }
+  }
+}
