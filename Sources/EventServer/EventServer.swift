@@ -23,6 +23,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   private let timeline: Timeline<C>
   private var waiters: [PollID: CheckedContinuation<Machine.PollOutcome, Never>] = [:]
   private var parkedWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+  private var timerWaiters: [(instant: Timestamp, continuation: CheckedContinuation<Void, Never>)] = []
+  private var lastTimerFiring: Timestamp?
   private var nextPollID: UInt64 = 0
   private var timer: Task<Void, Never>?
   private var timerDeadline: Timestamp?
@@ -177,6 +179,13 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     await withCheckedContinuation { parkedWaiters.append((count, $0)) }
   }
 
+  /// Suspends until the timer has done its work (heartbeats, sweep) at a time at or after `instant`: lets
+  /// tests advance a manual clock past a deadline and then observe the result without sleeping.
+  public func waitForTimerFiring(atOrAfter instant: Timestamp) async {
+    if let lastTimerFiring, lastTimerFiring >= instant { return }
+    await withCheckedContinuation { timerWaiters.append((instant, $0)) }
+  }
+
   // MARK: - Performing actions
 
   private func cancelPoll(_ pollID: PollID) {
@@ -184,8 +193,13 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   }
 
   private func timerFired() {
+    let now = timeline.now()
     timerDeadline = nil
-    perform(machine.timerFired(now: timeline.now()))
+    perform(machine.timerFired(now: now))
+    lastTimerFiring = now
+    let ready = timerWaiters.filter { $0.instant <= now }
+    timerWaiters.removeAll { $0.instant <= now }
+    for waiter in ready { waiter.continuation.resume() }
   }
 
   private func perform(_ actions: [Machine.Action]) {

@@ -1,0 +1,161 @@
+import EventProtocol
+import Foundation
+import Testing
+import TestSupport
+
+@testable import EventServer
+
+private let alice: UserID = "alice"
+private let bob: UserID = "bob"
+
+private func makeServer(seed: UInt64 = 1) -> (EventServer<NoteBoard, ManualClock>, ManualClock) {
+  let clock = ManualClock()
+  let server = EventServer(
+    application: NoteBoard(),
+    clock: clock,
+    anchor: clock.now,
+    random: SeededRandomNumberGenerator(seed: seed)
+  )
+  return (server, clock)
+}
+
+@Suite("EventServer actor shell on a manual clock")
+struct EventServerShellTests {
+  @Test("a parked poll is woken by an event and gets the whole queue")
+  func parkedPollWokenByEvent() async throws {
+    let (server, _) = makeServer()
+    let registration = await server.register(user: alice)
+    async let events = server.events(queueID: registration.queueID, user: alice, lastEventID: -1)
+    await server.waitForParkedPolls(count: 1)
+    try await server.handle(.post("hello", to: [alice]), from: bob)
+    #expect(try await events == [EventEnvelope(id: 0, body: .payload(.note(text: "hello")))])
+    #expect(await server.parkedPollCount == 0)
+  }
+
+  @Test("a heartbeat ends a parked poll between 45 and 55 seconds", arguments: [1, 2, 3] as [UInt64])
+  func heartbeat(seed: UInt64) async throws {
+    let (server, clock) = makeServer(seed: seed)
+    let start = clock.now
+    let registration = await server.register(user: alice)
+    async let events = server.events(queueID: registration.queueID, user: alice, lastEventID: -1)
+    await server.waitForParkedPolls(count: 1)
+    let deadline = try #require(await server.queue(registration.queueID)?.parkedPoll?.heartbeatAt)
+    #expect(start.duration(to: deadline) >= .seconds(45) && start.duration(to: deadline) <= .seconds(55))
+
+    clock.advance(to: start.advanced(by: .seconds(44)))
+    #expect(await server.parkedPollCount == 1)
+    clock.advance(to: deadline)
+    #expect(try await events == [EventEnvelope(id: 0, body: .heartbeat)])
+  }
+
+  @Test("a second poll on the queue completes the first")
+  func secondPollCompletesFirst() async throws {
+    let (server, _) = makeServer()
+    let registration = await server.register(user: alice)
+    async let first = server.events(queueID: registration.queueID, user: alice, lastEventID: -1)
+    await server.waitForParkedPolls(count: 1)
+    async let second = server.events(queueID: registration.queueID, user: alice, lastEventID: -1)
+    #expect(try await first == [])
+    await server.waitForParkedPolls(count: 1)
+    try await server.handle(.post("later", to: [alice]), from: bob)
+    #expect(try await second == [EventEnvelope(id: 0, body: .payload(.note(text: "later")))])
+  }
+
+  @Test("a cancelled poll throws CancellationError and leaves every event queued")
+  func cancellation() async throws {
+    let (server, _) = makeServer()
+    let registration = await server.register(user: alice)
+    let poll = Task { try await server.events(queueID: registration.queueID, user: alice, lastEventID: -1) }
+    await server.waitForParkedPolls(count: 1)
+    poll.cancel()
+    await #expect(throws: CancellationError.self) { try await poll.value }
+    #expect(await server.parkedPollCount == 0)
+    try await server.handle(.post("kept", to: [alice]), from: bob)
+    let events = try await server.events(queueID: registration.queueID, user: alice, lastEventID: -1, dontBlock: true)
+    #expect(events == [EventEnvelope(id: 0, body: .payload(.note(text: "kept")))])
+  }
+
+  @Test("the sweep on the clock removes an expired queue and tells the application")
+  func expirySweep() async throws {
+    let (server, clock) = makeServer()
+    let start = clock.now
+    let registration = await server.register(user: alice, lifespan: .seconds(90))
+    clock.advance(to: start.advanced(by: .seconds(60)))
+    await server.waitForTimerFiring(atOrAfter: start.advanced(by: .seconds(60)))
+    #expect(await server.queueCount == 1)
+    clock.advance(to: start.advanced(by: .seconds(120)))
+    await server.waitForTimerFiring(atOrAfter: start.advanced(by: .seconds(120)))
+    #expect(await server.queueCount == 0)
+    #expect(await server.application.usersWhoseLastQueueWentAway == [alice])
+    await #expect(throws: EventAPIError.badEventQueueID(registration.queueID)) {
+      try await server.events(queueID: registration.queueID, user: alice, lastEventID: -1)
+    }
+  }
+
+  @Test("deleting a queue fails its parked poll with BAD_EVENT_QUEUE_ID")
+  func deleteQueue() async throws {
+    let (server, _) = makeServer()
+    let registration = await server.register(user: alice)
+    let poll = Task { try await server.events(queueID: registration.queueID, user: alice, lastEventID: -1) }
+    await server.waitForParkedPolls(count: 1)
+    try await server.deleteQueue(registration.queueID, user: alice)
+    await #expect(throws: EventAPIError.badEventQueueID(registration.queueID)) { try await poll.value }
+  }
+
+  @Test("queues survive a restart through a dump file and get a restart event")
+  func restartThroughFile() async throws {
+    let (server, clock) = makeServer()
+    let registration = await server.register(user: alice)
+    try await server.handle(.post("before restart", to: [alice]), from: bob)
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("queues-\(UUID()).dump.json")
+    defer { try? FileManager.default.removeItem(at: url) }
+    try await server.dumpQueues(to: url)
+
+    let restarted = EventServer(application: await server.application, clock: clock, anchor: clock.now)
+    try await restarted.restoreQueues(from: url)
+    let events = try await restarted.events(queueID: registration.queueID, user: alice, lastEventID: -1)
+    #expect(
+      events == [
+        EventEnvelope(id: 0, body: .payload(.note(text: "before restart"))), EventEnvelope(id: 1, body: .restart),
+      ]
+    )
+  }
+
+  @Test("a missing or corrupt dump file is a typed error and the server starts with no queues")
+  func badDumpFiles() async throws {
+    let (server, _) = makeServer()
+    let directory = FileManager.default.temporaryDirectory
+    let missing = directory.appendingPathComponent("missing-\(UUID()).dump.json")
+    await #expect(throws: QueueDumpError.missing(missing.path)) { try await server.restoreQueues(from: missing) }
+
+    let corrupt = directory.appendingPathComponent("corrupt-\(UUID()).dump.json")
+    defer { try? FileManager.default.removeItem(at: corrupt) }
+    try Data(#"{"version": 1, "queues": [{"id": 3}]"#.utf8).write(to: corrupt)
+    do {
+      try await server.restoreQueues(from: corrupt)
+      Issue.record("a corrupt dump loaded")
+    } catch {
+      #expect(error.isSameKind(as: .corrupt("")))
+    }
+
+    let newer = directory.appendingPathComponent("newer-\(UUID()).dump.json")
+    defer { try? FileManager.default.removeItem(at: newer) }
+    try Data(#"{"version": 7, "queues": []}"#.utf8).write(to: newer)
+    await #expect(throws: QueueDumpError.unsupportedVersion(found: 7, supported: 1)) {
+      try await server.restoreQueues(from: newer)
+    }
+    #expect(await server.queueCount == 0)
+  }
+
+  @Test("shutdown ends parked polls with CancellationError and keeps their events")
+  func shutdown() async throws {
+    let (server, _) = makeServer()
+    let registration = await server.register(user: alice)
+    let poll = Task { try await server.events(queueID: registration.queueID, user: alice, lastEventID: -1) }
+    await server.waitForParkedPolls(count: 1)
+    await server.shutdown()
+    await #expect(throws: CancellationError.self) { try await poll.value }
+    let after = try await server.events(queueID: registration.queueID, user: alice, lastEventID: -1)
+    #expect(after == [])
+  }
+}
