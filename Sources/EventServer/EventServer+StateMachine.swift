@@ -322,7 +322,12 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   }
 
   /// Completes a parked poll with the queue's whole contents.
-  private mutating func completeParkedPoll(_ pollID: PollID, on queueID: QueueID, now: Timestamp, actions: inout [Action]) {
+  private mutating func completeParkedPoll(
+    _ pollID: PollID,
+    on queueID: QueueID,
+    now: Timestamp,
+    actions: inout [Action]
+  ) {
     parkedPolls[pollID] = nil
     queues[queueID]!.parkedPoll = nil
     queues[queueID]!.lastContact = now

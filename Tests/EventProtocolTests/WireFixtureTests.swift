@@ -55,7 +55,12 @@ struct WireFixtureTests {
 
   @Test("snapshot fields sit beside the registration's fields and round-trip")
   func registerWithSnapshot() throws {
-    let registration = Registration(queueID: "q", lastEventID: -1, longPollTimeout: .seconds(90), snapshot: CountSnapshot(count: 4))
+    let registration = Registration(
+      queueID: "q",
+      lastEventID: -1,
+      longPollTimeout: .seconds(90),
+      snapshot: CountSnapshot(count: 4)
+    )
     let encoded = try WireFormat.encode(registration)
     #expect(try jsonObject(encoded)["count"] as? Int == 4)
     #expect(try WireFormat.decode(Registration<CountSnapshot>.self, from: encoded) == registration)
@@ -84,7 +89,8 @@ struct WireFixtureTests {
       queueID: "q"
     )
     let encoded = try WireFormat.encode(reply)
-    let expected = #"{"events":[{"id":3,"type":"own","value":9},{"id":4,"type":"heartbeat"}],"msg":"","queue_id":"q","result":"success"}"#
+    let expected =
+      #"{"events":[{"id":3,"type":"own","value":9},{"id":4,"type":"heartbeat"}],"msg":"","queue_id":"q","result":"success"}"#
     #expect(String(decoding: encoded, as: UTF8.self) == expected)
     #expect(try WireFormat.decode(EventsReply<OwnEvent>.self, from: encoded) == reply)
   }

@@ -1,7 +1,7 @@
 import EventProtocol
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @testable import EventServer
 
@@ -15,7 +15,9 @@ struct EventServerPropertyTests {
     for _ in 0..<200 {
       run.step()
       if let failure = run.failure {
-        Issue.record("seed \(seed): \(failure)\ntrace (replay with this seed):\n\(run.trace.suffix(25).joined(separator: "\n"))")
+        Issue.record(
+          "seed \(seed): \(failure)\ntrace (replay with this seed):\n\(run.trace.suffix(25).joined(separator: "\n"))"
+        )
         return
       }
     }
@@ -109,7 +111,9 @@ private struct ServerScheduleRun {
     let user = Self.users.randomElement(using: &random)!
     let types: Set<String>? = [nil, ["note"], ["ping", "restart"], []].randomElement(using: &random)!
     let lifespan: Duration? = [nil, .zero, .seconds(30), .seconds(200)].randomElement(using: &random)!
-    trace.append("\(now) register \(user) types=\(types.map { $0.sorted() } ?? ["*"]) lifespan=\(String(describing: lifespan))")
+    trace.append(
+      "\(now) register \(user) types=\(types.map { $0.sorted() } ?? ["*"]) lifespan=\(String(describing: lifespan))"
+    )
     var expected: [Machine.Action] = []
     for queueID in order[user] ?? [] where queues[queueID]!.isExpired(at: now) {
       expected += removeModelQueue(queueID)
@@ -162,7 +166,8 @@ private struct ServerScheduleRun {
         expected += push(.payload(event), to: queueID)
       }
     }
-    let command: NoteBoard.Command = if case .note(let text) = event { .post(text, to: recipients) } else { .ping(to: recipients) }
+    let command: NoteBoard.Command =
+      if case .note(let text) = event { .post(text, to: recipients) } else { .ping(to: recipients) }
     do {
       let actions = try machine.handle(command, from: sender, now: now)
       check(actions == expected, "command actions \(actions) != \(expected)")
@@ -173,7 +178,8 @@ private struct ServerScheduleRun {
 
   mutating func poll() {
     let known = queues.keys.sorted() + removedQueueIDs.suffix(2)
-    let queueID: QueueID = known.isEmpty || Int.random(in: 0..<20, using: &random) == 0
+    let queueID: QueueID =
+      known.isEmpty || Int.random(in: 0..<20, using: &random) == 0
       ? "unknown-queue" : known.randomElement(using: &random)!
     let owner = queues[queueID]?.owner ?? Self.users[0]
     let user = Int.random(in: 0..<10, using: &random) == 0 ? Self.users.randomElement(using: &random)! : owner
@@ -195,7 +201,14 @@ private struct ServerScheduleRun {
     var expected: [Machine.Action] = []
     let before = machine.queues
     let outcome = validate(queueID, user: user, lastEventID: lastEventID, expected: &expected)
-    let actions = machine.poll(pollID, queueID: queueID, user: user, lastEventID: lastEventID, dontBlock: dontBlock, now: now)
+    let actions = machine.poll(
+      pollID,
+      queueID: queueID,
+      user: user,
+      lastEventID: lastEventID,
+      dontBlock: dontBlock,
+      now: now
+    )
     if let error = outcome {
       expected.append(.completePoll(pollID, .failed(error)))
       check(actions == expected, "refused poll actions \(actions) != \(expected)")
@@ -241,7 +254,8 @@ private struct ServerScheduleRun {
 
   mutating func delete() {
     guard let queueID = queues.keys.sorted().randomElement(using: &random) else { return }
-    let user = Int.random(in: 0..<4, using: &random) == 0 ? Self.users.randomElement(using: &random)! : queues[queueID]!.owner
+    let user =
+      Int.random(in: 0..<4, using: &random) == 0 ? Self.users.randomElement(using: &random)! : queues[queueID]!.owner
     trace.append("\(now) \(user) deletes \(queueID)")
     var expected: [Machine.Action] = []
     let refusal = validate(queueID, user: user, lastEventID: queues[queueID]!.acknowledged, expected: &expected)
@@ -250,7 +264,10 @@ private struct ServerScheduleRun {
       if refusal == nil { expected += removeModelQueue(queueID) }
       check(actions == expected, "delete actions \(actions) != \(expected)")
     } catch {
-      check(refusal == error && expected.isEmpty, "delete refused with \(error), model said \(String(describing: refusal))")
+      check(
+        refusal == error && expected.isEmpty,
+        "delete refused with \(error), model said \(String(describing: refusal))"
+      )
     }
   }
 
@@ -315,7 +332,12 @@ private struct ServerScheduleRun {
   func effectiveContact(_ queue: ModelQueue) -> Timestamp { queue.parked == nil ? queue.lastContact : now }
 
   /// The error the model expects, removing an expired queue as the machine must.
-  mutating func validate(_ queueID: QueueID, user: UserID, lastEventID: Int, expected: inout [Machine.Action]) -> EventAPIError? {
+  mutating func validate(
+    _ queueID: QueueID,
+    user: UserID,
+    lastEventID: Int,
+    expected: inout [Machine.Action]
+  ) -> EventAPIError? {
     guard let queue = queues[queueID], queue.owner == user else { return .badEventQueueID(queueID) }
     if queue.isExpired(at: now) {
       expected += removeModelQueue(queueID)
@@ -347,7 +369,10 @@ private struct ServerScheduleRun {
   }
 
   mutating func checkQueuesMatch() {
-    check(Set(machine.queues.keys) == Set(queues.keys), "queues \(machine.queues.keys.sorted()) != model \(queues.keys.sorted())")
+    check(
+      Set(machine.queues.keys) == Set(queues.keys),
+      "queues \(machine.queues.keys.sorted()) != model \(queues.keys.sorted())"
+    )
     for (queueID, model) in queues {
       guard let queue = machine.queues[queueID] else { continue }
       check(queue.events == model.pending, "\(queueID) holds \(queue.events), model \(model.pending)")

@@ -1,7 +1,7 @@
 import EventProtocol
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @testable import EventServer
 

@@ -1,7 +1,7 @@
 import EventProtocol
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @testable import EventServer
 
@@ -179,7 +179,14 @@ struct EventServerStateMachineTests {
     ]
     for (offset, (lastEventID, error)) in cases.enumerated() {
       let pollID = PollID(UInt64(10 + offset))
-      let actions = machine.poll(pollID, queueID: queueID, user: alice, lastEventID: lastEventID, dontBlock: true, now: t0)
+      let actions = machine.poll(
+        pollID,
+        queueID: queueID,
+        user: alice,
+        lastEventID: lastEventID,
+        dontBlock: true,
+        now: t0
+      )
       #expect(actions == [.completePoll(pollID, .failed(error))])
       #expect(machine.queues == before)
     }
@@ -306,7 +313,10 @@ struct EventServerStateMachineTests {
 
   @Test("a queue with a parked poll never expires, and every request counts as contact")
   func contactKeepsQueuesAlive() throws {
-    var machine = makeMachine { $0.heartbeatMinimum = .seconds(10_000); $0.heartbeatMaximum = .seconds(10_000) }
+    var machine = makeMachine {
+      $0.heartbeatMinimum = .seconds(10_000)
+      $0.heartbeatMaximum = .seconds(10_000)
+    }
     let parked = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID
     let touched = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID
     _ = machine.poll(PollID(1), queueID: parked, user: alice, lastEventID: -1, dontBlock: false, now: t0)

@@ -67,7 +67,8 @@ public final class ManualClock: Clock, Sendable {
     }
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-        let (resumeNow, cancelled, waiters) = state.withLock { state -> (Bool, Bool, [CheckedContinuation<Void, Never>]) in
+        let (resumeNow, cancelled, waiters) = state.withLock {
+          state -> (Bool, Bool, [CheckedContinuation<Void, Never>]) in
           if state.cancelledBeforeSleeping.remove(id) != nil { return (true, true, []) }
           if deadline <= state.now { return (true, false, []) }
           state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)

@@ -80,7 +80,11 @@ public enum NoteEvent: EventPayload {
     case "note": self = .note(text: try container.decode(String.self, forKey: .text))
     case "ping": self = .ping
     case let other:
-      throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "not a note event: \(other)")
+      throw DecodingError.dataCorruptedError(
+        forKey: .type,
+        in: container,
+        debugDescription: "not a note event: \(other)"
+      )
     }
   }
 
