@@ -44,6 +44,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   private var queueIDsByUser: [UserID: [QueueID]] = [:]
   /// Where each parked poll waits.
   private var parkedPolls: [PollID: QueueID] = [:]
+  /// The last mutation decided for each (user, client), so a retried mutation is applied at most once.
+  public private(set) var lastMutations: [MutationSource: MutationDecision] = [:]
   /// When expired queues are next swept away.
   public private(set) var nextSweepAt: Timestamp
   private var random: any RandomNumberGenerator & Sendable
@@ -223,6 +225,39 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     return actions
   }
 
+  /// A client's outbox sends a mutation. It is applied at most once per (user, client, mutation id): a
+  /// repeat of the last one decided gets the same answer again (its receipt or its rejection) without
+  /// applying it; an older id is answered as already applied.
+  /// - Returns: The receipt, with each of the user's queues' last event id after the mutation, and the actions.
+  /// - Throws: `BAD_REQUEST` when the application rejects the mutation (and again for every repeat of it).
+  public mutating func applyMutation(
+    _ command: Application.Command,
+    from user: UserID,
+    clientID: ClientID,
+    mutationID: MutationID,
+    now: Timestamp
+  ) throws(EventAPIError) -> (MutationReceipt, [Action]) {
+    let source = MutationSource(user: user, clientID: clientID)
+    if let last = lastMutations[source], mutationID <= last.mutationID {
+      if mutationID == last.mutationID, let rejection = last.rejection { throw .badRequest(rejection) }
+      return (receipt(for: user, applied: false), [])
+    }
+    do {
+      let actions = try handle(command, from: user, now: now)
+      lastMutations[source] = MutationDecision(mutationID: mutationID, rejection: nil)
+      return (receipt(for: user, applied: true), actions)
+    } catch {
+      lastMutations[source] = MutationDecision(mutationID: mutationID, rejection: error.message)
+      throw error
+    }
+  }
+
+  private func receipt(for user: UserID, applied: Bool) -> MutationReceipt {
+    var through: [QueueID: Int] = [:]
+    for queueID in queueIDs(of: user) { through[queueID] = queues[queueID]!.lastEventID }
+    return MutationReceipt(applied: applied, eventsThrough: through)
+  }
+
   /// Time passed: end parked polls whose heartbeat is due with a real heartbeat event, and sweep expired
   /// queues when the sweep is due.
   public mutating func timerFired(now: Timestamp) -> [Action] {
@@ -254,10 +289,13 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// The queues as they stand, for a restart: ids, next ids, pruned marks and pending events, in id order.
   /// Parked polls are not included; their connections do not survive the restart.
   public func dump() -> QueueDump<Event> {
-    QueueDump(queues: queues.keys.sorted().map { queues[$0]! })
+    QueueDump(
+      queues: queues.keys.sorted().map { queues[$0]! },
+      mutations: lastMutations.sorted { $0.key < $1.key }.map { MutationRecord(source: $0.key, decision: $0.value) }
+    )
   }
 
-  /// Loads queues from a dump after a restart, replacing any present (whose parked polls fail with
+  /// Loads queues (and the mutation memory) from a dump after a restart, replacing any present (whose parked polls fail with
   /// `BAD_EVENT_QUEUE_ID`). Each loaded queue's idle time restarts at `now`, and each queue that accepts
   /// `restart` events gets one.
   /// - Throws: ``QueueDumpError`` when the dump is inconsistent; nothing changes then.
@@ -267,6 +305,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     for queueID in queues.keys.sorted() {
       removeQueue(queueID, notifyApplication: false, actions: &actions)
     }
+    lastMutations = Dictionary(uniqueKeysWithValues: dump.mutations.map { ($0.source, $0.decision) })
     for var queue in dump.queues {
       queue.lastContact = now
       queue.parkedPoll = nil

@@ -136,6 +136,26 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     perform(try machine.handle(command, from: user, now: timeline.now()))
   }
 
+  /// Applies a mutation from a client's outbox at most once per (user, client, mutation id).
+  /// - Returns: The receipt: whether it was applied now, and each of the user's queues' last event id.
+  /// - Throws: `BAD_REQUEST` when the application rejects it (and for every repeat of it).
+  public func applyMutation(
+    _ command: Application.Command,
+    from user: UserID,
+    clientID: ClientID,
+    mutationID: MutationID
+  ) throws(EventAPIError) -> MutationReceipt {
+    let (receipt, actions) = try machine.applyMutation(
+      command,
+      from: user,
+      clientID: clientID,
+      mutationID: mutationID,
+      now: timeline.now()
+    )
+    perform(actions)
+    return receipt
+  }
+
   /// Writes every queue to `url` atomically, for a restart.
   /// - Throws: An encoding or file-system error.
   public func dumpQueues(to url: URL) throws {

@@ -9,10 +9,13 @@ public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
   public var version: Int
   /// The queues, in id order.
   public var queues: [EventQueue<Event>]
+  /// The last mutation decided per (user, client), so retries stay at most once across the restart.
+  public var mutations: [MutationRecord]
 
-  public init(queues: [EventQueue<Event>]) {
+  public init(queues: [EventQueue<Event>], mutations: [MutationRecord] = []) {
     self.version = Self.currentVersion
     self.queues = queues
+    self.mutations = mutations
   }
 
   /// Checks the version and every queue's invariants (ids increasing, above the pruned mark, unique ids).
@@ -26,6 +29,44 @@ public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
       guard seen.insert(queue.id).inserted else { throw .corrupt("queue \(queue.id) appears twice") }
       if let problem = queue.validatedAfterDecoding() { throw .corrupt(problem) }
     }
+    guard Set(mutations.map(\.source)).count == mutations.count else { throw .corrupt("a client appears twice") }
+  }
+}
+
+/// Who sent a mutation: the user and their installation.
+public struct MutationSource: Hashable, Comparable, Sendable, Codable {
+  public var user: UserID
+  public var clientID: ClientID
+
+  public init(user: UserID, clientID: ClientID) {
+    self.user = user
+    self.clientID = clientID
+  }
+
+  public static func < (lhs: MutationSource, rhs: MutationSource) -> Bool {
+    (lhs.user.rawValue, lhs.clientID.rawValue) < (rhs.user.rawValue, rhs.clientID.rawValue)
+  }
+}
+
+/// The last mutation decided for a source: its id, and the rejection reason if the application refused it.
+public struct MutationDecision: Hashable, Sendable, Codable {
+  public var mutationID: MutationID
+  public var rejection: String?
+
+  public init(mutationID: MutationID, rejection: String?) {
+    self.mutationID = mutationID
+    self.rejection = rejection
+  }
+}
+
+/// One entry of a dump's mutation memory.
+public struct MutationRecord: Hashable, Sendable, Codable {
+  public var source: MutationSource
+  public var decision: MutationDecision
+
+  public init(source: MutationSource, decision: MutationDecision) {
+    self.source = source
+    self.decision = decision
   }
 }
 

@@ -1,0 +1,77 @@
+/// How a client engine talks to an events server: register, poll and submit mutations.
+///
+/// Implementations classify every failure into a ``TransportError`` so the engine can decide between
+/// retrying, re-registering and stopping. `EventServer`'s `InProcessTransport` is one implementation; an
+/// HTTP client speaking the JSON in `docs/protocol.md` is another.
+///
+/// ```swift
+/// let registration = try await transport.register(eventTypes: nil, lifespan: nil)
+/// let events = try await transport.poll(after: registration.finger, dontBlock: false)
+/// ```
+public protocol EventTransport<State, Event, Mutation>: Sendable {
+  /// What a registration's snapshot holds: the client's whole state.
+  associatedtype State: Codable & Sendable & Equatable
+  /// The events the client applies.
+  associatedtype Event: EventPayload
+  /// The writes the client sends.
+  associatedtype Mutation: Codable & Sendable & Equatable
+
+  /// Registers a queue and fetches the snapshot atomic with it.
+  /// - Throws: ``TransportError``.
+  func register(eventTypes: Set<String>?, lifespan: Duration?) async throws(TransportError) -> Registration<State>
+
+  /// Polls for the events after `finger`, acknowledging everything up to it.
+  /// - Throws: ``TransportError``; `CancellationError`-like cancellation surfaces as ``TransportError/cancelled``.
+  func poll(after finger: EventFinger, dontBlock: Bool) async throws(TransportError) -> [EventEnvelope<Event>]
+
+  /// Sends one mutation; the server applies each (client, mutation id) at most once.
+  /// - Throws: ``TransportError``.
+  func submit(_ request: MutationRequest<Mutation>, queueID: QueueID?) async throws(TransportError) -> MutationReceipt
+}
+
+/// Why a request to the server failed, classified for the engine's retry decisions.
+public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible {
+  /// The failure classes.
+  public enum Kind: Hashable, Sendable {
+    /// No connection, or it dropped.
+    case connectionFailed
+    /// The client's own timeout passed with no answer.
+    case timedOut
+    /// The server answered 5xx.
+    case serverError(status: Int)
+    /// The server answered with an API error (queue expired, bad request, rate limit, unauthorized) or the
+    /// answer could not be decoded (``EventAPIError/Code/malformedResponse``).
+    case api(EventAPIError)
+    /// The request was cancelled by the client.
+    case cancelled
+  }
+
+  /// The class of failure.
+  public let kind: Kind
+  /// Details for logs.
+  public let detail: String
+
+  public init(_ kind: Kind, detail: String = "") {
+    self.kind = kind
+    self.detail = detail
+  }
+
+  /// A connection failure.
+  public static func connectionFailed(_ detail: String = "connection failed") -> TransportError {
+    TransportError(.connectionFailed, detail: detail)
+  }
+  /// The client's timeout.
+  public static let timedOut = TransportError(.timedOut, detail: "timed out")
+  /// A 5xx answer.
+  public static func serverError(status: Int) -> TransportError {
+    TransportError(.serverError(status: status), detail: "server error \(status)")
+  }
+  /// An API error answer.
+  public static func api(_ error: EventAPIError) -> TransportError {
+    TransportError(.api(error), detail: error.description)
+  }
+  /// Cancelled by the client.
+  public static let cancelled = TransportError(.cancelled, detail: "cancelled")
+
+  public var description: String { detail }
+}

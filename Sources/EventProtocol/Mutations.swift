@@ -1,0 +1,95 @@
+/// The identity of one installation of a client app, chosen by the client once and persisted.
+///
+/// The server remembers the last mutation id it applied per (user, client), so a mutation retried after a
+/// lost acknowledgement is applied at most once.
+public struct ClientID: RawRepresentable, Hashable, Codable, Sendable, CustomStringConvertible {
+  public let rawValue: String
+
+  public init(rawValue: String) {
+    self.rawValue = rawValue
+  }
+
+  /// A new random id (128 bits).
+  public static func random(using generator: inout some RandomNumberGenerator) -> ClientID {
+    ClientID(rawValue: QueueID.random(using: &generator).rawValue)
+  }
+
+  public init(from decoder: any Decoder) throws {
+    self.rawValue = try decoder.singleValueContainer().decode(String.self)
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.singleValueContainer()
+    try container.encode(rawValue)
+  }
+
+  public var description: String { rawValue }
+}
+
+/// A client-chosen id for a mutation: strictly increasing per client, starting at 1.
+public struct MutationID: RawRepresentable, Hashable, Comparable, Codable, Sendable, CustomStringConvertible {
+  public let rawValue: UInt64
+
+  public init(rawValue: UInt64) {
+    self.rawValue = rawValue
+  }
+
+  public init(_ rawValue: UInt64) {
+    self.rawValue = rawValue
+  }
+
+  public init(from decoder: any Decoder) throws {
+    self.rawValue = try decoder.singleValueContainer().decode(UInt64.self)
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.singleValueContainer()
+    try container.encode(rawValue)
+  }
+
+  public static func < (lhs: MutationID, rhs: MutationID) -> Bool {
+    lhs.rawValue < rhs.rawValue
+  }
+
+  public var description: String { "m\(rawValue)" }
+}
+
+/// A write sent from a client's outbox.
+public struct MutationRequest<Mutation: Codable & Sendable & Equatable>: Codable, Sendable, Equatable {
+  /// The sending installation.
+  public var clientID: ClientID
+  /// The mutation's id; the server applies each (client, id) at most once.
+  public var mutationID: MutationID
+  /// What to do.
+  public var mutation: Mutation
+
+  public init(clientID: ClientID, mutationID: MutationID, mutation: Mutation) {
+    self.clientID = clientID
+    self.mutationID = mutationID
+    self.mutation = mutation
+  }
+}
+
+/// The server's acknowledgement of a mutation: applied now, or already applied before.
+///
+/// ``eventsThrough`` holds, for each of the user's queues at the moment the mutation was applied (or
+/// acknowledged again), the id of the last event in it. A client whose finger on one of those queues has
+/// reached that id has seen the mutation's effect; a client on a queue that is not listed registered after
+/// the mutation was applied, so its snapshot already holds the effect.
+public struct MutationReceipt: Codable, Sendable, Equatable {
+  /// Whether this request applied the mutation (false: a repeat of one already applied).
+  public var applied: Bool
+  /// The last event id of each of the user's queues right after the mutation.
+  public var eventsThrough: [QueueID: Int]
+
+  public init(applied: Bool, eventsThrough: [QueueID: Int]) {
+    self.applied = applied
+    self.eventsThrough = eventsThrough
+  }
+
+  /// Whether a client holding `finger` has seen the mutation's effect.
+  public func isReflected(by finger: EventFinger) -> Bool {
+    guard let through = eventsThrough[finger.queueID] else { return true }
+    return finger.lastEventID >= through
+  }
+}

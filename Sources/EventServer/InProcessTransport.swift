@@ -1,0 +1,119 @@
+import EventProtocol
+import Foundation
+
+/// A transport that talks to an in-process ``EventServer`` as one user: what tests, the demo and the
+/// simulation give an `UpdateMachine`.
+///
+/// With `throughWire`, every reply (and error) is encoded to Zulip-shaped JSON with ``WireFormat`` and
+/// decoded back, so the engine is exercised against the real encoding.
+///
+/// ```swift
+/// let transport = InProcessTransport(server: server, user: "alice")
+/// let registration = try await transport.register(eventTypes: nil, lifespan: nil)
+/// ```
+public struct InProcessTransport<Application: ServerApplication, C: Clock>: EventTransport
+where C.Duration == Duration, Application.Command: Codable & Equatable {
+  public typealias State = Application.Snapshot
+  public typealias Event = Application.Event
+  public typealias Mutation = Application.Command
+
+  /// The server.
+  public let server: EventServer<Application, C>
+  /// The authenticated user every request is made as.
+  public let user: UserID
+  /// Whether replies go through the JSON wire format.
+  public let throughWire: Bool
+
+  public init(server: EventServer<Application, C>, user: UserID, throughWire: Bool = false) {
+    self.server = server
+    self.user = user
+    self.throughWire = throughWire
+  }
+
+  public func register(eventTypes: Set<String>?, lifespan: Duration?) async throws(TransportError) -> Registration<State> {
+    let registration = await server.register(user: user, eventTypes: eventTypes, lifespan: lifespan)
+    return try wire(registration)
+  }
+
+  public func poll(after finger: EventFinger, dontBlock: Bool) async throws(TransportError) -> [EventEnvelope<Event>] {
+    do {
+      let events = try await server.events(
+        queueID: finger.queueID,
+        user: user,
+        lastEventID: finger.lastEventID,
+        dontBlock: dontBlock
+      )
+      return try wire(EventsReply(events: events, queueID: finger.queueID)).events
+    } catch let error as EventAPIError {
+      throw wireError(error)
+    } catch let error as TransportError {
+      throw error
+    } catch {
+      throw .cancelled
+    }
+  }
+
+  public func submit(_ request: MutationRequest<Mutation>, queueID: QueueID?) async throws(TransportError) -> MutationReceipt {
+    let receipt: MutationReceipt
+    do {
+      receipt = try await server.applyMutation(
+        request.mutation,
+        from: user,
+        clientID: request.clientID,
+        mutationID: request.mutationID
+      )
+    } catch {
+      throw wireError(error)
+    }
+    return try wire(receipt)
+  }
+
+  private func wire<Reply: Codable>(_ reply: Reply) throws(TransportError) -> Reply {
+    guard throughWire else { return reply }
+    do {
+      let body = try WireFormat.encode(WireSuccess(reply: reply))
+      return try WireFormat.decode(WireSuccess<Reply>.self, from: body).reply
+    } catch let error as EventAPIError {
+      throw .api(error)
+    } catch {
+      throw .api(.malformedResponse(String(describing: error)))
+    }
+  }
+
+  private func wireError(_ error: EventAPIError) -> TransportError {
+    guard throughWire else { return .api(error) }
+    do {
+      _ = try WireFormat.decode(WireSuccess<MutationReceipt>.self, from: WireFormat.encode(error))
+      return .api(.malformedResponse("an error body decoded as a success"))
+    } catch let decoded as EventAPIError {
+      return .api(decoded)
+    } catch {
+      return .api(.malformedResponse(String(describing: error)))
+    }
+  }
+}
+
+/// A success body that carries a reply's fields beside `result` and `msg`.
+private struct WireSuccess<Reply: Codable>: Codable {
+  var reply: Reply
+
+  init(reply: Reply) {
+    self.reply = reply
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case result
+    case message = "msg"
+  }
+
+  init(from decoder: any Decoder) throws {
+    self.reply = try Reply(from: decoder)
+  }
+
+  func encode(to encoder: any Encoder) throws {
+    try reply.encode(to: encoder)
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode("success", forKey: .result)
+    try container.encode("", forKey: .message)
+  }
+}
