@@ -17,11 +17,14 @@ let package = Package(
   products: [
     .library(name: "EventProtocol", targets: ["EventProtocol"]),
     .library(name: "EventServer", targets: ["EventServer"]),
+    .library(name: "UpdateMachine", targets: ["UpdateMachine"]),
     .executable(name: "Demo", targets: ["Demo"]),
   ],
   targets: [
     // The shared vocabulary: ids, event envelopes, Zulip-shaped wire JSON, API errors, time and randomness.
     .target(name: "EventProtocol", swiftSettings: swiftSettings),
+    // The client engine: a pure core inside an actor shell. Never imports EventServer.
+    .target(name: "UpdateMachine", dependencies: ["EventProtocol"], swiftSettings: swiftSettings),
     // The in-process event-queue server: a pure state machine inside an actor shell.
     .target(name: "EventServer", dependencies: ["EventProtocol"], swiftSettings: swiftSettings),
     // Deterministic virtual time for tests and for the scripted demo.

@@ -1,0 +1,21 @@
+/// Counters an update machine keeps, for dashboards and the simulation's figures.
+public struct UpdateMetrics: Hashable, Sendable, Codable {
+  /// Register requests sent.
+  public var registers = 0
+  /// Poll requests sent.
+  public var polls = 0
+  /// Mutation requests sent.
+  public var submits = 0
+  /// Application events applied.
+  public var eventsApplied = 0
+  /// Failed requests.
+  public var failures = 0
+  /// Push hints received.
+  public var pushHints = 0
+  /// Push hints naming an event the machine already had (the poll beat the push).
+  public var pushHintsLate = 0
+  /// Push hints that arrived while a request that would fetch the event was already under way.
+  public var pushHintsRedundant = 0
+
+  public init() {}
+}
