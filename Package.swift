@@ -30,7 +30,7 @@ let package = Package(
     // Deterministic virtual time for tests and for the scripted demo.
     .target(
       name: "TestSupport",
-      dependencies: ["EventProtocol", "EventServer"],
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine"],
       path: "Tests/TestSupport",
       swiftSettings: swiftSettings
     ),
@@ -43,6 +43,11 @@ let package = Package(
       name: "EventProtocolTests",
       dependencies: ["EventProtocol"],
       resources: [.copy("Fixtures")],
+      swiftSettings: swiftSettings
+    ),
+    .testTarget(
+      name: "UpdateMachineTests",
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "TestSupport"],
       swiftSettings: swiftSettings
     ),
     .testTarget(

@@ -14,7 +14,7 @@ public struct NoteBoard: ServerApplication, Equatable {
   public init() {}
 
   /// What users ask the board to do.
-  public enum Command: Sendable, Equatable {
+  public enum Command: Sendable, Equatable, Codable {
     /// Posts `text` to every recipient.
     case post(String, to: [UserID])
     /// Pings every recipient (an event that changes no state).
