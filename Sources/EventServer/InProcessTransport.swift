@@ -30,7 +30,10 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     self.throughWire = throughWire
   }
 
-  public func register(eventTypes: Set<String>?, lifespan: Duration?) async throws(TransportError) -> Registration<State> {
+  public func register(
+    eventTypes: Set<String>?,
+    lifespan: Duration?
+  ) async throws(TransportError) -> Registration<State> {
     let registration = await server.register(user: user, eventTypes: eventTypes, lifespan: lifespan)
     return try wire(registration)
   }
@@ -53,7 +56,10 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     }
   }
 
-  public func submit(_ request: MutationRequest<Mutation>, queueID: QueueID?) async throws(TransportError) -> MutationReceipt {
+  public func submit(
+    _ request: MutationRequest<Mutation>,
+    queueID: QueueID?
+  ) async throws(TransportError) -> MutationReceipt {
     let receipt: MutationReceipt
     do {
       receipt = try await server.applyMutation(

@@ -11,7 +11,11 @@ import EventProtocol
 /// var core = UpdateMachineCore(reducer: NotesReducer(), random: SeededRandomNumberGenerator(seed: 1))
 /// let actions = core.loaded(nil, now: t0)   // [.persist(record), .register(#1, …)]
 /// ```
-public struct UpdateMachineCore<State: Codable & Sendable & Equatable, Event: EventPayload, Mutation: Codable & Sendable & Equatable>:
+public struct UpdateMachineCore<
+  State: Codable & Sendable & Equatable,
+  Event: EventPayload,
+  Mutation: Codable & Sendable & Equatable
+>:
   Sendable
 {
   /// The shell's handle on one request, so late answers to cancelled requests are recognised and ignored.
@@ -162,7 +166,11 @@ public struct UpdateMachineCore<State: Codable & Sendable & Equatable, Event: Ev
   }
 
   /// A register request succeeded: the snapshot replaces the state and the finger is taken.
-  public mutating func registerSucceeded(_ request: RequestID, _ registration: Registration<State>, now: Timestamp) -> [Action] {
+  public mutating func registerSucceeded(
+    _ request: RequestID,
+    _ registration: Registration<State>,
+    now: Timestamp
+  ) -> [Action] {
     guard inFlight == .register(request) else { return [] }
     inFlight = nil
     confirmedState = registration.snapshot
@@ -191,7 +199,8 @@ public struct UpdateMachineCore<State: Codable & Sendable & Equatable, Event: Ev
   /// Events at or below the finger are skipped (already applied). Ids must strictly increase within the
   /// batch (gaps are fine); otherwise, or if the reducer throws, the whole batch is dropped and the machine
   /// re-registers after the protocol-error backoff, so no event is ever skipped.
-  public mutating func pollSucceeded(_ request: RequestID, _ events: [EventEnvelope<Event>], now: Timestamp) -> [Action] {
+  public mutating func pollSucceeded(_ request: RequestID, _ events: [EventEnvelope<Event>], now: Timestamp) -> [Action]
+  {
     guard case .poll(request, _) = inFlight, let finger = phase.finger else { return [] }
     inFlight = nil
     var state = confirmedState!
@@ -234,7 +243,11 @@ public struct UpdateMachineCore<State: Codable & Sendable & Equatable, Event: Ev
     let (kind, retryAfter) = classify(error)
     if kind == .protocolError { return protocolFailure(error.description, now: now) }
     let attempt = noteFailure(kind, reason: error.description, now: now)
-    phase = .pollFailed(finger, attempt: attempt, retryAt: now.advanced(by: wait(configuration.backoff, attempt, retryAfter)))
+    phase = .pollFailed(
+      finger,
+      attempt: attempt,
+      retryAt: now.advanced(by: wait(configuration.backoff, attempt, retryAfter))
+    )
     return proceed(now: now)
   }
 
@@ -378,7 +391,10 @@ public struct UpdateMachineCore<State: Codable & Sendable & Equatable, Event: Ev
     }
     let since = disconnectedSince ?? now
     if let failure, failure.count >= configuration.failuresBeforeCannotConnect {
-      return FreshnessReport(freshness: .cannotConnect(since: failure.since, reason: failure.reason), dataAsOf: dataAsOf)
+      return FreshnessReport(
+        freshness: .cannotConnect(since: failure.since, reason: failure.reason),
+        dataAsOf: dataAsOf
+      )
     }
     if since.duration(to: now) < configuration.freshnessDebounce {
       return FreshnessReport(freshness: .settling, dataAsOf: dataAsOf)

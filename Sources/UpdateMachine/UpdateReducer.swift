@@ -40,7 +40,9 @@ extension UpdateReducer {
 /// A mutation type with no values, for apps that only read.
 public enum NoMutation: Codable, Sendable, Equatable {
   public init(from decoder: any Decoder) throws {
-    throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "NoMutation has no values"))
+    throw DecodingError.dataCorrupted(
+      .init(codingPath: decoder.codingPath, debugDescription: "NoMutation has no values")
+    )
   }
 
   public func encode(to encoder: any Encoder) throws {}

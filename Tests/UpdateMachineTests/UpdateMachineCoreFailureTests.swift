@@ -1,6 +1,6 @@
 import EventProtocol
-import Testing
 import TestSupport
+import Testing
 
 @testable import UpdateMachine
 
@@ -22,7 +22,9 @@ struct UpdateMachineCoreFailureTests {
     }
     #expect(retryAt > t0 && retryAt <= t0.advanced(by: .milliseconds(100)))
     #expect(harness.core.nextWakeUp(after: t0) == retryAt)
-    #expect(harness.core.timerFired(now: retryAt) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(90))])
+    #expect(
+      harness.core.timerFired(now: retryAt) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(90))]
+    )
     #expect(harness.core.phase == .live(finger))
     let next = harness.core.pollSucceeded(request(3), [], now: retryAt)
     #expect(next.last == .poll(request(4), finger, dontBlock: false, timeout: .seconds(90)))

@@ -1,6 +1,6 @@
 import EventProtocol
-import Testing
 import TestSupport
+import Testing
 
 @testable import UpdateMachine
 
@@ -16,14 +16,20 @@ struct UpdateMachineCoreLifecycleTests {
     let nextPoll = t0.advanced(by: .seconds(300))
     #expect(harness.core.phase == .idle(finger, nextPollAt: nextPoll))
     #expect(harness.core.nextWakeUp(after: t0.advanced(by: .seconds(1))) == nextPoll)
-    #expect(harness.core.timerFired(now: nextPoll) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(90))])
+    #expect(
+      harness.core.timerFired(now: nextPoll) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(90))]
+    )
     let after = harness.core.pollSucceeded(request(3), [note(0, "bg")], now: nextPoll)
     let advanced = EventFinger(queueID: queueA, lastEventID: 0)
     #expect(after == [.persist(harness.record)])
     #expect(harness.core.phase == .idle(advanced, nextPollAt: nextPoll.advanced(by: .seconds(300))))
 
     let back = nextPoll.advanced(by: .seconds(10))
-    #expect(harness.core.enteredForeground(now: back) == [.poll(request(4), advanced, dontBlock: false, timeout: .seconds(90))])
+    #expect(
+      harness.core.enteredForeground(now: back) == [
+        .poll(request(4), advanced, dontBlock: false, timeout: .seconds(90))
+      ]
+    )
     #expect(harness.core.phase == .live(advanced))
   }
 
@@ -60,12 +66,16 @@ struct UpdateMachineCoreLifecycleTests {
     var idle = CoreHarness { $0.backgroundPollInterval = nil }
     idle.startLive()
     _ = idle.core.enteredBackground(now: t0)
-    #expect(idle.core.pushReceived(.init(), now: t0) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(90))])
+    #expect(
+      idle.core.pushReceived(.init(), now: t0) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(90))]
+    )
 
     var failed = CoreHarness()
     failed.startLive()
     _ = failed.core.pollFailed(request(2), .serverError(status: 502), now: t0)
-    #expect(failed.core.pushReceived(.init(), now: t0) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(90))])
+    #expect(
+      failed.core.pushReceived(.init(), now: t0) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(90))]
+    )
 
     var registering = CoreHarness()
     _ = registering.core.loaded(nil, now: t0)
@@ -75,14 +85,19 @@ struct UpdateMachineCoreLifecycleTests {
     var registerFailed = CoreHarness()
     _ = registerFailed.core.loaded(nil, now: t0)
     _ = registerFailed.core.registerFailed(request(1), .connectionFailed(), now: t0)
-    #expect(registerFailed.core.pushReceived(.init(), now: t0) == [.register(request(2), eventTypes: nil, lifespan: nil)])
+    #expect(
+      registerFailed.core.pushReceived(.init(), now: t0) == [.register(request(2), eventTypes: nil, lifespan: nil)]
+    )
   }
 
   @Test("freshness is debounced: settling under 300 ms, then connecting; live only once connected")
   func freshnessDebounce() {
     var harness = CoreHarness()
     _ = harness.core.loaded(nil, now: t0)
-    #expect(harness.core.freshness(now: t0.advanced(by: .milliseconds(299))) == FreshnessReport(freshness: .settling, dataAsOf: nil))
+    #expect(
+      harness.core.freshness(now: t0.advanced(by: .milliseconds(299)))
+        == FreshnessReport(freshness: .settling, dataAsOf: nil)
+    )
     #expect(harness.core.nextWakeUp(after: t0) == t0.advanced(by: .milliseconds(300)))
     #expect(
       harness.core.freshness(now: t0.advanced(by: .milliseconds(300)))

@@ -1,6 +1,6 @@
 import EventProtocol
-import Testing
 import TestSupport
+import Testing
 
 @testable import UpdateMachine
 
@@ -19,7 +19,11 @@ struct UpdateMachineCoreOutboxTests {
     #expect(
       actions == [
         .persist(persistedBeforeSending),
-        .submit(request(3), MutationRequest(clientID: clientID, mutationID: id, mutation: .post("mine", to: [alice])), queueID: queueA),
+        .submit(
+          request(3),
+          MutationRequest(clientID: clientID, mutationID: id, mutation: .post("mine", to: [alice])),
+          queueID: queueA
+        ),
       ]
     )
     #expect(harness.record.outbox.map(\.id) == [id])
@@ -69,7 +73,11 @@ struct UpdateMachineCoreOutboxTests {
       return
     }
     #expect(body.mutationID == MutationID(1))
-    _ = harness.core.submitSucceeded(request(4), MutationReceipt(applied: true, eventsThrough: [queueA: 0]), now: retryAt)
+    _ = harness.core.submitSucceeded(
+      request(4),
+      MutationReceipt(applied: true, eventsThrough: [queueA: 0]),
+      now: retryAt
+    )
     #expect(harness.core.outbox.first { !$0.isAcknowledged }?.id == second)
   }
 
@@ -81,7 +89,11 @@ struct UpdateMachineCoreOutboxTests {
     let actions = harness.core.submitFailed(request(3), .api(.badRequest("alice may not do that")), now: t0)
     #expect(actions == [.persist(harness.record)])
     #expect(harness.core.outbox.isEmpty)
-    #expect(harness.core.rejected == [RejectedMutation(id: MutationID(1), mutation: .forbidden, reason: "alice may not do that")])
+    #expect(
+      harness.core.rejected == [
+        RejectedMutation(id: MutationID(1), mutation: .forbidden, reason: "alice may not do that")
+      ]
+    )
   }
 
   @Test("the outbox survives a restart and unacknowledged entries are sent again")
@@ -92,7 +104,15 @@ struct UpdateMachineCoreOutboxTests {
     var restarted = CoreHarness(seed: 9)
     let actions = restarted.core.loaded(harness.record, now: t0)
     let clientID = try #require(harness.core.clientID)
-    #expect(actions.contains(.submit(request(2), MutationRequest(clientID: clientID, mutationID: MutationID(1), mutation: .post("kept", to: [alice])), queueID: queueA)))
+    #expect(
+      actions.contains(
+        .submit(
+          request(2),
+          MutationRequest(clientID: clientID, mutationID: MutationID(1), mutation: .post("kept", to: [alice])),
+          queueID: queueA
+        )
+      )
+    )
     let (next, _) = restarted.core.submit(.post("more", to: [alice]), now: t0)
     #expect(next == MutationID(2))
   }

@@ -18,7 +18,12 @@ func note(_ id: Int, _ text: String) -> EventEnvelope<NoteEvent> {
 }
 
 func registration(_ queueID: QueueID = queueA, lastEventID: Int = -1, notes: [String]) -> Registration<NoteSnapshot> {
-  Registration(queueID: queueID, lastEventID: lastEventID, longPollTimeout: .seconds(90), snapshot: NoteSnapshot(notes: notes))
+  Registration(
+    queueID: queueID,
+    lastEventID: lastEventID,
+    longPollTimeout: .seconds(90),
+    snapshot: NoteSnapshot(notes: notes)
+  )
 }
 
 /// A core plus a hand-moved clock, with helpers that keep tests to the point.

@@ -1,6 +1,6 @@
 import EventProtocol
-import Testing
 import TestSupport
+import Testing
 
 @testable import UpdateMachine
 
@@ -26,14 +26,22 @@ struct UpdateMachineCoreTests {
     var foreground = CoreHarness()
     foreground.advance(.seconds(10))
     let resumed = foreground.core.loaded(stored, now: foreground.now)
-    #expect(resumed == [.poll(request(1), EventFinger(queueID: queueA, lastEventID: -1), dontBlock: false, timeout: .seconds(90))])
+    #expect(
+      resumed == [
+        .poll(request(1), EventFinger(queueID: queueA, lastEventID: -1), dontBlock: false, timeout: .seconds(90))
+      ]
+    )
     #expect(foreground.core.phase == .live(EventFinger(queueID: queueA, lastEventID: -1)))
     #expect(foreground.core.confirmedState == NoteSnapshot(notes: ["kept"]))
     #expect(foreground.core.clientID == first.core.clientID)
 
     var background = CoreHarness(lifecycle: .background)
     let polled = background.core.loaded(stored, now: t0)
-    #expect(polled == [.poll(request(1), EventFinger(queueID: queueA, lastEventID: -1), dontBlock: true, timeout: .seconds(90))])
+    #expect(
+      polled == [
+        .poll(request(1), EventFinger(queueID: queueA, lastEventID: -1), dontBlock: true, timeout: .seconds(90))
+      ]
+    )
     #expect(background.core.phase == .idle(EventFinger(queueID: queueA, lastEventID: -1), nextPollAt: nil))
   }
 
@@ -45,7 +53,11 @@ struct UpdateMachineCoreTests {
     #expect(first.core.phase == .registering)
     #expect(first.core.confirmedState == NoteSnapshot(notes: ["old"]))
 
-    let actions = first.core.registerSucceeded(request(3), registration(queueB, lastEventID: 4, notes: ["new"]), now: t0)
+    let actions = first.core.registerSucceeded(
+      request(3),
+      registration(queueB, lastEventID: 4, notes: ["new"]),
+      now: t0
+    )
     let finger = EventFinger(queueID: queueB, lastEventID: 4)
     #expect(actions == [.persist(first.record), .poll(request(4), finger, dontBlock: false, timeout: .seconds(90))])
     #expect(first.core.phase == .live(finger))
@@ -57,7 +69,10 @@ struct UpdateMachineCoreTests {
   func batchApplied() {
     var harness = CoreHarness()
     harness.startLive()
-    let events = [note(0, "a"), note(2, "b"), EventEnvelope(id: 3, body: .heartbeat), EventEnvelope(id: 5, body: .unknown(type: "x"))]
+    let events = [
+      note(0, "a"), note(2, "b"), EventEnvelope(id: 3, body: .heartbeat),
+      EventEnvelope(id: 5, body: .unknown(type: "x")),
+    ]
     let actions = harness.core.pollSucceeded(request(2), events, now: t0)
     let finger = EventFinger(queueID: queueA, lastEventID: 5)
     #expect(harness.core.confirmedState == NoteSnapshot(notes: ["a", "b"]))
@@ -103,7 +118,12 @@ struct UpdateMachineCoreTests {
   func longPollTimeout() {
     var harness = CoreHarness()
     _ = harness.core.loaded(nil, now: t0)
-    let reply = Registration(queueID: queueA, lastEventID: -1, longPollTimeout: .seconds(30), snapshot: NoteSnapshot(notes: []))
+    let reply = Registration(
+      queueID: queueA,
+      lastEventID: -1,
+      longPollTimeout: .seconds(30),
+      snapshot: NoteSnapshot(notes: [])
+    )
     let actions = harness.core.registerSucceeded(request(1), reply, now: t0)
     #expect(actions.last == .poll(request(2), reply.finger, dontBlock: false, timeout: .seconds(30)))
 
@@ -111,7 +131,10 @@ struct UpdateMachineCoreTests {
     _ = fallback.core.loaded(nil, now: t0)
     var silent = reply
     silent.longPollTimeout = nil
-    #expect(fallback.core.registerSucceeded(request(1), silent, now: t0).last == .poll(request(2), reply.finger, dontBlock: false, timeout: .seconds(90)))
+    #expect(
+      fallback.core.registerSucceeded(request(1), silent, now: t0).last
+        == .poll(request(2), reply.finger, dontBlock: false, timeout: .seconds(90))
+    )
   }
 
   @Test("a finger whose queue must have expired goes stale without sending the doomed poll")
