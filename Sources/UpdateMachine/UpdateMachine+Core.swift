@@ -452,7 +452,9 @@ public struct UpdateMachineCore<
       case .registerFailed(_, let retryAt) where retryAt <= now:
         actions += startRegister(now: now)
       case .live(let finger):
-        actions += startPoll(finger, dontBlock: failure != nil, now: now)
+        // Until a poll or register has succeeded since the last disconnection (start-up, a failure, a return
+        // from the background), poll without blocking: the answer comes at once and proves the connection.
+        actions += startPoll(finger, dontBlock: failure != nil || disconnectedSince != nil, now: now)
       case .pollFailed(let finger, _, let retryAt) where retryAt <= now:
         phase = lifecycle == .foreground ? .live(finger) : .idle(finger, nextPollAt: nil)
         actions += startPoll(finger, dontBlock: true, now: now)

@@ -27,7 +27,7 @@ struct UpdateMachineCoreLifecycleTests {
     let back = nextPoll.advanced(by: .seconds(10))
     #expect(
       harness.core.enteredForeground(now: back) == [
-        .poll(request(4), advanced, dontBlock: false, timeout: .seconds(90))
+        .poll(request(4), advanced, dontBlock: true, timeout: .seconds(90))
       ]
     )
     #expect(harness.core.phase == .live(advanced))

@@ -17,7 +17,7 @@ struct UpdateMachineCoreTests {
     #expect(harness.core.confirmedState == NoteSnapshot(notes: []))
   }
 
-  @Test("a stored finger resumes live with a long-poll; in the background, idle with a poll now")
+  @Test("a stored finger resumes live with a dontBlock poll, then long-polls; in the background, idle with a poll now")
   func resumeFromRecord() {
     var first = CoreHarness()
     first.startLive(notes: ["kept"])
@@ -28,10 +28,14 @@ struct UpdateMachineCoreTests {
     let resumed = foreground.core.loaded(stored, now: foreground.now)
     #expect(
       resumed == [
-        .poll(request(1), EventFinger(queueID: queueA, lastEventID: -1), dontBlock: false, timeout: .seconds(90))
+        .poll(request(1), EventFinger(queueID: queueA, lastEventID: -1), dontBlock: true, timeout: .seconds(90))
       ]
     )
-    #expect(foreground.core.phase == .live(EventFinger(queueID: queueA, lastEventID: -1)))
+    let longPoll = foreground.core.pollSucceeded(request(1), [], now: foreground.now)
+    #expect(
+      longPoll.last
+        == .poll(request(2), EventFinger(queueID: queueA, lastEventID: -1), dontBlock: false, timeout: .seconds(90))
+    )
     #expect(foreground.core.confirmedState == NoteSnapshot(notes: ["kept"]))
     #expect(foreground.core.clientID == first.core.clientID)
 

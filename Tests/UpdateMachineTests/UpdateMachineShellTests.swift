@@ -1,0 +1,262 @@
+import EventProtocol
+import EventServer
+import Foundation
+import Observation
+import Synchronization
+import TestSupport
+import Testing
+import UpdateMachine
+
+private typealias NotesMachine = UpdateMachine<NoteSnapshot, NoteEvent, NoteBoard.Command>
+private typealias Snapshot = NotesMachine.Snapshot
+
+/// A server, a manual clock and a way to make alice's machines, shared by the session tests.
+private struct World {
+  let clock = ManualClock()
+  let server: EventServer<NoteBoard, ManualClock>
+  let transport: FlakyTransport<InProcessTransport<NoteBoard, ManualClock>>
+  let storeURL = FileManager.default.temporaryDirectory.appendingPathComponent("alice-\(UUID()).updatemachine.json")
+
+  init() {
+    server = EventServer(
+      application: NoteBoard(),
+      clock: clock,
+      anchor: clock.now,
+      random: SeededRandomNumberGenerator(seed: 5)
+    )
+    transport = FlakyTransport(InProcessTransport(server: server, user: "alice", throughWire: true))
+  }
+
+  func makeMachine(configure: (inout UpdateMachineConfiguration) -> Void = { _ in }) -> NotesMachine {
+    var configuration = UpdateMachineConfiguration()
+    configure(&configuration)
+    return UpdateMachine(
+      reducer: NotesReducer(user: "alice"),
+      transport: transport,
+      store: FileStore(url: storeURL),
+      clock: clock,
+      anchor: clock.now,
+      configuration: configuration,
+      random: SeededRandomNumberGenerator(seed: 11)
+    )
+  }
+
+  func post(_ text: String) async throws {
+    try await server.handle(.post(text, to: ["alice"]), from: "bob")
+  }
+
+  func cleanUp() {
+    for suffix in ["", ".unreadable", ".unreadable-2"] {
+      try? FileManager.default.removeItem(atPath: storeURL.path + suffix)
+    }
+  }
+}
+
+/// Waits, without sleeping, until a snapshot satisfies `condition`; the suite's time limit catches a hang.
+@discardableResult
+private func waitFor(_ machine: NotesMachine, _ condition: @Sendable (Snapshot) -> Bool) async -> Snapshot? {
+  for await snapshot in await machine.snapshots() where condition(snapshot) {
+    return snapshot
+  }
+  return nil
+}
+
+private func isLive(_ snapshot: Snapshot) -> Bool {
+  if case .live = snapshot.phase, snapshot.freshness.freshness == .live { return true }
+  return false
+}
+
+@Suite("UpdateMachine shell on a manual clock against the in-process server", .timeLimit(.minutes(1)))
+struct UpdateMachineShellTests {
+  @Test("register, events, a dropped connection with backoff, and recovery")
+  func registerEventsFailureRecovery() async throws {
+    let world = World()
+    defer { world.cleanUp() }
+    try await world.post("before")
+    let machine = world.makeMachine()
+    await machine.start()
+    await waitFor(machine) { isLive($0) && $0.state == NoteSnapshot(notes: ["before"]) }
+    await world.server.waitForParkedPolls(count: 1)
+
+    world.transport.failNext(.connectionFailed("wifi dropped"), .connectionFailed("still down"))
+    try await world.post("during")
+    let firstFailure = await waitFor(machine) { if case .pollFailed(_, 1, _) = $0.phase { true } else { false } }
+    guard case .pollFailed(_, _, let firstRetryAt) = firstFailure?.phase else { return }
+    #expect(firstFailure?.freshness.freshness == .settling)
+    let failedAt = world.clock.now
+    #expect(failedAt.duration(to: firstRetryAt) <= .milliseconds(100))
+    world.clock.advance(to: firstRetryAt)
+    let failed = await waitFor(machine) { if case .pollFailed(_, 2, _) = $0.phase { true } else { false } }
+    #expect(failed?.state == NoteSnapshot(notes: ["before", "during"]))
+    guard case .pollFailed(_, _, let retryAt) = failed?.phase else { return }
+    #expect(failed?.freshness.freshness == .cannotConnect(since: failedAt, reason: "still down"))
+    #expect(world.clock.now.duration(to: retryAt) <= .milliseconds(200))
+
+    try await world.post("after")
+    world.clock.advance(to: retryAt)
+    let recovered = await waitFor(machine) { isLive($0) && $0.state?.notes.count == 3 }
+    #expect(recovered?.state == NoteSnapshot(notes: ["before", "during", "after"]))
+    #expect(recovered?.metrics.registers == 1)
+    await machine.stop()
+  }
+
+  @Test("an expired queue is re-registered, keeping the state on screen meanwhile")
+  func expiryAndReregister() async throws {
+    let world = World()
+    defer { world.cleanUp() }
+    let machine = world.makeMachine { $0.backgroundPollInterval = nil }
+    await machine.start()
+    await waitFor(machine, isLive)
+    try await world.post("one")
+    await waitFor(machine) { $0.state == NoteSnapshot(notes: ["one"]) }
+
+    await machine.enteredBackground()
+    let start = world.clock.now
+    for minute in 1...11 {
+      world.clock.advance(to: start.advanced(by: .seconds(60 * Int64(minute))))
+      await world.server.waitForTimerFiring(atOrAfter: world.clock.now)
+    }
+    #expect(await world.server.queueCount == 0)
+    try await world.post("while expired")
+
+    await machine.enteredForeground()
+    let back = await waitFor(machine) { isLive($0) && $0.metrics.registers == 2 }
+    #expect(back?.state == NoteSnapshot(notes: ["one", "while expired"]))
+
+    let queueID = try #require(back?.phase.finger?.queueID)
+    await world.server.waitForParkedPolls(count: 1)
+    try await world.server.deleteQueue(queueID, user: "alice")
+    let again = await waitFor(machine) { isLive($0) && $0.metrics.registers == 3 }
+    #expect(again?.state == NoteSnapshot(notes: ["one", "while expired"]))
+    await machine.stop()
+  }
+
+  @Test("in the background a push hint fetches news at once; the foreground long-polls again")
+  func backgroundPush() async throws {
+    let world = World()
+    defer { world.cleanUp() }
+    let machine = world.makeMachine { $0.backgroundPollInterval = nil }
+    await machine.start()
+    await waitFor(machine, isLive)
+    await machine.enteredBackground()
+    try await world.post("while away")
+    #expect(await machine.snapshot.state == NoteSnapshot(notes: []))
+
+    await machine.pushReceived(lastEventID: 0)
+    let pushed = await waitFor(machine) { $0.confirmedState == NoteSnapshot(notes: ["while away"]) }
+    guard case .idle = pushed?.phase else {
+      Issue.record("expected idle, got \(String(describing: pushed?.phase))")
+      return
+    }
+    await machine.pushReceived(lastEventID: 0)
+    #expect(await machine.snapshot.metrics.pushHintsLate == 1)
+
+    await machine.enteredForeground()
+    await waitFor(machine, isLive)
+    await world.server.waitForParkedPolls(count: 1)
+    await machine.stop()
+  }
+
+  @Test("killed and restarted, the machine resumes from its file and its outbox applies once")
+  func killAndRestart() async throws {
+    let world = World()
+    defer { world.cleanUp() }
+    let first = world.makeMachine()
+    await first.start()
+    await waitFor(first, isLive)
+    try await world.post("kept")
+    await waitFor(first) { $0.state == NoteSnapshot(notes: ["kept"]) }
+
+    world.transport.failNext(.serverError(status: 503))
+    let mutation = await first.submit(.post("mine", to: ["alice"]))
+    let pending = await waitFor(first) { $0.metrics.failures == 1 }
+    #expect(pending?.pendingMutations.map(\.id) == [mutation])
+    #expect(pending?.state == NoteSnapshot(notes: ["kept", "mine"]))
+    #expect(pending?.confirmedState == NoteSnapshot(notes: ["kept"]))
+    await first.stop()
+
+    let second = world.makeMachine()
+    await second.start()
+    let resumed = await waitFor(second) { isLive($0) && $0.pendingMutations.isEmpty }
+    #expect(resumed?.state == NoteSnapshot(notes: ["kept", "mine"]))
+    #expect(resumed?.metrics.registers == 0)
+    #expect(await world.server.application.notes["alice"] == ["kept", "mine"])
+    await second.stop()
+  }
+
+  @Test("a corrupt file is set aside, reported, and the machine starts stale")
+  func corruptFile() async throws {
+    let world = World()
+    defer { world.cleanUp() }
+    try Data("{ not json".utf8).write(to: world.storeURL)
+    let machine = world.makeMachine()
+    await machine.start()
+    let snapshot = await waitFor(machine, isLive)
+    #expect(snapshot?.persistenceIssue?.isSameKind(as: .corrupt("")) == true)
+    #expect(FileManager.default.fileExists(atPath: world.storeURL.path + ".unreadable"))
+    #expect(try Data(contentsOf: URL(fileURLWithPath: world.storeURL.path + ".unreadable")) == Data("{ not json".utf8))
+    await machine.stop()
+  }
+
+  @Test("a file from a newer format version is refused clearly and kept")
+  func newerVersion() async throws {
+    let world = World()
+    defer { world.cleanUp() }
+    try Data(#"{"version": 9}"#.utf8).write(to: world.storeURL)
+    let machine = world.makeMachine()
+    await machine.start()
+    let snapshot = await machine.snapshot
+    #expect(snapshot.persistenceIssue?.isSameKind(as: .newerVersion(found: 9, supported: 1)) == true)
+    #expect(snapshot.persistenceIssue?.description.contains("version 9") == true)
+    #expect(FileManager.default.fileExists(atPath: world.storeURL.path + ".unreadable"))
+    await machine.stop()
+  }
+
+  @Test("unauthorized on register stops the machine with the reason")
+  func unauthorized() async throws {
+    let world = World()
+    defer { world.cleanUp() }
+    world.transport.failNext(.api(.unauthorized("Invalid API key")))
+    let machine = world.makeMachine()
+    await machine.start()
+    let stopped = await waitFor(machine) { if case .terminated = $0.phase { true } else { false } }
+    #expect(stopped?.phase == .terminated(reason: "Invalid API key"))
+    await machine.stop()
+  }
+
+  @Test("the observable model follows the machine")
+  @MainActor
+  func observableModel() async throws {
+    let world = World()
+    defer { world.cleanUp() }
+    let machine = world.makeMachine()
+    let model = UpdateMachineModel(machine: machine)
+    await machine.start()
+    await waitFor(machine, isLive)
+    try await world.post("seen by the model")
+    await waitFor(machine) { $0.state?.notes == ["seen by the model"] }
+    let expected = await machine.snapshot.state
+    while model.snapshot?.state != expected {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let resumed = Mutex(false)
+        let resumeOnce: @Sendable () -> Void = {
+          if resumed.withLock({ done in
+            defer { done = true }
+            return !done
+          }) {
+            continuation.resume()
+          }
+        }
+        let current = withObservationTracking {
+          model.snapshot?.state
+        } onChange: {
+          resumeOnce()
+        }
+        if current == expected { resumeOnce() }
+      }
+    }
+    #expect(model.snapshot?.state == NoteSnapshot(notes: ["seen by the model"]))
+    model.stopObserving()
+    await machine.stop()
+  }
+}
