@@ -173,12 +173,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     } catch {
       throw .unreadable("cannot read \(url.path): \(error)")
     }
-    let dump: QueueDump<Event>
-    do {
-      dump = try JSONDecoder().decode(QueueDump<Event>.self, from: data)
-    } catch {
-      throw .corrupt(String(describing: error))
-    }
+    let dump = try QueueDump<Event>.decode(data)
     perform(try machine.restore(dump, now: timeline.now()))
   }
 

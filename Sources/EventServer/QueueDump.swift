@@ -1,4 +1,5 @@
 import EventProtocol
+import Foundation
 
 /// The queues of an ``EventServer`` as written to disk for a restart, in a versioned envelope.
 public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
@@ -16,6 +17,28 @@ public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
     self.version = Self.currentVersion
     self.queues = queues
     self.mutations = mutations
+  }
+
+  private struct VersionField: Decodable {
+    var version: Int
+  }
+
+  /// Decodes a dump, checking its format version before anything else.
+  /// - Throws: ``QueueDumpError/unsupportedVersion(found:supported:)`` or ``QueueDumpError/corrupt(_:)``.
+  public static func decode(_ data: Data) throws(QueueDumpError) -> QueueDump {
+    let decoder = JSONDecoder()
+    let version: Int
+    do {
+      version = try decoder.decode(VersionField.self, from: data).version
+    } catch {
+      throw .corrupt(String(describing: error))
+    }
+    guard version == currentVersion else { throw .unsupportedVersion(found: version, supported: currentVersion) }
+    do {
+      return try decoder.decode(QueueDump.self, from: data)
+    } catch {
+      throw .corrupt(String(describing: error))
+    }
   }
 
   /// Checks the version and every queue's invariants (ids increasing, above the pruned mark, unique ids).
