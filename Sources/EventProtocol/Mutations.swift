@@ -68,6 +68,12 @@ public struct MutationRequest<Mutation: Codable & Sendable & Equatable>: Codable
     self.mutationID = mutationID
     self.mutation = mutation
   }
+
+  private enum CodingKeys: String, CodingKey {
+    case clientID = "client_id"
+    case mutationID = "mutation_id"
+    case mutation
+  }
 }
 
 /// The server's acknowledgement of a mutation: applied now, or already applied before.
@@ -85,6 +91,11 @@ public struct MutationReceipt: Codable, Sendable, Equatable {
   public init(applied: Bool, eventsThrough: [QueueID: Int]) {
     self.applied = applied
     self.eventsThrough = eventsThrough
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case applied
+    case eventsThrough = "events_through"
   }
 
   /// Whether a client holding `finger` has seen the mutation's effect.

@@ -2,8 +2,8 @@
 ///
 /// Clients treat queue ids as opaque strings, as Zulip's clients do (Zulip has used both `"1514938867:1"`
 /// and UUIDs). ``EventServer`` makes 128-bit random ids, written like a UUID, with ``random(using:)``.
-public struct QueueID: RawRepresentable, Hashable, Comparable, Codable, Sendable, ExpressibleByStringLiteral,
-  CustomStringConvertible
+public struct QueueID: RawRepresentable, Hashable, Comparable, Codable, CodingKeyRepresentable, Sendable,
+  ExpressibleByStringLiteral, CustomStringConvertible
 {
   public let rawValue: String
 
@@ -22,6 +22,19 @@ public struct QueueID: RawRepresentable, Hashable, Comparable, Codable, Sendable
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.singleValueContainer()
     try container.encode(rawValue)
+  }
+
+  public var codingKey: any CodingKey { QueueIDKey(stringValue: rawValue) }
+
+  public init?<Key: CodingKey>(codingKey: Key) {
+    self.rawValue = codingKey.stringValue
+  }
+
+  private struct QueueIDKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
   }
 
   /// A new id carrying 128 random bits from `generator`, formatted `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.

@@ -165,3 +165,31 @@ struct WireFixtureTests {
     }
   }
 }
+
+@Suite("Mutation wire format")
+struct MutationWireTests {
+  @Test("a receipt encodes its queues as an object keyed by queue id, and round-trips")
+  func receiptShape() throws {
+    let receipt = MutationReceipt(applied: true, eventsThrough: ["q1": 12, "q2": -1])
+    let encoded = try WireFormat.encode(receipt)
+    #expect(String(decoding: encoded, as: UTF8.self) == #"{"applied":true,"events_through":{"q1":12,"q2":-1}}"#)
+    #expect(try JSONDecoder().decode(MutationReceipt.self, from: encoded) == receipt)
+  }
+
+  @Test("a receipt says whether a finger has seen the mutation's effect")
+  func receiptReflection() {
+    let receipt = MutationReceipt(applied: true, eventsThrough: ["q1": 12])
+    #expect(!receipt.isReflected(by: EventFinger(queueID: "q1", lastEventID: 11)))
+    #expect(receipt.isReflected(by: EventFinger(queueID: "q1", lastEventID: 12)))
+    #expect(receipt.isReflected(by: EventFinger(queueID: "registered-later", lastEventID: -1)))
+  }
+
+  @Test("a mutation request uses snake_case keys")
+  func requestShape() throws {
+    let request = MutationRequest(clientID: ClientID(rawValue: "c"), mutationID: MutationID(7), mutation: "hello")
+    #expect(
+      String(decoding: try WireFormat.encode(request), as: UTF8.self)
+        == #"{"client_id":"c","mutation":"hello","mutation_id":7}"#
+    )
+  }
+}
