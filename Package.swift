@@ -36,7 +36,7 @@ let package = Package(
     ),
     .executableTarget(
       name: "Demo",
-      dependencies: ["EventProtocol", "EventServer", "TestSupport"],
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "TestSupport"],
       swiftSettings: swiftSettings
     ),
     .testTarget(
