@@ -9,6 +9,7 @@ public struct EventFinger: Hashable, Codable, Sendable, CustomStringConvertible 
   /// The id of the last event applied; `-1` before the first.
   public var lastEventID: Int
 
+  /// Creates a EventFinger from its parts.
   public init(queueID: QueueID, lastEventID: Int) {
     self.queueID = queueID
     self.lastEventID = lastEventID

@@ -57,6 +57,7 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
   /// What the event carries.
   public var body: EventBody<Payload>
 
+  /// Creates a EventEnvelope from its parts.
   public init(id: Int, body: EventBody<Payload>) {
     self.id = id
     self.body = body

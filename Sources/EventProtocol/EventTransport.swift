@@ -51,6 +51,7 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
   /// Details for logs.
   public let detail: String
 
+  /// Creates a Kind from its parts.
   public init(_ kind: Kind, detail: String = "") {
     self.kind = kind
     self.detail = detail

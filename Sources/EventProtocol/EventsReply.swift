@@ -9,6 +9,7 @@ public struct EventsReply<Payload: EventPayload>: Sendable, Equatable, Codable {
   /// The queue polled; Zulip includes it, and omits it on `dont_block` replies.
   public var queueID: QueueID?
 
+  /// Creates a EventsReply from its parts.
   public init(events: [EventEnvelope<Payload>], queueID: QueueID?) {
     self.events = events
     self.queueID = queueID

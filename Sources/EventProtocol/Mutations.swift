@@ -63,6 +63,7 @@ public struct MutationRequest<Mutation: Codable & Sendable & Equatable>: Codable
   /// What to do.
   public var mutation: Mutation
 
+  /// Creates a MutationRequest from its parts.
   public init(clientID: ClientID, mutationID: MutationID, mutation: Mutation) {
     self.clientID = clientID
     self.mutationID = mutationID
@@ -88,6 +89,7 @@ public struct MutationReceipt: Codable, Sendable, Equatable {
   /// The last event id of each of the user's queues right after the mutation.
   public var eventsThrough: [QueueID: Int]
 
+  /// Creates a MutationReceipt from its parts.
   public init(applied: Bool, eventsThrough: [QueueID: Int]) {
     self.applied = applied
     self.eventsThrough = eventsThrough

@@ -18,6 +18,7 @@ public struct Registration<Snapshot: Codable & Sendable & Equatable>: Sendable, 
   /// The state of the application for the user, atomic with the finger.
   public var snapshot: Snapshot
 
+  /// Creates a Registration from its parts.
   public init(queueID: QueueID, lastEventID: Int, longPollTimeout: Duration?, snapshot: Snapshot) {
     self.queueID = queueID
     self.lastEventID = lastEventID
@@ -60,6 +61,7 @@ public struct Registration<Snapshot: Codable & Sendable & Equatable>: Sendable, 
 
 /// A snapshot with no fields, for registrations that only want events.
 public struct EmptySnapshot: Codable, Sendable, Equatable {
+  /// Creates the empty snapshot.
   public init() {}
   public init(from decoder: any Decoder) throws {}
   public func encode(to encoder: any Encoder) throws {}

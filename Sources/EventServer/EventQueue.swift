@@ -104,6 +104,7 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
 
 /// The shell's id for a poll request, so the state machine can complete it without holding a continuation.
 public struct PollID: Hashable, Sendable, Comparable, CustomStringConvertible {
+  /// The number the shell gave the poll.
   public var rawValue: UInt64
 
   public init(_ rawValue: UInt64) {

@@ -24,6 +24,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   /// Whether replies go through the JSON wire format.
   public let throughWire: Bool
 
+  /// Creates a InProcessTransport from its parts.
   public init(server: EventServer<Application, C>, user: UserID, throughWire: Bool = false) {
     self.server = server
     self.user = user

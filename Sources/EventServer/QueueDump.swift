@@ -13,6 +13,7 @@ public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
   /// The last mutation decided per (user, client), so retries stay at most once across the restart.
   public var mutations: [MutationRecord]
 
+  /// Creates a QueueDump from its parts.
   public init(queues: [EventQueue<Event>], mutations: [MutationRecord] = []) {
     self.version = Self.currentVersion
     self.queues = queues
@@ -58,9 +59,12 @@ public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
 
 /// Who sent a mutation: the user and their installation.
 public struct MutationSource: Hashable, Comparable, Sendable, Codable {
+  /// The user who sent the mutation.
   public var user: UserID
+  /// The installation that sent it.
   public var clientID: ClientID
 
+  /// Creates a MutationSource from its parts.
   public init(user: UserID, clientID: ClientID) {
     self.user = user
     self.clientID = clientID
@@ -73,9 +77,12 @@ public struct MutationSource: Hashable, Comparable, Sendable, Codable {
 
 /// The last mutation decided for a source: its id, and the rejection reason if the application refused it.
 public struct MutationDecision: Hashable, Sendable, Codable {
+  /// The id of the last mutation decided.
   public var mutationID: MutationID
+  /// Why the application refused it; `nil` when it was applied.
   public var rejection: String?
 
+  /// Creates a MutationDecision from its parts.
   public init(mutationID: MutationID, rejection: String?) {
     self.mutationID = mutationID
     self.rejection = rejection
@@ -84,9 +91,12 @@ public struct MutationDecision: Hashable, Sendable, Codable {
 
 /// One entry of a dump's mutation memory.
 public struct MutationRecord: Hashable, Sendable, Codable {
+  /// Who sent the mutations.
   public var source: MutationSource
+  /// The last one decided.
   public var decision: MutationDecision
 
+  /// Creates a MutationRecord from its parts.
   public init(source: MutationSource, decision: MutationDecision) {
     self.source = source
     self.decision = decision

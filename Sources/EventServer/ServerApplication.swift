@@ -47,6 +47,7 @@ public struct Delivery<Event: EventPayload>: Sendable, Equatable {
   /// The event.
   public var event: Event
 
+  /// Creates a Delivery from its parts.
   public init(to recipients: [UserID], event: Event) {
     self.recipients = recipients
     self.event = event
@@ -58,6 +59,7 @@ public struct CommandRejection: Error, Hashable, Sendable, CustomStringConvertib
   /// A human-readable reason.
   public var reason: String
 
+  /// Creates a CommandRejection from its parts.
   public init(_ reason: String) {
     self.reason = reason
   }

@@ -16,6 +16,7 @@ public struct BackoffPolicy: Hashable, Sendable {
   /// The largest bound.
   public var cap: Duration
 
+  /// Creates a BackoffPolicy from its parts.
   public init(base: Duration, cap: Duration) {
     precondition(base > .zero && cap >= base, "backoff needs 0 < base <= cap")
     self.base = base

@@ -16,6 +16,7 @@ public struct FileStore: UpdateStore {
   /// The file.
   public let url: URL
 
+  /// Creates a FileStore from its parts.
   public init(url: URL) {
     self.url = url
   }

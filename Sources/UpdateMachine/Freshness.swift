@@ -32,6 +32,7 @@ public struct FreshnessReport: Hashable, Sendable {
   /// register or poll; `nil` if there was none yet.
   public var dataAsOf: Timestamp?
 
+  /// Creates a FreshnessReport from its parts.
   public init(freshness: Freshness, dataAsOf: Timestamp?) {
     self.freshness = freshness
     self.dataAsOf = dataAsOf

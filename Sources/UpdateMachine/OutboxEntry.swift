@@ -20,7 +20,10 @@ public struct OutboxEntry<Mutation: Codable & Sendable & Equatable>: Codable, Se
 
 /// A mutation the server refused (`BAD_REQUEST`): dropped from the outbox and reported to the app.
 public struct RejectedMutation<Mutation: Codable & Sendable & Equatable>: Codable, Sendable, Equatable {
+  /// The refused mutation's id.
   public let id: MutationID
+  /// The refused mutation.
   public let mutation: Mutation
+  /// The server's reason.
   public let reason: String
 }

@@ -31,6 +31,7 @@ public struct PersistedRecord<State: Codable & Sendable & Equatable, Mutation: C
   /// The id the next mutation gets.
   public var nextMutationID: MutationID
 
+  /// Creates a PersistedRecord from its parts.
   public init(
     clientID: ClientID,
     state: State,

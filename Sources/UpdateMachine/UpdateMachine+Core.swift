@@ -46,6 +46,7 @@ public struct UpdateMachineCore<
     /// The server's latest event id for that queue, when the server said.
     public var lastEventID: Int?
 
+    /// Creates a PushHint from its parts.
     public init(queueID: QueueID? = nil, lastEventID: Int? = nil) {
       self.queueID = queueID
       self.lastEventID = lastEventID

@@ -17,5 +17,6 @@ public struct UpdateMetrics: Hashable, Sendable, Codable {
   /// Push hints that arrived while a request that would fetch the event was already under way.
   public var pushHintsRedundant = 0
 
+  /// Creates counters that are all zero.
   public init() {}
 }

@@ -53,6 +53,7 @@ public struct ReducerError: Error, Hashable, Sendable, CustomStringConvertible {
   /// Why.
   public var reason: String
 
+  /// Creates a ReducerError from its parts.
   public init(_ reason: String) {
     self.reason = reason
   }
