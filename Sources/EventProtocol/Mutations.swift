@@ -14,15 +14,6 @@ public struct ClientID: RawRepresentable, Hashable, Codable, Sendable, CustomStr
     ClientID(rawValue: QueueID.random(using: &generator).rawValue)
   }
 
-  public init(from decoder: any Decoder) throws {
-    self.rawValue = try decoder.singleValueContainer().decode(String.self)
-  }
-
-  public func encode(to encoder: any Encoder) throws {
-    var container = encoder.singleValueContainer()
-    try container.encode(rawValue)
-  }
-
   public var description: String { rawValue }
 }
 
@@ -36,15 +27,6 @@ public struct MutationID: RawRepresentable, Hashable, Comparable, Codable, Senda
 
   public init(_ rawValue: UInt64) {
     self.rawValue = rawValue
-  }
-
-  public init(from decoder: any Decoder) throws {
-    self.rawValue = try decoder.singleValueContainer().decode(UInt64.self)
-  }
-
-  public func encode(to encoder: any Encoder) throws {
-    var container = encoder.singleValueContainer()
-    try container.encode(rawValue)
   }
 
   public static func < (lhs: MutationID, rhs: MutationID) -> Bool {

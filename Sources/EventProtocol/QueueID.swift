@@ -15,15 +15,6 @@ public struct QueueID: RawRepresentable, Hashable, Comparable, Codable, CodingKe
     self.rawValue = value
   }
 
-  public init(from decoder: any Decoder) throws {
-    self.rawValue = try decoder.singleValueContainer().decode(String.self)
-  }
-
-  public func encode(to encoder: any Encoder) throws {
-    var container = encoder.singleValueContainer()
-    try container.encode(rawValue)
-  }
-
   public var codingKey: any CodingKey { QueueIDKey(stringValue: rawValue) }
 
   public init?<Key: CodingKey>(codingKey: Key) {

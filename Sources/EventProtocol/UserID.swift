@@ -19,15 +19,6 @@ public struct UserID: RawRepresentable, Hashable, Comparable, Codable, Sendable,
     self.rawValue = value
   }
 
-  public init(from decoder: any Decoder) throws {
-    self.rawValue = try decoder.singleValueContainer().decode(String.self)
-  }
-
-  public func encode(to encoder: any Encoder) throws {
-    var container = encoder.singleValueContainer()
-    try container.encode(rawValue)
-  }
-
   public static func < (lhs: UserID, rhs: UserID) -> Bool {
     lhs.rawValue < rhs.rawValue
   }
