@@ -57,6 +57,17 @@ public enum WireFormat {
     }
   }
 
+  private struct VersionField: Decodable {
+    var version: Int
+  }
+
+  /// The `version` field of a versioned JSON document (a queue dump, a persisted record), read before the
+  /// rest so that a newer format is refused clearly instead of failing on a field it renamed.
+  /// - Returns: The version, or `nil` when the data is not JSON with an integer `version`.
+  public static func formatVersion(of data: Data) -> Int? {
+    try? JSONDecoder().decode(VersionField.self, from: data).version
+  }
+
   /// Encodes a reply or an ``EventAPIError`` as a JSON body, with sorted keys so bodies compare byte for byte.
   public static func encode(_ value: some Encodable) throws -> Data {
     let encoder = JSONEncoder()

@@ -20,23 +20,13 @@ public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
     self.mutations = mutations
   }
 
-  private struct VersionField: Decodable {
-    var version: Int
-  }
-
   /// Decodes a dump, checking its format version before anything else.
   /// - Throws: ``QueueDumpError/unsupportedVersion(found:supported:)`` or ``QueueDumpError/corrupt(_:)``.
   public static func decode(_ data: Data) throws(QueueDumpError) -> QueueDump {
-    let decoder = JSONDecoder()
-    let version: Int
-    do {
-      version = try decoder.decode(VersionField.self, from: data).version
-    } catch {
-      throw .corrupt(String(describing: error))
-    }
+    guard let version = WireFormat.formatVersion(of: data) else { throw .corrupt("no format version") }
     guard version == currentVersion else { throw .unsupportedVersion(found: version, supported: currentVersion) }
     do {
-      return try decoder.decode(QueueDump.self, from: data)
+      return try JSONDecoder().decode(QueueDump.self, from: data)
     } catch {
       throw .corrupt(String(describing: error))
     }

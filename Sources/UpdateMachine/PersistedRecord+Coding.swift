@@ -2,10 +2,6 @@ import EventProtocol
 import Foundation
 
 extension PersistedRecord {
-  private struct VersionField: Decodable {
-    var version: Int
-  }
-
   /// Encodes the record as JSON.
   public func encoded() throws(PersistenceError) -> Data {
     do {
@@ -19,17 +15,13 @@ extension PersistedRecord {
   /// - Throws: ``PersistenceError/newerVersion(found:supported:)`` for a newer format;
   ///   ``PersistenceError/corrupt(_:)`` for anything that is not a valid record.
   public static func decode(_ data: Data) throws(PersistenceError) -> PersistedRecord {
-    let decoder = JSONDecoder()
-    let version: Int
-    do {
-      version = try decoder.decode(VersionField.self, from: data).version
-    } catch {
-      throw .corrupt("not a persisted record: \(error)")
+    guard let version = WireFormat.formatVersion(of: data) else {
+      throw .corrupt("not a persisted record: no format version")
     }
     guard version <= currentVersion else { throw .newerVersion(found: version, supported: currentVersion) }
     guard version == currentVersion else { throw .corrupt("unknown format version \(version)") }
     do {
-      return try decoder.decode(PersistedRecord.self, from: data)
+      return try JSONDecoder().decode(PersistedRecord.self, from: data)
     } catch {
       throw .corrupt("not a valid record: \(error)")
     }
