@@ -224,6 +224,24 @@ struct UpdateMachineShellTests {
     await machine.stop()
   }
 
+  @Test("run() works until its task is cancelled, then stops the machine and finishes every stream")
+  func runUntilCancelled() async throws {
+    let world = World()
+    defer { world.cleanUp() }
+    let machine = world.makeMachine()
+    let running = Task { await machine.run() }
+    await waitFor(machine, isLive)
+    let stream = await machine.snapshots()
+    running.cancel()
+    await running.value
+    var remaining = 0
+    for await _ in stream { remaining += 1 }
+    #expect(remaining <= 1)
+    var afterStop = 0
+    for await _ in await machine.snapshots() { afterStop += 1 }
+    #expect(afterStop == 0)
+  }
+
   @Test("the observable model follows the machine")
   @MainActor
   func observableModel() async throws {
