@@ -100,6 +100,10 @@ public struct UpdateMachineCore<
   private var disconnectedSince: Timestamp?
   private(set) var failure: Failure?
   private var protocolFailures = 0
+  /// How many queues in a row vanished before a poll on them succeeded.
+  private var queuesLostBeforeFirstPoll = 0
+  /// Whether a poll has succeeded on the current finger's queue since it was registered.
+  private var queueConfirmedByPoll = false
   private(set) var inFlight: InFlight?
   private var submitInFlight: (request: RequestID, mutation: MutationID)?
   private var outboxAttempt = 0
@@ -157,6 +161,7 @@ public struct UpdateMachineCore<
       nextMutationID = record.nextMutationID
       if let finger = record.finger {
         phase = lifecycle == .foreground ? .live(finger) : .idle(finger, nextPollAt: now)
+        queueConfirmedByPoll = true
       }
     } else {
       clientID = .random(using: &random)
@@ -177,6 +182,7 @@ public struct UpdateMachineCore<
     confirmedState = registration.snapshot
     queueLifetime = configuration.assumedQueueLifetime
     longPollTimeout = registration.longPollTimeout ?? configuration.defaultLongPollTimeout
+    queueConfirmedByPoll = false
     markSuccess(finger: registration.finger, now: now)
     return [.persist(persistedRecord())] + proceed(now: now)
   }
@@ -227,6 +233,8 @@ public struct UpdateMachineCore<
     confirmedState = state
     metrics.eventsApplied += applied
     if applied > 0 { protocolFailures = 0 }
+    queueConfirmedByPoll = true
+    queuesLostBeforeFirstPoll = 0
     markSuccess(finger: EventFinger(queueID: finger.queueID, lastEventID: lastEventID), now: now)
     return [.persist(persistedRecord())] + proceed(now: now)
   }
@@ -237,6 +245,14 @@ public struct UpdateMachineCore<
     guard case .poll(request, _) = inFlight, let finger = phase.finger else { return [] }
     inFlight = nil
     if case .api(let apiError) = error.kind, apiError.code == .badEventQueueID {
+      // Queues that keep vanishing before their first poll succeeds would loop register, poll, register
+      // with no pause: the second such loss in a row is treated as a protocol error, with its backoff.
+      if !queueConfirmedByPoll {
+        queuesLostBeforeFirstPoll += 1
+        if queuesLostBeforeFirstPoll >= 2 {
+          return protocolFailure("queue \(finger.queueID) vanished before its first poll", now: now)
+        }
+      }
       phase = .stale
       disconnectedSince = disconnectedSince ?? now
       return [.persist(persistedRecord())] + proceed(now: now)

@@ -160,3 +160,39 @@ struct UpdateMachineCoreFailureTests {
     #expect(harness.core.phase == waiting)
   }
 }
+
+@Suite("UpdateMachine core: queues that keep vanishing")
+struct UpdateMachineVanishingQueueTests {
+  @Test("a second queue lost before its first poll waits for the slower backoff instead of looping")
+  func noRegisterLoop() {
+    var harness = CoreHarness()
+    harness.startLive()
+    let first = harness.core.pollFailed(request(2), .api(.badEventQueueID(queueA)), now: t0)
+    #expect(first == [.persist(harness.record), .register(request(3), eventTypes: nil, lifespan: nil)])
+    _ = harness.core.registerSucceeded(request(3), registration(queueB, notes: []), now: t0)
+    let second = harness.core.pollFailed(request(4), .api(.badEventQueueID(queueB)), now: t0)
+    #expect(second == [.persist(harness.record)])
+    guard case .registerFailed(attempt: 1, let retryAt) = harness.core.phase else {
+      Issue.record("phase \(harness.core.phase)")
+      return
+    }
+    #expect(retryAt > t0)
+  }
+
+  @Test("a queue that worked before may vanish any number of times and is re-registered at once")
+  func confirmedQueuesReregisterAtOnce() {
+    var harness = CoreHarness()
+    harness.startLive()
+    var number: UInt64 = 2
+    for round in 0..<5 {
+      _ = harness.core.pollSucceeded(request(number), [], now: t0)
+      number += 1
+      let queueID = QueueID(rawValue: "q\(round)")
+      let actions = harness.core.pollFailed(request(number), .api(.badEventQueueID(queueID)), now: t0)
+      number += 1
+      #expect(actions.last == .register(request(number), eventTypes: nil, lifespan: nil))
+      _ = harness.core.registerSucceeded(request(number), registration(queueID, notes: []), now: t0)
+      number += 1
+    }
+  }
+}
