@@ -76,6 +76,10 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     }
   }
 
+  /// How many polls are parked.
+  /// - Complexity: O(1).
+  public var parkedPollCount: Int { parkedPolls.count }
+
   /// The queues of `user`, oldest first.
   public func queueIDs(of user: UserID) -> [QueueID] {
     queueIDsByUser[user] ?? []

@@ -56,7 +56,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   public var queueCount: Int { machine.queues.count }
 
   /// How many polls are parked.
-  public var parkedPollCount: Int { machine.queues.values.count { $0.parkedPoll != nil } }
+  public var parkedPollCount: Int { machine.parkedPollCount }
 
   /// The queue `queueID` as it stands, for inspection.
   public func queue(_ queueID: QueueID) -> EventQueue<Event>? { machine.queues[queueID] }
@@ -224,10 +224,12 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
         waiters.removeValue(forKey: pollID)?.resume(returning: outcome)
       }
     }
-    let parked = parkedPollCount
-    let ready = parkedWaiters.filter { $0.count <= parked }
-    parkedWaiters.removeAll { $0.count <= parked }
-    for waiter in ready { waiter.continuation.resume() }
+    if !parkedWaiters.isEmpty {
+      let parked = machine.parkedPollCount
+      let ready = parkedWaiters.filter { $0.count <= parked }
+      parkedWaiters.removeAll { $0.count <= parked }
+      for waiter in ready { waiter.continuation.resume() }
+    }
     rescheduleTimer()
   }
 

@@ -369,6 +369,8 @@ private struct ServerScheduleRun {
   }
 
   mutating func checkQueuesMatch() {
+    let modelParked = queues.values.filter { $0.parked != nil }.count
+    check(machine.parkedPollCount == modelParked, "parked count \(machine.parkedPollCount) != model \(modelParked)")
     check(
       Set(machine.queues.keys) == Set(queues.keys),
       "queues \(machine.queues.keys.sorted()) != model \(queues.keys.sorted())"
