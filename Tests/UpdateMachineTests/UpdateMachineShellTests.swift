@@ -17,9 +17,10 @@ private struct World {
   let transport: FlakyTransport<InProcessTransport<NoteBoard, ManualClock>>
   let storeURL = FileManager.default.temporaryDirectory.appendingPathComponent("alice-\(UUID()).updatemachine.json")
 
-  init() {
+  init(serverConfiguration: EventServerConfiguration = .init()) {
     server = EventServer(
       application: NoteBoard(),
+      configuration: serverConfiguration,
       clock: clock,
       anchor: clock.now,
       random: SeededRandomNumberGenerator(seed: 5)
@@ -97,6 +98,34 @@ struct UpdateMachineShellTests {
     let recovered = await waitFor(machine) { isLive($0) && $0.state?.notes.count == 3 }
     #expect(recovered?.state == NoteSnapshot(notes: ["before", "during", "after"]))
     #expect(recovered?.metrics.registers == 1)
+    await machine.stop()
+  }
+
+  @Test("a long-poll with no answer times out after the server's recommended 90 s, as a connection failure")
+  func longPollTimeout() async throws {
+    var slowHeartbeats = EventServerConfiguration()
+    slowHeartbeats.heartbeatMinimum = .seconds(500)
+    slowHeartbeats.heartbeatMaximum = .seconds(500)
+    let world = World(serverConfiguration: slowHeartbeats)
+    defer { world.cleanUp() }
+    let machine = world.makeMachine()
+    await machine.start()
+    await waitFor(machine, isLive)
+    await world.server.waitForParkedPolls(count: 1)
+    let start = world.clock.now
+    world.clock.advance(to: start.advanced(by: .seconds(89)))
+    #expect(
+      await machine.snapshot.phase
+        == .live(EventFinger(queueID: machine.snapshot.phase.finger!.queueID, lastEventID: -1))
+    )
+    world.clock.advance(to: start.advanced(by: .seconds(90)))
+    let timedOut = await waitFor(machine) { if case .pollFailed(_, 1, _) = $0.phase { true } else { false } }
+    #expect(timedOut?.freshness.dataAsOf == start)
+    guard case .pollFailed(_, _, let retryAt) = timedOut?.phase else { return }
+    try await world.post("after the timeout")
+    world.clock.advance(to: retryAt)
+    let recovered = await waitFor(machine) { isLive($0) && $0.state?.notes == ["after the timeout"] }
+    #expect(recovered?.metrics.failures == 1)
     await machine.stop()
   }
 
