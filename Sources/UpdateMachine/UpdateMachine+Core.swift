@@ -311,6 +311,13 @@ public struct UpdateMachineCore<
     return (id, [.persist(persistedRecord())] + proceed(now: now))
   }
 
+  /// The app has shown the refused mutations up to `id` to the user: forget them.
+  public mutating func rejectionsDismissed(through id: MutationID, now: Timestamp) -> [Action] {
+    let before = rejected.count
+    rejected.removeAll { $0.id <= id }
+    return rejected.count == before ? [] : [.persist(persistedRecord())]
+  }
+
   /// A timer the shell set for ``nextWakeUp(after:)`` went off.
   public mutating func timerFired(now: Timestamp) -> [Action] {
     proceed(now: now)

@@ -156,7 +156,8 @@ public actor UpdateMachine<
   }
 
   /// Sends a mutation through the outbox: persisted first, retried until acknowledged, applied at most once.
-  /// Its optimistic effect shows in ``snapshot`` until the server's events confirm it.
+  /// Its optimistic effect shows in ``snapshot`` until the server's events confirm it. Starts the machine
+  /// first if ``start()`` was not called yet.
   /// - Returns: The mutation's id.
   public func submit(_ mutation: Mutation) -> MutationID {
     start()
@@ -164,6 +165,11 @@ public actor UpdateMachine<
     let (id, actions) = core.submit(mutation, now: now)
     perform(actions, now: now)
     return id
+  }
+
+  /// Forgets the refused mutations up to `id`, once the app has shown them to the user.
+  public func dismissRejectedMutations(through id: MutationID) {
+    input { core, now in core.rejectionsDismissed(through: id, now: now) }
   }
 
   // MARK: - Observation

@@ -96,6 +96,20 @@ struct UpdateMachineCoreOutboxTests {
     )
   }
 
+  @Test("dismissed rejections are forgotten and the record persisted")
+  func dismissRejections() {
+    var harness = CoreHarness()
+    harness.startLive()
+    _ = harness.core.submit(.forbidden, now: t0)
+    _ = harness.core.submitFailed(request(3), .api(.badRequest("no")), now: t0)
+    _ = harness.core.submit(.forbidden, now: t0)
+    _ = harness.core.submitFailed(request(4), .api(.badRequest("no")), now: t0)
+    #expect(harness.core.rejected.map(\.id) == [MutationID(1), MutationID(2)])
+    #expect(harness.core.rejectionsDismissed(through: MutationID(1), now: t0) == [.persist(harness.record)])
+    #expect(harness.core.rejected.map(\.id) == [MutationID(2)])
+    #expect(harness.core.rejectionsDismissed(through: MutationID(1), now: t0) == [])
+  }
+
   @Test("the outbox survives a restart and unacknowledged entries are sent again")
   func survivesRestart() throws {
     var harness = CoreHarness()
