@@ -15,11 +15,26 @@ public enum WireFormat {
   /// The largest body ``decode(_:from:)`` accepts: 16 MiB.
   public static let maximumBodySize = 16 << 20
 
-  private struct ResultField: Decodable {
-    var result: String
+  /// A body read in one pass: its `result` field picks which type decodes the rest.
+  private enum Body<Reply: Decodable>: Decodable {
+    case success(Reply)
+    case failure(EventAPIError)
+
+    private enum CodingKeys: String, CodingKey {
+      case result
+    }
+
+    init(from decoder: any Decoder) throws {
+      let result = try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .result)
+      switch result {
+      case "success": self = .success(try Reply(from: decoder))
+      case "error": self = .failure(try EventAPIError(from: decoder))
+      default: throw EventAPIError.malformedResponse("unknown result \"\(result)\"")
+      }
+    }
   }
 
-  /// Decodes a response body.
+  /// Decodes a response body, parsing it once.
   /// - Parameters:
   ///   - type: The success reply expected, such as `Registration<Snapshot>` or `EventsReply<Payload>`.
   ///   - data: The JSON body.
@@ -30,30 +45,17 @@ public enum WireFormat {
     guard data.count <= maximumBodySize else {
       throw .malformedResponse("body of \(data.count) bytes is over the \(maximumBodySize)-byte limit")
     }
-    let decoder = JSONDecoder()
-    let result: String
+    let body: Body<Reply>
     do {
-      result = try decoder.decode(ResultField.self, from: data).result
+      body = try JSONDecoder().decode(Body<Reply>.self, from: data)
+    } catch let error as EventAPIError {
+      throw error
     } catch {
       throw .malformedResponse(String(describing: error))
     }
-    switch result {
-    case "success":
-      do {
-        return try decoder.decode(Reply.self, from: data)
-      } catch {
-        throw .malformedResponse(String(describing: error))
-      }
-    case "error":
-      let apiError: EventAPIError
-      do {
-        apiError = try decoder.decode(EventAPIError.self, from: data)
-      } catch {
-        throw .malformedResponse(String(describing: error))
-      }
-      throw apiError
-    default:
-      throw .malformedResponse("unknown result \"\(result)\"")
+    switch body {
+    case .success(let reply): return reply
+    case .failure(let apiError): throw apiError
     }
   }
 
