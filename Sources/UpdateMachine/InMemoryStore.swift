@@ -6,7 +6,6 @@ public final class InMemoryStore: UpdateStore {
   private struct Contents {
     var data: Data?
     var setAside: [Data] = []
-    var saves = 0
   }
 
   private let contents: Mutex<Contents>
@@ -20,16 +19,11 @@ public final class InMemoryStore: UpdateStore {
   public var data: Data? { contents.withLock { $0.data } }
   /// Everything set aside, oldest first.
   public var setAsideData: [Data] { contents.withLock { $0.setAside } }
-  /// How many saves there were.
-  public var saveCount: Int { contents.withLock { $0.saves } }
 
   public func load() throws(PersistenceError) -> Data? { data }
 
   public func save(_ data: Data) throws(PersistenceError) {
-    contents.withLock {
-      $0.data = data
-      $0.saves += 1
-    }
+    contents.withLock { $0.data = data }
   }
 
   public func setAside(reason: String) throws(PersistenceError) -> String {

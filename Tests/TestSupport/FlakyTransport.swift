@@ -9,7 +9,6 @@ public final class FlakyTransport<Base: EventTransport>: EventTransport {
 
   private let base: Base
   private let failures = Mutex<[TransportError]>([])
-  private let counts = Mutex<(registers: Int, polls: Int, submits: Int)>((0, 0, 0))
 
   public init(_ base: Base) {
     self.base = base
@@ -20,9 +19,6 @@ public final class FlakyTransport<Base: EventTransport>: EventTransport {
     failures.withLock { $0.append(contentsOf: errors) }
   }
 
-  /// How many requests of each kind reached this transport.
-  public var requestCounts: (registers: Int, polls: Int, submits: Int) { counts.withLock { $0 } }
-
   private func nextFailure() -> TransportError? {
     failures.withLock { $0.isEmpty ? nil : $0.removeFirst() }
   }
@@ -31,13 +27,11 @@ public final class FlakyTransport<Base: EventTransport>: EventTransport {
     eventTypes: Set<String>?,
     lifespan: Duration?
   ) async throws(TransportError) -> Registration<State> {
-    counts.withLock { $0.registers += 1 }
     if let failure = nextFailure() { throw failure }
     return try await base.register(eventTypes: eventTypes, lifespan: lifespan)
   }
 
   public func poll(after finger: EventFinger, dontBlock: Bool) async throws(TransportError) -> [EventEnvelope<Event>] {
-    counts.withLock { $0.polls += 1 }
     if let failure = nextFailure() { throw failure }
     return try await base.poll(after: finger, dontBlock: dontBlock)
   }
@@ -46,7 +40,6 @@ public final class FlakyTransport<Base: EventTransport>: EventTransport {
     _ request: MutationRequest<Mutation>,
     queueID: QueueID?
   ) async throws(TransportError) -> MutationReceipt {
-    counts.withLock { $0.submits += 1 }
     if let failure = nextFailure() { throw failure }
     return try await base.submit(request, queueID: queueID)
   }

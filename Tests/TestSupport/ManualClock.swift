@@ -3,15 +3,16 @@ import Synchronization
 
 /// A clock that moves only when a test says so, for driving shells without sleeping on the wall clock.
 ///
-/// Its instants are ``Timestamp``s. Sleepers park until ``advance(by:)`` moves time past their deadline;
-/// ``waitForSleepers(count:)`` lets a test wait, without polling, until the code under test has gone to
-/// sleep, so "advance, then observe" has no race.
+/// Its instants are ``Timestamp``s. Sleepers park until ``advance(by:)`` moves time past their deadline; a
+/// sleep whose deadline has already passed returns at once, so "advance, then observe" has no race even
+/// when the sleeper has not started yet. Tests wait for the code under test through its own signals (a
+/// snapshot stream, `EventServer.waitForParkedPolls`), never by sleeping.
 ///
 /// ```swift
 /// let clock = ManualClock()
-/// async let woke: Void = clock.sleep(until: clock.now.advanced(by: .seconds(5)), tolerance: nil)
-/// await clock.waitForSleepers(count: 1)
-/// clock.advance(by: .seconds(5))
+/// let deadline = clock.now.advanced(by: .seconds(5))
+/// async let woke: Void = clock.sleep(until: deadline, tolerance: nil)
+/// clock.advance(to: deadline)
 /// try await woke
 /// ```
 public final class ManualClock: Clock, Sendable {
@@ -23,24 +24,11 @@ public final class ManualClock: Clock, Sendable {
     var continuation: CheckedContinuation<Void, any Error>
   }
 
-  private struct SleeperWaiter {
-    var count: Int
-    var continuation: CheckedContinuation<Void, Never>
-  }
-
   private struct State {
     var now: Timestamp
     var nextID = 0
     var sleepers: [Int: Sleeper] = [:]
     var cancelledBeforeSleeping: Set<Int> = []
-    var waiters: [SleeperWaiter] = []
-
-    /// Removes and returns the waiters whose count is now reached.
-    mutating func takeSatisfiedWaiters() -> [CheckedContinuation<Void, Never>] {
-      let satisfied = waiters.filter { $0.count <= sleepers.count }
-      waiters.removeAll { $0.count <= sleepers.count }
-      return satisfied.map(\.continuation)
-    }
   }
 
   private let state: Mutex<State>
@@ -54,12 +42,6 @@ public final class ManualClock: Clock, Sendable {
 
   public var minimumResolution: Duration { .nanoseconds(1) }
 
-  /// How many tasks are sleeping on this clock now.
-  public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
-
-  /// The earliest deadline among current sleepers.
-  public var nextDeadline: Timestamp? { state.withLock { $0.sleepers.values.map(\.deadline).min() } }
-
   public func sleep(until deadline: Timestamp, tolerance: Duration? = nil) async throws {
     let id = state.withLock { state in
       defer { state.nextID += 1 }
@@ -67,16 +49,17 @@ public final class ManualClock: Clock, Sendable {
     }
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-        let (resumeNow, cancelled, waiters) = state.withLock {
-          state -> (Bool, Bool, [CheckedContinuation<Void, Never>]) in
-          if state.cancelledBeforeSleeping.remove(id) != nil { return (true, true, []) }
-          if deadline <= state.now { return (true, false, []) }
+        enum Start { case sleep, wake, cancelled }
+        let start = state.withLock { state -> Start in
+          if state.cancelledBeforeSleeping.remove(id) != nil { return .cancelled }
+          if deadline <= state.now { return .wake }
           state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
-          return (false, false, state.takeSatisfiedWaiters())
+          return .sleep
         }
-        for waiter in waiters { waiter.resume() }
-        if resumeNow {
-          if cancelled { continuation.resume(throwing: CancellationError()) } else { continuation.resume() }
+        switch start {
+        case .sleep: break
+        case .wake: continuation.resume()
+        case .cancelled: continuation.resume(throwing: CancellationError())
         }
       }
     } onCancel: {
@@ -103,17 +86,5 @@ public final class ManualClock: Clock, Sendable {
       return due.map(\.value).sorted { $0.deadline < $1.deadline }
     }
     for sleeper in due { sleeper.continuation.resume() }
-  }
-
-  /// Suspends until at least `count` tasks are sleeping on this clock.
-  public func waitForSleepers(count: Int) async {
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      let ready = state.withLock { state -> Bool in
-        if state.sleepers.count >= count { return true }
-        state.waiters.append(SleeperWaiter(count: count, continuation: continuation))
-        return false
-      }
-      if ready { continuation.resume() }
-    }
   }
 }
