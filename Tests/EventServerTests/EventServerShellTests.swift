@@ -19,16 +19,24 @@ private func makeServer(seed: UInt64 = 1) -> (EventServer<NoteBoard, ManualClock
   return (server, clock)
 }
 
+/// Registers alice and parks a poll on her new queue; returns the queue and the waiting poll.
+private func parkAlicesPoll(
+  on server: EventServer<NoteBoard, ManualClock>
+) async -> (QueueID, Task<[EventEnvelope<NoteEvent>], any Error>) {
+  let queueID = await server.register(user: alice).queueID
+  let poll = Task { try await server.events(queueID: queueID, user: alice, lastEventID: -1) }
+  await server.waitForParkedPolls(count: 1)
+  return (queueID, poll)
+}
+
 @Suite("EventServer actor shell on a manual clock")
 struct EventServerShellTests {
   @Test("a parked poll is woken by an event and gets the whole queue")
   func parkedPollWokenByEvent() async throws {
     let (server, _) = makeServer()
-    let registration = await server.register(user: alice)
-    async let events = server.events(queueID: registration.queueID, user: alice, lastEventID: -1)
-    await server.waitForParkedPolls(count: 1)
+    let (_, events) = await parkAlicesPoll(on: server)
     try await server.handle(.post("hello", to: [alice]), from: bob)
-    #expect(try await events == [EventEnvelope(id: 0, body: .payload(.note(text: "hello")))])
+    #expect(try await events.value == [EventEnvelope(id: 0, body: .payload(.note(text: "hello")))])
     #expect(await server.parkedPollCount == 0)
   }
 
@@ -36,26 +44,22 @@ struct EventServerShellTests {
   func heartbeat(seed: UInt64) async throws {
     let (server, clock) = makeServer(seed: seed)
     let start = clock.now
-    let registration = await server.register(user: alice)
-    async let events = server.events(queueID: registration.queueID, user: alice, lastEventID: -1)
-    await server.waitForParkedPolls(count: 1)
-    let deadline = try #require(await server.queue(registration.queueID)?.parkedPoll?.heartbeatAt)
+    let (queueID, events) = await parkAlicesPoll(on: server)
+    let deadline = try #require(await server.queue(queueID)?.parkedPoll?.heartbeatAt)
     #expect(start.duration(to: deadline) >= .seconds(45) && start.duration(to: deadline) <= .seconds(55))
 
     clock.advance(to: start.advanced(by: .seconds(44)))
     #expect(await server.parkedPollCount == 1)
     clock.advance(to: deadline)
-    #expect(try await events == [EventEnvelope(id: 0, body: .heartbeat)])
+    #expect(try await events.value == [EventEnvelope(id: 0, body: .heartbeat)])
   }
 
   @Test("a second poll on the queue completes the first")
   func secondPollCompletesFirst() async throws {
     let (server, _) = makeServer()
-    let registration = await server.register(user: alice)
-    async let first = server.events(queueID: registration.queueID, user: alice, lastEventID: -1)
-    await server.waitForParkedPolls(count: 1)
-    async let second = server.events(queueID: registration.queueID, user: alice, lastEventID: -1)
-    #expect(try await first == [])
+    let (queueID, first) = await parkAlicesPoll(on: server)
+    async let second = server.events(queueID: queueID, user: alice, lastEventID: -1)
+    #expect(try await first.value == [])
     await server.waitForParkedPolls(count: 1)
     try await server.handle(.post("later", to: [alice]), from: bob)
     #expect(try await second == [EventEnvelope(id: 0, body: .payload(.note(text: "later")))])
@@ -64,14 +68,12 @@ struct EventServerShellTests {
   @Test("a cancelled poll throws CancellationError and leaves every event queued")
   func cancellation() async throws {
     let (server, _) = makeServer()
-    let registration = await server.register(user: alice)
-    let poll = Task { try await server.events(queueID: registration.queueID, user: alice, lastEventID: -1) }
-    await server.waitForParkedPolls(count: 1)
+    let (queueID, poll) = await parkAlicesPoll(on: server)
     poll.cancel()
     await #expect(throws: CancellationError.self) { try await poll.value }
     #expect(await server.parkedPollCount == 0)
     try await server.handle(.post("kept", to: [alice]), from: bob)
-    let events = try await server.events(queueID: registration.queueID, user: alice, lastEventID: -1, dontBlock: true)
+    let events = try await server.events(queueID: queueID, user: alice, lastEventID: -1, dontBlock: true)
     #expect(events == [EventEnvelope(id: 0, body: .payload(.note(text: "kept")))])
   }
 
@@ -95,11 +97,9 @@ struct EventServerShellTests {
   @Test("deleting a queue fails its parked poll with BAD_EVENT_QUEUE_ID")
   func deleteQueue() async throws {
     let (server, _) = makeServer()
-    let registration = await server.register(user: alice)
-    let poll = Task { try await server.events(queueID: registration.queueID, user: alice, lastEventID: -1) }
-    await server.waitForParkedPolls(count: 1)
-    try await server.deleteQueue(registration.queueID, user: alice)
-    await #expect(throws: EventAPIError.badEventQueueID(registration.queueID)) { try await poll.value }
+    let (queueID, poll) = await parkAlicesPoll(on: server)
+    try await server.deleteQueue(queueID, user: alice)
+    await #expect(throws: EventAPIError.badEventQueueID(queueID)) { try await poll.value }
   }
 
   @Test("queues survive a restart through a dump file and get a restart event")
@@ -150,12 +150,10 @@ struct EventServerShellTests {
   @Test("shutdown ends parked polls with CancellationError and keeps their events")
   func shutdown() async throws {
     let (server, _) = makeServer()
-    let registration = await server.register(user: alice)
-    let poll = Task { try await server.events(queueID: registration.queueID, user: alice, lastEventID: -1) }
-    await server.waitForParkedPolls(count: 1)
+    let (queueID, poll) = await parkAlicesPoll(on: server)
     await server.shutdown()
     await #expect(throws: CancellationError.self) { try await poll.value }
-    let after = try await server.events(queueID: registration.queueID, user: alice, lastEventID: -1)
+    let after = try await server.events(queueID: queueID, user: alice, lastEventID: -1)
     #expect(after == [])
   }
 }
