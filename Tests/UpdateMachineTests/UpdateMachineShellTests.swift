@@ -42,6 +42,14 @@ private struct World {
     )
   }
 
+  /// Makes alice's machine, starts it, and waits until it is live.
+  func startLiveMachine(configure: (inout UpdateMachineConfiguration) -> Void = { _ in }) async -> NotesMachine {
+    let machine = makeMachine(configure: configure)
+    await machine.start()
+    await waitFor(machine, isLive)
+    return machine
+  }
+
   func post(_ text: String) async throws {
     try await server.handle(.post(text, to: ["alice"]), from: "bob")
   }
@@ -108,9 +116,7 @@ struct UpdateMachineShellTests {
     slowHeartbeats.heartbeatMaximum = .seconds(500)
     let world = World(serverConfiguration: slowHeartbeats)
     defer { world.cleanUp() }
-    let machine = world.makeMachine()
-    await machine.start()
-    await waitFor(machine, isLive)
+    let machine = await world.startLiveMachine()
     await world.server.waitForParkedPolls(count: 1)
     let start = world.clock.now
     world.clock.advance(to: start.advanced(by: .seconds(89)))
@@ -133,9 +139,7 @@ struct UpdateMachineShellTests {
   func expiryAndReregister() async throws {
     let world = World()
     defer { world.cleanUp() }
-    let machine = world.makeMachine { $0.backgroundPollInterval = nil }
-    await machine.start()
-    await waitFor(machine, isLive)
+    let machine = await world.startLiveMachine { $0.backgroundPollInterval = nil }
     try await world.post("one")
     await waitFor(machine) { $0.state == NoteSnapshot(notes: ["one"]) }
 
@@ -164,9 +168,7 @@ struct UpdateMachineShellTests {
   func backgroundPush() async throws {
     let world = World()
     defer { world.cleanUp() }
-    let machine = world.makeMachine { $0.backgroundPollInterval = nil }
-    await machine.start()
-    await waitFor(machine, isLive)
+    let machine = await world.startLiveMachine { $0.backgroundPollInterval = nil }
     await machine.enteredBackground()
     try await world.post("while away")
     #expect(await machine.snapshot.state == NoteSnapshot(notes: []))
@@ -190,9 +192,7 @@ struct UpdateMachineShellTests {
   func killAndRestart() async throws {
     let world = World()
     defer { world.cleanUp() }
-    let first = world.makeMachine()
-    await first.start()
-    await waitFor(first, isLive)
+    let first = await world.startLiveMachine()
     try await world.post("kept")
     await waitFor(first) { $0.state == NoteSnapshot(notes: ["kept"]) }
 
