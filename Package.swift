@@ -18,6 +18,7 @@ let package = Package(
     .library(name: "EventProtocol", targets: ["EventProtocol"]),
     .library(name: "EventServer", targets: ["EventServer"]),
     .library(name: "UpdateMachine", targets: ["UpdateMachine"]),
+    .library(name: "UpdateMachineTesting", targets: ["UpdateMachineTesting"]),
     .executable(name: "Demo", targets: ["Demo"]),
   ],
   targets: [
@@ -27,16 +28,21 @@ let package = Package(
     .target(name: "UpdateMachine", dependencies: ["EventProtocol"], swiftSettings: swiftSettings),
     // The in-process event-queue server: a pure state machine inside an actor shell.
     .target(name: "EventServer", dependencies: ["EventProtocol"], swiftSettings: swiftSettings),
-    // Deterministic virtual time for tests and for the scripted demo.
+    // The testing kit apps import: a manual clock, a fault-injecting transport, a deterministic loopback world.
     .target(
-      name: "TestSupport",
+      name: "UpdateMachineTesting",
       dependencies: ["EventProtocol", "EventServer", "UpdateMachine"],
-      path: "Tests/TestSupport",
+      swiftSettings: swiftSettings
+    ),
+    // Small example applications (server side and reducer) used by the demo and the tests.
+    .target(
+      name: "SampleApps",
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine"],
       swiftSettings: swiftSettings
     ),
     .executableTarget(
       name: "Demo",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "TestSupport"],
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "SampleApps"],
       swiftSettings: swiftSettings
     ),
     .testTarget(
@@ -47,12 +53,12 @@ let package = Package(
     ),
     .testTarget(
       name: "UpdateMachineTests",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "TestSupport"],
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "SampleApps"],
       swiftSettings: swiftSettings
     ),
     .testTarget(
       name: "EventServerTests",
-      dependencies: ["EventProtocol", "EventServer", "TestSupport"],
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachineTesting", "SampleApps"],
       swiftSettings: swiftSettings
     ),
   ],

@@ -1,8 +1,9 @@
 import EventProtocol
 import EventServer
 import Foundation
-import TestSupport
+import SampleApps
 import UpdateMachine
+import UpdateMachineTesting
 
 /// A scripted session of the client engine against the in-process server on a manual clock: registering,
 /// events arriving, a dropped network with backoff, a write sent while offline, an expired queue, a push in
@@ -12,7 +13,7 @@ struct ScriptedClientSession {
 
   let clock = ManualClock()
   let server: EventServer<NoteBoard, ManualClock>
-  let transport: FlakyTransport<InProcessTransport<NoteBoard, ManualClock>>
+  let transport: FaultInjectingTransport<InProcessTransport<NoteBoard, ManualClock>, ManualClock>
   let store = InMemoryStore()
   let start: Timestamp
   let seed: UInt64
@@ -26,12 +27,17 @@ struct ScriptedClientSession {
       anchor: start,
       random: SeededRandomNumberGenerator(seed: seed)
     )
-    transport = FlakyTransport(InProcessTransport(server: server, user: "alice", throughWire: true))
+    transport = FaultInjectingTransport(
+      InProcessTransport(server: server, user: "alice", throughWire: true),
+      plan: FaultPlan(seed: seed),
+      clock: clock
+    )
   }
 
   func makeMachine() -> Machine {
     var configuration = UpdateMachineConfiguration()
     configuration.backgroundPollInterval = nil
+    configuration.queueLifespan = .seconds(600)
     return UpdateMachine(
       reducer: NotesReducer(user: "alice"),
       transport: transport,
@@ -173,7 +179,7 @@ struct ScriptedClientSession {
 }
 
 private func isLive(_ snapshot: ScriptedClientSession.Machine.Snapshot) -> Bool {
-  if case .live = snapshot.phase { return snapshot.freshness.freshness == .live }
+  if case .polling = snapshot.phase { return snapshot.freshness.freshness == .live }
   return false
 }
 
@@ -184,10 +190,10 @@ extension Phase {
     case .stale: "stale"
     case .registering: "registering"
     case .registerFailed: "registerFailed"
-    case .live: "live"
+    case .polling: "polling"
     case .pollFailed(_, let attempt, _): "pollFailed#\(attempt)"
     case .idle: "idle"
-    case .terminated: "terminated"
+    case .stopped: "stopped"
     }
   }
 }

@@ -1,7 +1,8 @@
 import EventProtocol
 import EventServer
 import Foundation
-import TestSupport
+import SampleApps
+import UpdateMachineTesting
 
 /// A short scripted session against the in-process server, on a manual clock so it is the same every run:
 /// register, events arriving, a long-poll woken, a heartbeat, and an expired queue answered with

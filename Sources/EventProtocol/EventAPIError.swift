@@ -19,6 +19,7 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
       case rateLimitHit
       case unauthorized
       case malformedResponse
+      case mutationIDReused
       case other(String)
     }
 
@@ -38,6 +39,10 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
     public static let unauthorized = Code(.unauthorized)
     /// The response could not be understood (never sent by a server; found by the client's decoder).
     public static let malformedResponse = Code(.malformedResponse)
+    /// A mutation id the server already decided arrived with a different write: the client's ids were
+    /// reused (a restored backup, a counter that went backwards). The client takes a new client id and
+    /// sends the write again.
+    public static let mutationIDReused = Code(.mutationIDReused)
 
     /// The code as the wire spells it (`"BAD_EVENT_QUEUE_ID"`, …).
     public var wireValue: String {
@@ -47,6 +52,7 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
       case .rateLimitHit: "RATE_LIMIT_HIT"
       case .unauthorized: "UNAUTHORIZED"
       case .malformedResponse: "MALFORMED_RESPONSE"
+      case .mutationIDReused: "MUTATION_ID_REUSED"
       case .other(let value): value
       }
     }
@@ -59,6 +65,7 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
       case "RATE_LIMIT_HIT": self.init(.rateLimitHit)
       case "UNAUTHORIZED", "UNAUTHORIZED_PRINCIPAL": self.init(.unauthorized)
       case "MALFORMED_RESPONSE": self.init(.malformedResponse)
+      case "MUTATION_ID_REUSED": self.init(.mutationIDReused)
       default: self.init(.other(wireValue))
       }
     }
@@ -111,6 +118,14 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
   /// The credentials were refused.
   public static func unauthorized(_ message: String = "Invalid API key") -> EventAPIError {
     EventAPIError(code: .unauthorized, message: message)
+  }
+
+  /// Mutation `mutationID` of this client was already decided for a different write.
+  public static func mutationIDReused(_ mutationID: MutationID) -> EventAPIError {
+    EventAPIError(
+      code: .mutationIDReused,
+      message: "Mutation \(mutationID) was already used by this client for a different write"
+    )
   }
 
   /// A response body that could not be decoded.

@@ -47,30 +47,39 @@ public enum EventBody<Payload: EventPayload>: Sendable, Equatable {
   }
 }
 
-/// One event as a queue holds it and a poll delivers it: an id and a body.
+/// One event as a queue holds it and a poll delivers it: an id, a body, and the write that caused it.
 ///
 /// Ids start at 0 in each queue and strictly increase. On the wire an envelope is Zulip's event object:
-/// `{"id": 0, "type": "heartbeat"}`, with the payload's fields beside `id` and `type`.
+/// `{"id": 0, "type": "heartbeat"}`, with the payload's fields beside `id` and `type`. An event produced by
+/// a client's mutation carries, in the queues of the user who sent it, its ``origin``
+/// (`"origin": {"client_id": "…", "mutation_id": 7}`), like Zulip's `local_message_id`: the sending client
+/// then knows the write is in its confirmed state without waiting for the acknowledgement. The keys `id`,
+/// `type` and `origin` are reserved; a payload must not use them.
 public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable {
   /// The event's id within its queue.
   public var id: Int
   /// What the event carries.
   public var body: EventBody<Payload>
+  /// The mutation that produced the event, in the queues of the user who sent it; `nil` otherwise.
+  public var origin: MutationOrigin?
 
   /// Creates a EventEnvelope from its parts.
-  public init(id: Int, body: EventBody<Payload>) {
+  public init(id: Int, body: EventBody<Payload>, origin: MutationOrigin? = nil) {
     self.id = id
     self.body = body
+    self.origin = origin
   }
 
   private enum CodingKeys: String, CodingKey {
     case id
     case type
+    case origin
   }
 
   public init(from decoder: any Decoder) throws {
     let container = try decoder.container(keyedBy: CodingKeys.self)
     self.id = try container.decode(Int.self, forKey: .id)
+    self.origin = try container.decodeIfPresent(MutationOrigin.self, forKey: .origin)
     let type = try container.decode(String.self, forKey: .type)
     switch type {
     case EventBody<Payload>.heartbeatType: self.body = .heartbeat
@@ -87,5 +96,6 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode(id, forKey: .id)
     try container.encode(body.type, forKey: .type)
+    try container.encodeIfPresent(origin, forKey: .origin)
   }
 }

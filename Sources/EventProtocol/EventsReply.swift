@@ -25,6 +25,9 @@ public struct EventsReply<Payload: EventPayload>: Sendable, Equatable, Codable {
   public init(from decoder: any Decoder) throws {
     let container = try decoder.container(keyedBy: CodingKeys.self)
     self.events = try container.decode([EventEnvelope<Payload>].self, forKey: .events)
+    for (previous, next) in zip(events, events.dropFirst()) where next.id <= previous.id {
+      throw EventAPIError.malformedResponse("event id \(next.id) after \(previous.id): ids must strictly increase")
+    }
     self.queueID = try container.decodeIfPresent(QueueID.self, forKey: .queueID)
   }
 

@@ -1,9 +1,14 @@
+import Foundation
+
 /// The identity of one installation of a client app, chosen by the client once and persisted.
 ///
 /// The server remembers the last mutation id it applied per (user, client), so a mutation retried after a
-/// lost acknowledgement is applied at most once.
+/// lost acknowledgement is applied at most once. Servers refuse ids longer than ``maximumLength``.
 public struct ClientID: RawRepresentable, Hashable, Codable, Sendable, CustomStringConvertible {
   public let rawValue: String
+
+  /// The longest client id a server accepts, in UTF-8 bytes.
+  public static let maximumLength = 64
 
   public init(rawValue: String) {
     self.rawValue = rawValue
@@ -87,4 +92,59 @@ public struct MutationReceipt: Codable, Sendable, Equatable {
     guard let through = eventsThrough[finger.queueID] else { return true }
     return finger.lastEventID >= through
   }
+}
+
+/// Which client write produced an event: the sending installation and the mutation's id.
+///
+/// On the wire: `"origin": {"client_id": "…", "mutation_id": 7}` inside the event object.
+public struct MutationOrigin: Codable, Sendable, Hashable, CustomStringConvertible {
+  /// The installation that sent the mutation.
+  public var clientID: ClientID
+  /// The mutation's id.
+  public var mutationID: MutationID
+
+  /// Creates a MutationOrigin from its parts.
+  public init(clientID: ClientID, mutationID: MutationID) {
+    self.clientID = clientID
+    self.mutationID = mutationID
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case clientID = "client_id"
+    case mutationID = "mutation_id"
+  }
+
+  public var description: String { "\(clientID)/\(mutationID)" }
+}
+
+/// A 64-bit fingerprint of a mutation's content (FNV-1a over its canonical JSON: sorted keys).
+///
+/// The server remembers it with each mutation id it decides, so a repeat of the same write is recognised
+/// as a repeat, and a *different* write under an id already used (a client restored from a backup, a
+/// counter that went backwards) is refused with ``EventAPIError/Code/mutationIDReused`` instead of being
+/// silently acknowledged.
+///
+/// ```swift
+/// let digest = MutationDigest(of: NoteCommand.post("hi"))
+/// ```
+public struct MutationDigest: RawRepresentable, Hashable, Codable, Sendable, CustomStringConvertible {
+  public let rawValue: UInt64
+
+  public init(rawValue: UInt64) {
+    self.rawValue = rawValue
+  }
+
+  /// The digest of `value`'s canonical JSON encoding; a value that cannot be encoded digests as its
+  /// type name, which still tells repeats apart from different types.
+  public init(of value: some Encodable) {
+    let bytes = (try? WireFormat.encode(value)) ?? Data(String(describing: type(of: value)).utf8)
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in bytes {
+      hash ^= UInt64(byte)
+      hash &*= 0x0000_0100_0000_01b3
+    }
+    self.rawValue = hash
+  }
+
+  public var description: String { String(rawValue, radix: 16) }
 }

@@ -5,7 +5,9 @@ import Foundation
 /// A body is either a success (`"result": "success"`, decoded as the expected reply type) or an error
 /// (`"result": "error"`, decoded as an ``EventAPIError`` and thrown). Anything else, including JSON that
 /// does not parse, a missing field, a body over ``maximumBodySize``, or an event id sequence that is not
-/// strictly increasing, throws ``EventAPIError/Code/malformedResponse``.
+/// strictly increasing, throws ``EventAPIError/Code/malformedResponse``. When a JSON object repeats a key,
+/// the first value is the one decoded (Foundation's behaviour on Linux and Apple platforms alike); a server
+/// never sends duplicate keys.
 ///
 /// ```swift
 /// let reply = try WireFormat.decode(EventsReply<MyEvent>.self, from: body)

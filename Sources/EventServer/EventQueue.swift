@@ -55,8 +55,8 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
 
   /// Checks that a poll may acknowledge through `lastEventID`.
   func validateAcknowledgement(_ lastEventID: Int) throws(EventAPIError) {
-    if lastEventID < prunedThrough { throw .alreadyPruned(lastEventID: lastEventID) }
     if lastEventID > self.lastEventID || lastEventID < -1 { throw .notInQueue(lastEventID: lastEventID) }
+    if lastEventID < prunedThrough { throw .alreadyPruned(lastEventID: lastEventID) }
   }
 
   /// Removes every event with an id up to `lastEventID`.
@@ -70,8 +70,8 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
 
   /// Appends an event with the next id.
   /// - Complexity: Amortized O(1).
-  mutating func append(_ body: EventBody<Event>) {
-    events.append(EventEnvelope(id: nextEventID, body: body))
+  mutating func append(_ body: EventBody<Event>, origin: MutationOrigin? = nil) {
+    events.append(EventEnvelope(id: nextEventID, body: body, origin: origin))
     nextEventID += 1
   }
 
@@ -86,8 +86,19 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     case lastContact
   }
 
+  /// The largest event id a restored queue may have reached (2⁶²): no real queue gets near it, and ids up to
+  /// it can never overflow.
+  static var maximumEventID: Int { 1 << 62 }
+
   /// Checks the invariants a decoded queue must hold, so a tampered dump cannot load inconsistent state.
   func validatedAfterDecoding() -> String? {
+    // Ids far from any real queue's (Int.min, Int.max) would overflow `lastEventID` or later appends.
+    if nextEventID < 0 || nextEventID > Self.maximumEventID {
+      return "queue \(id): next event id \(nextEventID) outside 0...\(Self.maximumEventID)"
+    }
+    if idleTimeout <= .zero || idleTimeout > .seconds(365 * 24 * 3600) {
+      return "queue \(id): idle timeout \(idleTimeout) out of range"
+    }
     if prunedThrough < -1 || prunedThrough > lastEventID {
       return "queue \(id): pruned mark \(prunedThrough) outside 0..<\(nextEventID)"
     }

@@ -44,8 +44,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   private var queueIDsByUser: [UserID: [QueueID]] = [:]
   /// Where each parked poll waits.
   private var parkedPolls: [PollID: QueueID] = [:]
-  /// The last mutation decided for each (user, client), so a retried mutation is applied at most once.
-  public private(set) var lastMutations: [MutationSource: MutationDecision] = [:]
+  /// The recent mutation decisions of each (user, client), so a retried mutation is applied at most once.
+  public private(set) var mutationMemory = MutationMemory()
   /// When expired queues are next swept away.
   public private(set) var nextSweepAt: Timestamp
   private var random: any RandomNumberGenerator & Sendable
@@ -211,6 +211,16 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     from user: UserID,
     now: Timestamp
   ) throws(EventAPIError) -> [Action] {
+    try handle(command, from: user, origin: nil, now: now)
+  }
+
+  /// Applies a command; events in `user`'s own queues carry `origin` when the command is a mutation.
+  private mutating func handle(
+    _ command: Application.Command,
+    from user: UserID,
+    origin: MutationOrigin?,
+    now: Timestamp
+  ) throws(EventAPIError) -> [Action] {
     let deliveries: [Delivery<Event>]
     do {
       deliveries = try application.handle(command, from: user)
@@ -219,41 +229,86 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     }
     var actions: [Action] = []
     for delivery in deliveries {
+      let fits = fitsSizeLimit(delivery.event)
       var seen: Set<UserID> = []
       for recipient in delivery.recipients where seen.insert(recipient).inserted {
         for queueID in queueIDs(of: recipient) where queues[queueID]!.accepts(delivery.event.eventType) {
-          push(.payload(delivery.event), to: queueID, now: now, actions: &actions)
+          guard fits else {
+            // Too big to queue: the client re-registers and finds the change in its snapshot.
+            removeQueue(queueID, actions: &actions)
+            continue
+          }
+          let eventOrigin = recipient == user ? origin : nil
+          push(.payload(delivery.event), origin: eventOrigin, to: queueID, now: now, actions: &actions)
         }
       }
     }
     return actions
   }
 
+  private func fitsSizeLimit(_ event: Event) -> Bool {
+    guard let limit = configuration.maximumEventBytes else { return true }
+    guard let bytes = try? WireFormat.encode(event) else { return false }
+    return bytes.count <= limit
+  }
+
   /// A client's outbox sends a mutation. It is applied at most once per (user, client, mutation id): a
-  /// repeat of the last one decided gets the same answer again (its receipt or its rejection) without
-  /// applying it; an older id is answered as already applied.
+  /// repeat of a decided one (same id, same digest) gets the same answer again (its receipt or its
+  /// rejection) without applying it. An id already decided for a different write, or older than the
+  /// remembered window, is refused with `MUTATION_ID_REUSED`, so the client can take a new client id and
+  /// send the write again: nothing is acknowledged that was not applied.
+  /// - Parameters:
+  ///   - digest: The write's ``MutationDigest``; the shell computes it from the command.
   /// - Returns: The receipt, with each of the user's queues' last event id after the mutation, and the actions.
-  /// - Throws: `BAD_REQUEST` when the application rejects the mutation (and again for every repeat of it).
+  /// - Throws: `BAD_REQUEST` when the application rejects the mutation (and again for every repeat of it), or
+  ///   when the client id is longer than ``ClientID/maximumLength``; `MUTATION_ID_REUSED` as above.
   public mutating func applyMutation(
     _ command: Application.Command,
     from user: UserID,
     clientID: ClientID,
     mutationID: MutationID,
+    digest: MutationDigest,
     now: Timestamp
   ) throws(EventAPIError) -> (MutationReceipt, [Action]) {
-    let source = MutationSource(user: user, clientID: clientID)
-    if let last = lastMutations[source], mutationID <= last.mutationID {
-      if mutationID == last.mutationID, let rejection = last.rejection { throw .badRequest(rejection) }
-      return (receipt(for: user, applied: false), [])
+    guard clientID.rawValue.utf8.count <= ClientID.maximumLength, !clientID.rawValue.isEmpty else {
+      throw .badRequest("client id must be 1 to \(ClientID.maximumLength) bytes")
     }
+    let source = MutationSource(user: user, clientID: clientID)
+    switch mutationMemory.verdict(for: source, mutationID: mutationID, digest: digest) {
+    case .repeatOfApplied:
+      mutationMemory.touch(source, now: now)
+      return (receipt(for: user, applied: false), [])
+    case .repeatOfRejected(let reason):
+      mutationMemory.touch(source, now: now)
+      throw .badRequest(reason)
+    case .reused:
+      throw .mutationIDReused(mutationID)
+    case .new:
+      break
+    }
+    let origin = MutationOrigin(clientID: clientID, mutationID: mutationID)
     do {
-      let actions = try handle(command, from: user, now: now)
-      lastMutations[source] = MutationDecision(mutationID: mutationID, rejection: nil)
+      let actions = try handle(command, from: user, origin: origin, now: now)
+      remember(MutationDecision(mutationID: mutationID, digest: digest, rejection: nil), for: source, now: now)
       return (receipt(for: user, applied: true), actions)
     } catch {
-      lastMutations[source] = MutationDecision(mutationID: mutationID, rejection: error.message)
+      remember(
+        MutationDecision(mutationID: mutationID, digest: digest, rejection: error.message),
+        for: source,
+        now: now
+      )
       throw error
     }
+  }
+
+  private mutating func remember(_ decision: MutationDecision, for source: MutationSource, now: Timestamp) {
+    mutationMemory.record(
+      decision,
+      for: source,
+      now: now,
+      window: configuration.mutationWindow,
+      maximumClients: configuration.maximumClientsPerUser
+    )
   }
 
   private func receipt(for user: UserID, applied: Bool) -> MutationReceipt {
@@ -277,6 +332,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       for queueID in queues.keys.sorted() where queues[queueID]!.isExpired(at: now) {
         removeQueue(queueID, actions: &actions)
       }
+      mutationMemory.forget(seenBefore: now.advanced(by: configuration.mutationMemoryLifetime.saturatingNegated))
       nextSweepAt = now.advanced(by: configuration.sweepInterval)
     }
     return actions
@@ -295,7 +351,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   public func dump() -> QueueDump<Event> {
     QueueDump(
       queues: queues.keys.sorted().map { queues[$0]! },
-      mutations: lastMutations.sorted { $0.key < $1.key }.map { MutationRecord(source: $0.key, decision: $0.value) }
+      mutations: mutationMemory.records
     )
   }
 
@@ -309,7 +365,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     for queueID in queues.keys.sorted() {
       removeQueue(queueID, notifyApplication: false, actions: &actions)
     }
-    lastMutations = Dictionary(uniqueKeysWithValues: dump.mutations.map { ($0.source, $0.decision) })
+    mutationMemory = MutationMemory(records: dump.mutations)
     for var queue in dump.queues {
       queue.lastContact = now
       queue.parkedPoll = nil
@@ -353,12 +409,18 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   }
 
   /// Appends an event to a queue, dropping the queue instead if it is full, and wakes its parked poll.
-  private mutating func push(_ body: EventBody<Event>, to queueID: QueueID, now: Timestamp, actions: inout [Action]) {
+  private mutating func push(
+    _ body: EventBody<Event>,
+    origin: MutationOrigin? = nil,
+    to queueID: QueueID,
+    now: Timestamp,
+    actions: inout [Action]
+  ) {
     guard queues[queueID]!.events.count < configuration.maximumEventsPerQueue else {
       removeQueue(queueID, actions: &actions)
       return
     }
-    queues[queueID]!.append(body)
+    queues[queueID]!.append(body, origin: origin)
     if let parked = queues[queueID]!.parkedPoll {
       completeParkedPoll(parked.pollID, on: queueID, now: now, actions: &actions)
     }

@@ -138,7 +138,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
 
   /// Applies a mutation from a client's outbox at most once per (user, client, mutation id).
   /// - Returns: The receipt: whether it was applied now, and each of the user's queues' last event id.
-  /// - Throws: `BAD_REQUEST` when the application rejects it (and for every repeat of it).
+  /// - Throws: `BAD_REQUEST` when the application rejects it (and for every repeat of it);
+  ///   `MUTATION_ID_REUSED` when the id was already used by this client for a different write.
   public func applyMutation(
     _ command: Application.Command,
     from user: UserID,
@@ -150,6 +151,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       from: user,
       clientID: clientID,
       mutationID: mutationID,
+      digest: MutationDigest(of: command),
       now: timeline.now()
     )
     perform(actions)

@@ -17,6 +17,21 @@ public struct EventServerConfiguration: Sendable, Hashable {
   /// The client long-poll timeout a registration recommends. Default 90 s, above the heartbeat ceiling.
   public var recommendedLongPollTimeout: Duration = .seconds(90)
 
+  /// How many mutation decisions are remembered per client, to recognise repeats. Default 32. A client's
+  /// outbox sends one mutation at a time, so only a late duplicate of a request can reach further back.
+  public var mutationWindow: Int = 32
+  /// The most clients whose mutations are remembered per user; one more forgets the least recently seen.
+  /// Default 64.
+  public var maximumClientsPerUser: Int = 64
+  /// How long a silent client's mutation memory is kept. Default 90 days: longer than a device plausibly
+  /// stays offline holding a write whose acknowledgement was lost. A client silent for longer that then
+  /// retries such a write gets it applied a second time; nothing is ever lost.
+  public var mutationMemoryLifetime: Duration = .seconds(90 * 24 * 3600)
+  /// The largest event, in bytes of JSON, a queue holds; `nil` for no limit. Default 256 KiB. An event
+  /// over it is not queued: each queue that would receive it is dropped instead, so its client
+  /// re-registers and gets the change in its snapshot.
+  public var maximumEventBytes: Int? = 256 << 10
+
   /// The default configuration.
   public init() {}
 

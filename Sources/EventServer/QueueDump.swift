@@ -3,8 +3,8 @@ import Foundation
 
 /// The queues of an ``EventServer`` as written to disk for a restart, in a versioned envelope.
 public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
-  /// The format version this build writes and reads.
-  public static var currentVersion: Int { 1 }
+  /// The format version this build writes; it also reads version 1 (no mutation digests).
+  public static var currentVersion: Int { 2 }
 
   /// The format version of this dump.
   public var version: Int
@@ -24,12 +24,18 @@ public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
   /// - Throws: ``QueueDumpError/unsupportedVersion(found:supported:)`` or ``QueueDumpError/corrupt(_:)``.
   public static func decode(_ data: Data) throws(QueueDumpError) -> QueueDump {
     guard let version = WireFormat.formatVersion(of: data) else { throw .corrupt("no format version") }
-    guard version == currentVersion else { throw .unsupportedVersion(found: version, supported: currentVersion) }
+    guard (1...currentVersion).contains(version) else {
+      throw .unsupportedVersion(found: version, supported: currentVersion)
+    }
+    var dump: QueueDump
     do {
-      return try JSONDecoder().decode(QueueDump.self, from: data)
+      dump = try JSONDecoder().decode(QueueDump.self, from: data)
     } catch {
       throw .corrupt(String(describing: error))
     }
+    dump.version = currentVersion
+    try dump.validate()
+    return dump
   }
 
   /// Checks the version and every queue's invariants (ids increasing, above the pruned mark, unique ids).
@@ -44,6 +50,15 @@ public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
       if let problem = queue.validatedAfterDecoding() { throw .corrupt(problem) }
     }
     guard Set(mutations.map(\.source)).count == mutations.count else { throw .corrupt("a client appears twice") }
+    for record in mutations {
+      let ids = record.memory.decisions.map(\.mutationID)
+      guard zip(ids, ids.dropFirst()).allSatisfy({ $0 < $1 }) else {
+        throw .corrupt("client \(record.source.clientID): mutation ids out of order")
+      }
+      guard record.source.clientID.rawValue.utf8.count <= ClientID.maximumLength else {
+        throw .corrupt("client id \(record.source.clientID.rawValue.prefix(16))… is too long")
+      }
+    }
   }
 }
 
@@ -65,31 +80,60 @@ public struct MutationSource: Hashable, Comparable, Sendable, Codable {
   }
 }
 
-/// The last mutation decided for a source: its id, and the rejection reason if the application refused it.
+/// One decision of the server about a client's mutation: its id, a digest of the write, and the rejection
+/// reason if the application refused it.
 public struct MutationDecision: Hashable, Sendable, Codable {
-  /// The id of the last mutation decided.
+  /// The mutation's id.
   public var mutationID: MutationID
+  /// The digest of the write; `nil` in dumps written before digests were kept (any repeat then counts as
+  /// a true repeat, as it did then).
+  public var digest: MutationDigest?
   /// Why the application refused it; `nil` when it was applied.
   public var rejection: String?
 
   /// Creates a MutationDecision from its parts.
-  public init(mutationID: MutationID, rejection: String?) {
+  public init(mutationID: MutationID, digest: MutationDigest?, rejection: String?) {
     self.mutationID = mutationID
+    self.digest = digest
     self.rejection = rejection
   }
 }
 
-/// One entry of a dump's mutation memory.
+/// One client's entry of a dump's mutation memory.
 public struct MutationRecord: Hashable, Sendable, Codable {
   /// Who sent the mutations.
   public var source: MutationSource
-  /// The last one decided.
-  public var decision: MutationDecision
+  /// What is remembered of them.
+  public var memory: MutationMemory.ClientMemory
 
   /// Creates a MutationRecord from its parts.
-  public init(source: MutationSource, decision: MutationDecision) {
+  public init(source: MutationSource, memory: MutationMemory.ClientMemory) {
     self.source = source
-    self.decision = decision
+    self.memory = memory
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case source
+    case memory
+    /// Version 1 dumps kept only the last decision, with no digest and no time.
+    case decision
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    self.source = try container.decode(MutationSource.self, forKey: .source)
+    if let memory = try container.decodeIfPresent(MutationMemory.ClientMemory.self, forKey: .memory) {
+      self.memory = memory
+    } else {
+      let decision = try container.decode(MutationDecision.self, forKey: .decision)
+      self.memory = MutationMemory.ClientMemory(lastSeen: .distantPast, decisions: [decision])
+    }
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(source, forKey: .source)
+    try container.encode(memory, forKey: .memory)
   }
 }
 

@@ -22,8 +22,9 @@ public protocol ServerApplication: Sendable {
   associatedtype Snapshot: Codable & Sendable & Equatable
   /// The events the application pushes to queues.
   associatedtype Event: EventPayload
-  /// What users ask the application to do.
-  associatedtype Command: Sendable
+  /// What users ask the application to do; it crosses the wire, and the server digests it to tell a
+  /// repeated write from a different one.
+  associatedtype Command: Codable & Sendable
 
   /// The state of the application as `user` sees it now.
   func snapshot(for user: UserID) -> Snapshot

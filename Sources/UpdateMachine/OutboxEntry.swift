@@ -4,7 +4,7 @@ import EventProtocol
 /// (for its optimistic effect) until the events stream shows its effect.
 public struct OutboxEntry<Mutation: Codable & Sendable & Equatable>: Codable, Sendable, Equatable {
   /// The client-chosen id; the server applies it at most once.
-  public let id: MutationID
+  public internal(set) var id: MutationID
   /// What to do.
   public let mutation: Mutation
   /// When the app submitted it.
@@ -13,6 +13,21 @@ public struct OutboxEntry<Mutation: Codable & Sendable & Equatable>: Codable, Se
   public internal(set) var attempts: Int
   /// The server's acknowledgement, once received; the entry then waits for its effect to arrive.
   public internal(set) var receipt: MutationReceipt?
+
+  /// Creates an entry, for tests and previews; the engine makes its own with ``UpdateMachine/submit(_:)``.
+  public init(
+    id: MutationID,
+    mutation: Mutation,
+    submittedAt: Timestamp,
+    attempts: Int = 0,
+    receipt: MutationReceipt? = nil
+  ) {
+    self.id = id
+    self.mutation = mutation
+    self.submittedAt = submittedAt
+    self.attempts = attempts
+    self.receipt = receipt
+  }
 
   /// Whether the server has acknowledged it (it is then only waiting for its event).
   public var isAcknowledged: Bool { receipt != nil }
@@ -26,4 +41,11 @@ public struct RejectedMutation<Mutation: Codable & Sendable & Equatable>: Codabl
   public let mutation: Mutation
   /// The server's reason.
   public let reason: String
+
+  /// Creates a RejectedMutation from its parts.
+  public init(id: MutationID, mutation: Mutation, reason: String) {
+    self.id = id
+    self.mutation = mutation
+    self.reason = reason
+  }
 }

@@ -7,8 +7,9 @@ import Foundation
 /// writes through a persisted outbox.
 ///
 /// The actor is a thin shell around ``UpdateMachineCore``: it reads the injected clock, performs the
-/// core's actions (requests through the transport, atomic writes to the store, cancellations), keeps one
-/// timer for the core's next deadline, and publishes snapshots. It makes no decisions of its own.
+/// core's actions (requests through the transport, atomic writes to the store, cancellations), reports
+/// each result back to the core, keeps one timer for the core's next deadline, and publishes snapshots.
+/// It makes no decisions of its own.
 ///
 /// ```swift
 /// let machine = UpdateMachine(
@@ -30,86 +31,129 @@ public actor UpdateMachine<
   private var core: Core
   private let transport: any EventTransport<State, Event, Mutation>
   private let store: any UpdateStore
+  private let restore: @Sendable (Data) -> PersistedRecord<State, Mutation>.Restoration
   private let readClock: @Sendable () -> Timestamp
   private let sleepUntil: @Sendable (Timestamp) async throws -> Void
-  private var requests: [Core.RequestID: Task<Void, Never>] = [:]
+  private let log: (@Sendable (UpdateMachineLogEvent) -> Void)?
+  private var requests: [RequestID: Task<Void, Never>] = [:]
+  private var requestKinds: [RequestID: UpdateMachineLogEvent.RequestKind] = [:]
   private var timer: Task<Void, Never>?
   private var timerDeadline: Timestamp?
   private var observers: [UInt64: AsyncStream<Snapshot>.Continuation] = [:]
   private var nextObserverID: UInt64 = 0
   private var lastPublished: Snapshot?
-  private var persistenceIssue: PersistenceError?
   private var runWaiter: CheckedContinuation<Void, Never>?
   private var isStarted = false
   private var isStopped = false
+
+  /// How many times ``start()`` reads the store before deciding that a read error is not transient.
+  public static var loadAttempts: Int { 3 }
 
   /// Creates a machine; nothing happens until ``start()``.
   /// - Parameters:
   ///   - reducer: How events change the state.
   ///   - transport: How to reach the server.
   ///   - store: Where to persist state, finger, timestamps and outbox.
-  ///   - clock: The clock for timeouts, backoff and background polls.
+  ///   - clock: The clock for deadlines, backoff and background polls.
   ///   - anchor: The timestamp the clock's current instant stands for; the wall clock's when `nil`.
-  ///   - configuration: Registration, retry and freshness settings.
+  ///   - configuration: Registration, retry and freshness settings; an invalid one traps (see
+  ///     ``UpdateMachineConfiguration/validate()``).
   ///   - lifecycle: Whether the app starts in the foreground.
   ///   - random: The source of backoff jitter and of a new installation's client id.
-  public init<Transport: EventTransport, C: Clock>(
-    reducer: some UpdateReducer<State, Event, Mutation>,
+  ///   - log: Receives structured engine events; nothing is logged when `nil`.
+  public init<Reducer: UpdateReducer, Transport: EventTransport, C: Clock>(
+    reducer: Reducer,
     transport: Transport,
     store: some UpdateStore,
     clock: C,
     anchor: Timestamp? = nil,
     configuration: UpdateMachineConfiguration = .init(),
     lifecycle: AppLifecycle = .foreground,
-    random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()
-  ) where Transport.State == State, Transport.Event == Event, Transport.Mutation == Mutation, C.Duration == Duration {
+    random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
+    log: (@Sendable (UpdateMachineLogEvent) -> Void)? = nil
+  )
+  where
+    Reducer.State == State, Reducer.Event == Event, Reducer.Mutation == Mutation,
+    Transport.State == State, Transport.Event == Event, Transport.Mutation == Mutation, C.Duration == Duration
+  {
     let timeline = Timeline(clock: clock, anchor: anchor)
     self.core = Core(reducer: reducer, configuration: configuration, lifecycle: lifecycle, random: random)
     self.transport = transport
     self.store = store
+    self.restore = { PersistedRecord<State, Mutation>.restore(from: $0, for: reducer) }
     self.readClock = { timeline.now() }
     self.sleepUntil = { try await timeline.sleep(until: $0) }
+    self.log = log
   }
 
   /// Creates a machine on the continuous clock.
-  public init<Transport: EventTransport>(
-    reducer: some UpdateReducer<State, Event, Mutation>,
+  public init<Reducer: UpdateReducer, Transport: EventTransport>(
+    reducer: Reducer,
     transport: Transport,
     store: some UpdateStore,
     configuration: UpdateMachineConfiguration = .init(),
-    lifecycle: AppLifecycle = .foreground
-  ) where Transport.State == State, Transport.Event == Event, Transport.Mutation == Mutation {
+    lifecycle: AppLifecycle = .foreground,
+    log: (@Sendable (UpdateMachineLogEvent) -> Void)? = nil
+  )
+  where
+    Reducer.State == State, Reducer.Event == Event, Reducer.Mutation == Mutation,
+    Transport.State == State, Transport.Event == Event, Transport.Mutation == Mutation
+  {
     self.init(
       reducer: reducer,
       transport: transport,
       store: store,
       clock: ContinuousClock(),
       configuration: configuration,
-      lifecycle: lifecycle
+      lifecycle: lifecycle,
+      log: log
     )
   }
 
   // MARK: - Lifecycle
 
-  /// Loads the persisted record (setting an unreadable one aside and starting stale), then starts
-  /// registering or polling. Calling it again does nothing.
+  /// Loads the persisted record, keeping every part that still reads (see
+  /// ``PersistedRecord/restore(from:for:)``; a file that cannot be used whole is set aside, never deleted),
+  /// then starts registering or polling. Calling it again does nothing.
   public func start() {
     guard !isStarted, !isStopped else { return }
     isStarted = true
-    var record: PersistedRecord<State, Mutation>?
-    do {
-      if let data = try store.load() { record = try PersistedRecord<State, Mutation>.decode(data) }
-    } catch {
-      persistenceIssue = error
+    let (record, recovery) = loadRecord()
+    log?(.loaded(finger: record?.finger, pendingWrites: record?.outbox.count ?? 0, recovery: recovery))
+    input { core, now in core.loaded(record, recovery: recovery, now: now) }
+  }
+
+  /// Reads the store, retrying a read error (it may be transient) before setting the file aside.
+  private func loadRecord() -> (PersistedRecord<State, Mutation>?, [StoreRecovery]) {
+    var readError: PersistenceError?
+    var data: Data?
+    for _ in 0..<Self.loadAttempts {
       do {
-        let location = try store.setAside(reason: error.description)
-        persistenceIssue = error.noting("set aside at \(location)")
+        data = try store.load()
+        readError = nil
+        break
       } catch {
-        persistenceIssue = error
+        readError = error
       }
     }
-    let now = readClock()
-    perform(core.loaded(record, now: now), now: now)
+    if let readError {
+      return (nil, [.setAside(problem: readError, location: setAside(readError.description), strandedWrites: nil)])
+    }
+    guard let data else { return (nil, []) }
+    let restoration = restore(data)
+    guard restoration.mustSetAside else { return (restoration.record, restoration.notes) }
+    let location = setAside(restoration.notes.map(\.description).joined(separator: "; "))
+    let notes = restoration.notes.map { note -> StoreRecovery in
+      if case .setAside(let problem, nil, let stranded) = note {
+        return .setAside(problem: problem, location: location, strandedWrites: stranded)
+      }
+      return note
+    }
+    return (restoration.record, notes)
+  }
+
+  private func setAside(_ reason: String) -> String? {
+    try? store.setAside(reason: reason)
   }
 
   /// Cancels every request and the timer, and finishes every snapshot stream. The persisted record stays.
@@ -150,20 +194,39 @@ public actor UpdateMachine<
     input { core, now in core.enteredForeground(now: now) }
   }
 
+  /// The platform's path monitor reports a usable network: a wait after connection failures ends now.
+  public func networkBecameAvailable() {
+    input { core, now in core.networkBecameAvailable(now: now) }
+  }
+
+  /// The platform's path monitor reports no network: the request under way counts as failed at once.
+  public func networkLost() {
+    input { core, now in core.networkLost(now: now) }
+  }
+
+  /// After the machine stopped (``UpdateMachineSnapshot/stopReason``), once the app has fixed the cause
+  /// (new credentials in the transport): starts again with the kept state, finger and outbox.
+  public func resume() {
+    input { core, now in core.resume(now: now) }
+  }
+
   /// A push notification hinted at news; `lastEventID` is the server's latest event id, when it sent one.
   public func pushReceived(queueID: QueueID? = nil, lastEventID: Int? = nil) {
     input { core, now in core.pushReceived(.init(queueID: queueID, lastEventID: lastEventID), now: now) }
   }
 
-  /// Sends a mutation through the outbox: persisted first, retried until acknowledged, applied at most once.
-  /// Its optimistic effect shows in ``snapshot`` until the server's events confirm it. Starts the machine
-  /// first if ``start()`` was not called yet.
+  /// Sends a mutation through the outbox: persisted first, sent once saved, retried until acknowledged,
+  /// applied at most once. Its optimistic effect shows in ``snapshot`` until the server's events confirm
+  /// it. Starts the machine first if ``start()`` was not called yet.
   /// - Returns: The mutation's id.
   public func submit(_ mutation: Mutation) -> MutationID {
     start()
-    let now = readClock()
-    let (id, actions) = core.submit(mutation, now: now)
-    perform(actions, now: now)
+    var id = MutationID(0)
+    input { core, now in
+      let (newID, actions) = core.submit(mutation, now: now)
+      id = newID
+      return actions
+    }
     return id
   }
 
@@ -202,133 +265,129 @@ public actor UpdateMachine<
       confirmedState: core.confirmedState,
       phase: core.phase,
       freshness: core.freshness(now: now),
-      pendingMutations: core.outbox,
+      pendingMutations: core.pendingMutations,
       rejectedMutations: core.rejected,
       metrics: core.metrics,
-      persistenceIssue: persistenceIssue
+      persistenceIssue: core.persistenceIssue,
+      storeRecovery: core.storeRecovery
     )
   }
 
   // MARK: - Performing actions
 
+  /// Runs one transition of the core, performs its actions, and logs what changed.
   private func input(_ transition: (inout Core, Timestamp) -> [Core.Action]) {
     guard isStarted, !isStopped else { return }
     let now = readClock()
+    let before = (phase: core.phase, pending: core.pendingMutations.count, rejected: core.rejected.count)
+    let clientID = core.clientID
     perform(transition(&core, now), now: now)
+    guard let log else { return }
+    if core.phase != before.phase { log(.phaseChanged(from: before.phase, to: core.phase)) }
+    if (core.pendingMutations.count, core.rejected.count) != (before.pending, before.rejected) {
+      log(.outboxChanged(pending: core.pendingMutations.count, rejected: core.rejected.count))
+    }
+    if let clientID, let newID = core.clientID, newID != clientID { log(.clientIDChanged(newID)) }
   }
 
-  private func perform(_ actions: [Core.Action], now: Timestamp) {
-    guard !isStopped else { return }
-    for action in actions {
+  /// Performs actions in order; a save's result goes back to the core at once, and its actions are
+  /// performed next.
+  private func perform(_ initial: [Core.Action], now: Timestamp) {
+    var actions = initial
+    var index = 0
+    while index < actions.count, !isStopped {
+      let action = actions[index]
+      index += 1
       switch action {
       case .persist(let record):
         do {
-          try store.save(try record.encoded())
+          let data = try record.encoded()
+          try store.save(data)
+          log?(.saved(bytes: data.count))
+          actions += core.persistSucceeded(record, now: now)
         } catch {
-          persistenceIssue = error
+          log?(.saveFailed(error))
+          actions += core.persistFailed(error, now: now)
         }
       case .register(let request, let eventTypes, let lifespan):
-        requests[request] = Task { [transport] in
-          switch await Self.capture({ () async throws(TransportError) in
-            try await transport.register(eventTypes: eventTypes, lifespan: lifespan)
-          }) {
-          case .success(let registration):
-            self.completed(request) { core, now in core.registerSucceeded(request, registration, now: now) }
-          case .failure(let error):
-            self.completed(request) { core, now in core.registerFailed(request, error, now: now) }
+        send(request, .register) { [transport] () async throws(TransportError) in
+          try await transport.register(eventTypes: eventTypes, lifespan: lifespan)
+        } completion: { core, result, now in
+          switch result {
+          case .success(let registration): core.registerSucceeded(request, registration, now: now)
+          case .failure(let error): core.registerFailed(request, error, now: now)
           }
         }
-      case .poll(let request, let finger, let dontBlock, let timeout):
-        let deadline = now.advanced(by: timeout)
-        requests[request] = Task { [transport, sleepUntil] in
-          let result = await Self.poll(
-            transport,
-            finger,
-            dontBlock: dontBlock,
-            deadline: deadline,
-            sleepUntil: sleepUntil
-          )
+      case .poll(let request, let finger, let dontBlock, _):
+        send(request, .poll(finger, dontBlock: dontBlock)) { [transport] () async throws(TransportError) in
+          try await transport.poll(after: finger, dontBlock: dontBlock)
+        } completion: { core, result, now in
           switch result {
-          case .success(let events):
-            self.completed(request) { core, now in core.pollSucceeded(request, events, now: now) }
-          case .failure(let error):
-            self.completed(request) { core, now in core.pollFailed(request, error, now: now) }
+          case .success(let events): core.pollSucceeded(request, events, now: now)
+          case .failure(let error): core.pollFailed(request, error, now: now)
           }
         }
       case .submit(let request, let body, let queueID):
-        requests[request] = Task { [transport] in
-          switch await Self.capture({ () async throws(TransportError) in
-            try await transport.submit(body, queueID: queueID)
-          }) {
-          case .success(let receipt):
-            self.completed(request) { core, now in core.submitSucceeded(request, receipt, now: now) }
-          case .failure(let error):
-            self.completed(request) { core, now in core.submitFailed(request, error, now: now) }
+        send(request, .submit(body.mutationID)) { [transport] () async throws(TransportError) in
+          try await transport.submit(body, queueID: queueID)
+        } completion: { core, result, now in
+          switch result {
+          case .success(let receipt): core.submitSucceeded(request, receipt, now: now)
+          case .failure(let error): core.submitFailed(request, error, now: now)
           }
         }
       case .cancel(let request):
-        requests.removeValue(forKey: request)?.cancel()
+        if let task = requests.removeValue(forKey: request) {
+          task.cancel()
+          requestKinds[request] = nil
+          log?(.requestCancelled(request))
+        }
       }
     }
     reschedule(now: now)
     publish(now: now)
   }
 
-  /// Polls, failing with a timeout if `deadline` passes first.
-  private static func poll(
-    _ transport: any EventTransport<State, Event, Mutation>,
-    _ finger: EventFinger,
-    dontBlock: Bool,
-    deadline: Timestamp,
-    sleepUntil: @escaping @Sendable (Timestamp) async throws -> Void
-  ) async -> Result<[EventEnvelope<Event>], TransportError> {
-    await withTaskGroup(of: Result<[EventEnvelope<Event>], TransportError>?.self) { group in
-      group.addTask {
-        await capture { () async throws(TransportError) in try await transport.poll(after: finger, dontBlock: dontBlock)
-        }
+  /// Starts a request; its outcome goes to the core through `completion`, unless it was cancelled first.
+  private func send<Value: Sendable>(
+    _ request: RequestID,
+    _ kind: UpdateMachineLogEvent.RequestKind,
+    _ call: @escaping @Sendable () async throws(TransportError) -> Value,
+    completion: @escaping @Sendable (inout Core, Result<Value, TransportError>, Timestamp) -> [Core.Action]
+  ) {
+    requestKinds[request] = kind
+    log?(.requestSent(request, kind))
+    requests[request] = Task {
+      let result: Result<Value, TransportError>
+      do throws(TransportError) {
+        result = .success(try await call())
+      } catch {
+        result = .failure(error)
       }
-      group.addTask {
-        do {
-          try await sleepUntil(deadline)
-          return .failure(.timedOut)
-        } catch {
-          return nil
-        }
-      }
-      var outcome: Result<[EventEnvelope<Event>], TransportError> = .failure(.cancelled)
-      for await result in group {
-        if let result {
-          outcome = result
-          break
-        }
-      }
-      group.cancelAll()
-      return outcome
+      self.completed(request, result, completion)
     }
   }
 
-  /// Runs a transport call and captures its typed outcome.
-  private static func capture<Value>(
-    _ call: () async throws(TransportError) -> Value
-  ) async -> Result<Value, TransportError> {
-    do {
-      return .success(try await call())
-    } catch {
-      return .failure(error)
-    }
-  }
-
-  private func completed(_ request: Core.RequestID, _ transition: (inout Core, Timestamp) -> [Core.Action]) {
+  private func completed<Value>(
+    _ request: RequestID,
+    _ result: Result<Value, TransportError>,
+    _ completion: (inout Core, Result<Value, TransportError>, Timestamp) -> [Core.Action]
+  ) {
     guard requests.removeValue(forKey: request) != nil, !isStopped else { return }
-    let now = readClock()
-    perform(transition(&core, now), now: now)
+    let kind = requestKinds.removeValue(forKey: request)
+    if let log, let kind {
+      switch result {
+      case .success: log(.requestSucceeded(request, kind))
+      case .failure(let error): log(.requestFailed(request, kind, error, core.classify(error).kind))
+      }
+    }
+    input { core, now in completion(&core, result, now) }
   }
 
   private func timerFired(at deadline: Timestamp) {
     guard deadline == timerDeadline, !isStopped else { return }
     timerDeadline = nil
-    let now = readClock()
-    perform(core.timerFired(now: now), now: now)
+    input { core, now in core.timerFired(now: now) }
   }
 
   private func reschedule(now: Timestamp) {

@@ -1,21 +1,44 @@
 import EventProtocol
 
 /// How an update machine registers, retries, polls in the background and reports freshness.
+///
+/// The defaults suit a phone app: queues that outlive a background poll interval (so a background poll, or
+/// an app opened after hours away, uses its finger instead of downloading a snapshot), deadlines on every
+/// request, and limits on what a server may ask the client to wait.
+///
+/// ```swift
+/// var configuration = UpdateMachineConfiguration()
+/// configuration.backgroundPollInterval = .seconds(30 * 60)
+/// try configuration.validate()
+/// ```
 public struct UpdateMachineConfiguration: Hashable, Sendable {
   /// The event types to register for; `nil` for all.
   public var eventTypes: Set<String>? = nil
-  /// The queue lifespan to ask for; `nil` for the server's default (600 s).
-  public var queueLifespan: Duration? = nil
+  /// The queue lifespan to ask for. Default 24 hours, as Zulip's mobile clients ask for queues of many
+  /// hours: it must be longer than ``backgroundPollInterval``, or every background poll would find its
+  /// queue gone. `nil` takes the server's default (600 s).
+  public var queueLifespan: Duration? = .seconds(24 * 3600)
   /// Backoff for connection failures, 5xx and rate limits (100 ms doubling to 10 s).
   public var backoff: BackoffPolicy = .standard
   /// The slower backoff before re-registering after a malformed response, another 4xx or a reducer failure.
   public var protocolErrorBackoff: BackoffPolicy = .protocolErrors
-  /// Backoff for the outbox's retries.
+  /// Backoff for the outbox's retries and for retrying a failed save.
   public var outboxBackoff: BackoffPolicy = .standard
   /// How often to poll in the background; `nil` for never.
   public var backgroundPollInterval: Duration? = .seconds(15 * 60)
   /// The long-poll timeout to use when the server recommends none (90 s).
   public var defaultLongPollTimeout: Duration = .seconds(90)
+  /// The range a server's recommended long-poll timeout is clamped to (10 s to 10 minutes): a timeout of
+  /// zero would fail every long-poll at once, a huge one would hide a dead connection.
+  public var longPollTimeoutRange: ClosedRange<Duration> = .seconds(10) ... .seconds(600)
+  /// The deadline of a register request (60 s: a snapshot can be large).
+  public var registerTimeout: Duration = .seconds(60)
+  /// The deadline of a non-blocking poll (30 s).
+  public var shortPollTimeout: Duration = .seconds(30)
+  /// The deadline of a mutation request (30 s).
+  public var submitTimeout: Duration = .seconds(30)
+  /// The longest `retry-after` a server may impose (5 minutes); longer ones are cut to it.
+  public var maximumRetryAfter: Duration = .seconds(300)
   /// How long a disconnection is hidden from the UI (``Freshness/settling``) before it shows (300 ms).
   public var freshnessDebounce: Duration = .milliseconds(300)
   /// How many consecutive failures make the UI say ``Freshness/cannotConnect(since:reason:)`` (2).
@@ -24,9 +47,56 @@ public struct UpdateMachineConfiguration: Hashable, Sendable {
   /// The default configuration.
   public init() {}
 
-  /// The lifetime of a queue registered with ``queueLifespan``, as the server applies it.
+  /// The lifetime of a queue registered with ``queueLifespan``, as the server applies it (600 s when none
+  /// is asked, at most 7 days).
   public var assumedQueueLifetime: Duration {
     guard let queueLifespan, queueLifespan > .zero else { return .seconds(600) }
     return min(queueLifespan, .seconds(7 * 24 * 3600))
   }
+
+  /// What is wrong with this configuration, if anything.
+  public var problems: [String] {
+    var problems: [String] = []
+    if let interval = backgroundPollInterval, interval >= assumedQueueLifetime {
+      problems.append(
+        "backgroundPollInterval (\(interval)) must be shorter than the queue lifetime (\(assumedQueueLifetime)): "
+          + "every background poll would find its queue expired and download a whole snapshot; "
+          + "raise queueLifespan or poll more often"
+      )
+    }
+    if let interval = backgroundPollInterval, interval <= .zero {
+      problems.append("backgroundPollInterval must be positive, or nil for never")
+    }
+    for (name, value) in [
+      ("registerTimeout", registerTimeout), ("shortPollTimeout", shortPollTimeout), ("submitTimeout", submitTimeout),
+      ("defaultLongPollTimeout", defaultLongPollTimeout),
+    ] where value <= .zero {
+      problems.append("\(name) must be positive")
+    }
+    if longPollTimeoutRange.lowerBound <= .zero { problems.append("longPollTimeoutRange must start above zero") }
+    if maximumRetryAfter < .zero { problems.append("maximumRetryAfter must not be negative") }
+    if failuresBeforeCannotConnect < 1 { problems.append("failuresBeforeCannotConnect must be at least 1") }
+    return problems
+  }
+
+  /// Checks the configuration.
+  /// - Throws: ``ConfigurationError`` listing every problem.
+  public func validate() throws(ConfigurationError) {
+    let problems = problems
+    if !problems.isEmpty { throw ConfigurationError(problems: problems) }
+  }
+}
+
+/// An ``UpdateMachineConfiguration`` that cannot work. A machine made with one traps with this message,
+/// since it is a programming error; call ``UpdateMachineConfiguration/validate()`` to check one first.
+public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+  /// Every problem found.
+  public var problems: [String]
+
+  /// Creates a ConfigurationError from its parts.
+  public init(problems: [String]) {
+    self.problems = problems
+  }
+
+  public var description: String { "invalid UpdateMachineConfiguration: " + problems.joined(separator: "; ") }
 }

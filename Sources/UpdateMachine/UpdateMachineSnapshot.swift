@@ -1,6 +1,9 @@
 import EventProtocol
 
 /// Everything an app's UI needs from an ``UpdateMachine`` at one moment.
+///
+/// For a banner or an "as of" label, read ``freshness``; ``phase`` says what the engine does next and is
+/// meant for logs and tests.
 public struct UpdateMachineSnapshot<State: Codable & Sendable & Equatable, Mutation: Codable & Sendable & Equatable>:
   Equatable, Sendable
 {
@@ -18,6 +21,37 @@ public struct UpdateMachineSnapshot<State: Codable & Sendable & Equatable, Mutat
   public var rejectedMutations: [RejectedMutation<Mutation>]
   /// Counters.
   public var metrics: UpdateMetrics
-  /// The last problem with the persisted file, if any (set aside at start, or a failed write).
+  /// The current save failure, if saves are failing (the old file is intact); cleared by the next success.
   public var persistenceIssue: PersistenceError?
+  /// What reading the persisted record at start had to do: a file set aside (with the number of writes
+  /// stranded in it), a state migrated or discarded.
+  public var storeRecovery: [StoreRecovery]
+
+  /// Creates a snapshot, for previews and tests.
+  public init(
+    state: State?,
+    confirmedState: State?,
+    phase: Phase,
+    freshness: FreshnessReport,
+    pendingMutations: [OutboxEntry<Mutation>] = [],
+    rejectedMutations: [RejectedMutation<Mutation>] = [],
+    metrics: UpdateMetrics = UpdateMetrics(),
+    persistenceIssue: PersistenceError? = nil,
+    storeRecovery: [StoreRecovery] = []
+  ) {
+    self.state = state
+    self.confirmedState = confirmedState
+    self.phase = phase
+    self.freshness = freshness
+    self.pendingMutations = pendingMutations
+    self.rejectedMutations = rejectedMutations
+    self.metrics = metrics
+    self.persistenceIssue = persistenceIssue
+    self.storeRecovery = storeRecovery
+  }
+
+  /// Why the machine stopped, when it did (call `resume()` once the cause is fixed).
+  public var stopReason: StopReason? {
+    if case .stopped(let reason, _) = phase { reason } else { nil }
+  }
 }

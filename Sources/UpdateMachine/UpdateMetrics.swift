@@ -16,6 +16,9 @@ public struct UpdateMetrics: Hashable, Sendable, Codable {
   public var pushHintsLate = 0
   /// Push hints that arrived while a request that would fetch the event was already under way.
   public var pushHintsRedundant = 0
+  /// Times the outbox took a new client id because the server said its mutation ids were reused (a
+  /// restored backup shared by two installations, or a counter that went backwards).
+  public var clientIDResets = 0
 
   /// Creates counters that are all zero.
   public init() {}

@@ -1,7 +1,8 @@
 import EventProtocol
 import Foundation
-import TestSupport
+import SampleApps
 import Testing
+import UpdateMachineTesting
 
 @testable import EventServer
 
@@ -343,8 +344,8 @@ private struct ServerScheduleRun {
       expected += removeModelQueue(queueID)
       return .badEventQueueID(queueID)
     }
-    if lastEventID < queue.acknowledged { return .alreadyPruned(lastEventID: lastEventID) }
     if lastEventID >= queue.history.count || lastEventID < -1 { return .notInQueue(lastEventID: lastEventID) }
+    if lastEventID < queue.acknowledged { return .alreadyPruned(lastEventID: lastEventID) }
     return nil
   }
 

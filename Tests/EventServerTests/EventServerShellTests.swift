@@ -1,7 +1,8 @@
 import EventProtocol
 import Foundation
-import TestSupport
+import SampleApps
 import Testing
+import UpdateMachineTesting
 
 @testable import EventServer
 
@@ -141,7 +142,7 @@ struct EventServerShellTests {
     let newer = directory.appendingPathComponent("newer-\(UUID()).dump.json")
     defer { try? FileManager.default.removeItem(at: newer) }
     try Data(#"{"version": 7, "queues": []}"#.utf8).write(to: newer)
-    await #expect(throws: QueueDumpError.unsupportedVersion(found: 7, supported: 1)) {
+    await #expect(throws: QueueDumpError.unsupportedVersion(found: 7, supported: 2)) {
       try await server.restoreQueues(from: newer)
     }
     #expect(await server.queueCount == 0)

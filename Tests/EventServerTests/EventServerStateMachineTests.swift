@@ -1,7 +1,8 @@
 import EventProtocol
 import Foundation
-import TestSupport
+import SampleApps
 import Testing
+import UpdateMachineTesting
 
 @testable import EventServer
 
@@ -174,6 +175,7 @@ struct EventServerStateMachineTests {
 
     let cases: [(Int, EventAPIError)] = [
       (-1, .alreadyPruned(lastEventID: -1)),
+      (-2, .notInQueue(lastEventID: -2)),
       (3, .notInQueue(lastEventID: 3)),
       (99, .notInQueue(lastEventID: 99)),
     ]
@@ -413,7 +415,7 @@ struct EventServerStateMachineTests {
     let queueID = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID
     _ = try machine.handle(.post("a", to: [alice]), from: bob, now: t0)
     var newer = machine.dump()
-    newer.version = 2
+    newer.version = QueueDump<NoteEvent>.currentVersion + 1
     var duplicated = machine.dump()
     duplicated.queues.append(duplicated.queues[0])
     let before = machine.queues

@@ -1,7 +1,8 @@
 import EventProtocol
 import Foundation
-import TestSupport
+import SampleApps
 import Testing
+import UpdateMachineTesting
 
 @testable import UpdateMachine
 
@@ -29,9 +30,10 @@ struct StoreTests {
     let url = temporaryURL()
     defer { try? FileManager.default.removeItem(at: url) }
     try FileStore(url: url).save(Data("kept".utf8))
-    let missingFolder = url.deletingLastPathComponent().appendingPathComponent("missing-\(UUID())/record.json")
+    // A folder that cannot be created: its parent is a file.
+    let impossible = url.appendingPathComponent("record.json")
     #expect {
-      try FileStore(url: missingFolder).save(Data("lost".utf8))
+      try FileStore(url: impossible).save(Data("lost".utf8))
     } throws: { error in
       (error as? PersistenceError)?.isSameKind(as: .writeFailed("")) == true
     }
@@ -66,7 +68,7 @@ struct StoreTests {
     let cases: [(String, PersistenceError)] = [
       ("{ nope", .corrupt("")),
       (#"{"version": 1, "state": 3}"#, .corrupt("")),
-      (#"{"version": 2}"#, .newerVersion(found: 2, supported: 1)),
+      (#"{"version": 3}"#, .newerVersion(found: 3, supported: 2)),
       (#"{"version": 0}"#, .corrupt("")),
     ]
     for (text, expected) in cases {

@@ -1,8 +1,9 @@
 import EventProtocol
 import Foundation
-import TestSupport
+import SampleApps
 import Testing
 import UpdateMachine
+import UpdateMachineTesting
 
 @Suite("Test support: the manual clock and the in-memory store", .timeLimit(.minutes(1)))
 struct TestSupportTests {

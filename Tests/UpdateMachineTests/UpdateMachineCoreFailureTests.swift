@@ -1,6 +1,7 @@
 import EventProtocol
-import TestSupport
+import SampleApps
 import Testing
+import UpdateMachineTesting
 
 @testable import UpdateMachine
 
@@ -23,9 +24,9 @@ struct UpdateMachineCoreFailureTests {
     #expect(retryAt > t0 && retryAt <= t0.advanced(by: .milliseconds(100)))
     #expect(harness.core.nextWakeUp(after: t0) == retryAt)
     #expect(
-      harness.core.timerFired(now: retryAt) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(90))]
+      harness.core.timerFired(now: retryAt) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(30))]
     )
-    #expect(harness.core.phase == .live(finger))
+    #expect(harness.core.phase == .polling(finger))
     let next = harness.core.pollSucceeded(request(3), [], now: retryAt)
     #expect(next.last == .poll(request(4), finger, dontBlock: false, timeout: .seconds(90)))
   }
@@ -43,7 +44,7 @@ struct UpdateMachineCoreFailureTests {
     var harness = CoreHarness()
     harness.startLive(notes: ["shown"])
     let actions = harness.core.pollFailed(request(2), .api(.badEventQueueID(queueA)), now: t0)
-    #expect(actions == [.persist(harness.record), .register(request(3), eventTypes: nil, lifespan: nil)])
+    #expect(actions == [.persist(harness.record), .register(request(3), eventTypes: nil, lifespan: defaultLifespan)])
     #expect(harness.core.displayedState == NoteSnapshot(notes: ["shown"]))
   }
 
@@ -63,16 +64,19 @@ struct UpdateMachineCoreFailureTests {
     #expect(retryAt <= t0.advanced(by: .seconds(1)))
   }
 
-  @Test("unauthorized on register is terminal, with the reason")
+  @Test("unauthorized on register stops the machine, with the reason, until resumed")
   func unauthorized() {
     var harness = CoreHarness()
     _ = harness.core.loaded(nil, now: t0)
     let actions = harness.core.registerFailed(request(1), .api(.unauthorized("Invalid API key")), now: t0)
-    #expect(actions == [])
-    #expect(harness.core.phase == .terminated(reason: "Invalid API key"))
+    #expect(harness.core.phase == .stopped(.unauthorized(message: "Invalid API key"), finger: nil))
+    #expect(actions == [.persist(harness.record)])
     #expect(harness.core.nextWakeUp(after: t0) == nil)
     #expect(harness.core.timerFired(now: t0.advanced(by: .seconds(100))) == [])
-    #expect(harness.core.freshness(now: t0).freshness == .cannotConnect(since: t0, reason: "Invalid API key"))
+    #expect(
+      harness.core.freshness(now: t0).freshness
+        == .cannotConnect(since: t0, reason: "unauthorized: Invalid API key")
+    )
   }
 
   @Test("any other register failure retries forever with backoff")
@@ -89,7 +93,11 @@ struct UpdateMachineCoreFailureTests {
       #expect(retryAt > harness.now && harness.now.duration(to: retryAt) <= .seconds(10))
       harness.now = retryAt
       number += 1
-      #expect(harness.core.timerFired(now: retryAt) == [.register(request(number), eventTypes: nil, lifespan: nil)])
+      #expect(
+        harness.core.timerFired(now: retryAt) == [
+          .register(request(number), eventTypes: nil, lifespan: defaultLifespan)
+        ]
+      )
     }
   }
 
@@ -138,12 +146,12 @@ struct UpdateMachineCoreFailureTests {
     harness.startLive()
     _ = harness.core.enteredBackground(now: t0)
     _ = harness.core.pushReceived(.init(), now: t0)
-    #expect(harness.core.inFlight == .poll(request(3), longPoll: false))
+    #expect(harness.core.inFlight == .poll(request(3), longPoll: false, deadline: t0.advanced(by: .seconds(30))))
     _ = harness.core.pollFailed(request(3), .connectionFailed(), now: t0)
     _ = harness.core.timerFired(now: t0.advanced(by: .seconds(1)))
     _ = harness.core.pollFailed(request(4), .connectionFailed(), now: t0.advanced(by: .seconds(1)))
     let actions = harness.core.enteredForeground(now: t0.advanced(by: .seconds(1)))
-    #expect(actions == [.poll(request(5), finger, dontBlock: true, timeout: .seconds(90))])
+    #expect(actions == [.poll(request(5), finger, dontBlock: true, timeout: .seconds(30))])
     _ = harness.core.pollFailed(request(5), .connectionFailed(), now: t0.advanced(by: .seconds(1)))
     #expect(harness.core.phase.description.contains("#1"))
   }
@@ -168,7 +176,7 @@ struct UpdateMachineVanishingQueueTests {
     var harness = CoreHarness()
     harness.startLive()
     let first = harness.core.pollFailed(request(2), .api(.badEventQueueID(queueA)), now: t0)
-    #expect(first == [.persist(harness.record), .register(request(3), eventTypes: nil, lifespan: nil)])
+    #expect(first == [.persist(harness.record), .register(request(3), eventTypes: nil, lifespan: defaultLifespan)])
     _ = harness.core.registerSucceeded(request(3), registration(queueB, notes: []), now: t0)
     let second = harness.core.pollFailed(request(4), .api(.badEventQueueID(queueB)), now: t0)
     #expect(second == [.persist(harness.record)])
@@ -190,7 +198,7 @@ struct UpdateMachineVanishingQueueTests {
       let queueID = QueueID(rawValue: "q\(round)")
       let actions = harness.core.pollFailed(request(number), .api(.badEventQueueID(queueID)), now: t0)
       number += 1
-      #expect(actions.last == .register(request(number), eventTypes: nil, lifespan: nil))
+      #expect(actions.last == .register(request(number), eventTypes: nil, lifespan: defaultLifespan))
       _ = harness.core.registerSucceeded(request(number), registration(queueID, notes: []), now: t0)
       number += 1
     }

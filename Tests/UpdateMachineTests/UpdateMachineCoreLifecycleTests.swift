@@ -1,6 +1,7 @@
 import EventProtocol
-import TestSupport
+import SampleApps
 import Testing
+import UpdateMachineTesting
 
 @testable import UpdateMachine
 
@@ -17,7 +18,7 @@ struct UpdateMachineCoreLifecycleTests {
     #expect(harness.core.phase == .idle(finger, nextPollAt: nextPoll))
     #expect(harness.core.nextWakeUp(after: t0.advanced(by: .seconds(1))) == nextPoll)
     #expect(
-      harness.core.timerFired(now: nextPoll) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(90))]
+      harness.core.timerFired(now: nextPoll) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(30))]
     )
     let after = harness.core.pollSucceeded(request(3), [note(0, "bg")], now: nextPoll)
     let advanced = EventFinger(queueID: queueA, lastEventID: 0)
@@ -27,10 +28,10 @@ struct UpdateMachineCoreLifecycleTests {
     let back = nextPoll.advanced(by: .seconds(10))
     #expect(
       harness.core.enteredForeground(now: back) == [
-        .poll(request(4), advanced, dontBlock: true, timeout: .seconds(90))
+        .poll(request(4), advanced, dontBlock: true, timeout: .seconds(30))
       ]
     )
-    #expect(harness.core.phase == .live(advanced))
+    #expect(harness.core.phase == .polling(advanced))
   }
 
   @Test("a background interval of nil never polls")
@@ -56,7 +57,7 @@ struct UpdateMachineCoreLifecycleTests {
     var harness = CoreHarness()
     harness.startLive()
     let actions = harness.core.pushReceived(.init(queueID: queueA, lastEventID: 3), now: t0)
-    #expect(actions == [.cancel(request(2)), .poll(request(3), finger, dontBlock: true, timeout: .seconds(90))])
+    #expect(actions == [.cancel(request(2)), .poll(request(3), finger, dontBlock: true, timeout: .seconds(30))])
     #expect(harness.core.pushReceived(.init(lastEventID: 4), now: t0) == [])
     #expect(harness.core.metrics.pushHintsRedundant == 1)
   }
@@ -67,14 +68,14 @@ struct UpdateMachineCoreLifecycleTests {
     idle.startLive()
     _ = idle.core.enteredBackground(now: t0)
     #expect(
-      idle.core.pushReceived(.init(), now: t0) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(90))]
+      idle.core.pushReceived(.init(), now: t0) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(30))]
     )
 
     var failed = CoreHarness()
     failed.startLive()
     _ = failed.core.pollFailed(request(2), .serverError(status: 502), now: t0)
     #expect(
-      failed.core.pushReceived(.init(), now: t0) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(90))]
+      failed.core.pushReceived(.init(), now: t0) == [.poll(request(3), finger, dontBlock: true, timeout: .seconds(30))]
     )
 
     var registering = CoreHarness()
@@ -86,7 +87,9 @@ struct UpdateMachineCoreLifecycleTests {
     _ = registerFailed.core.loaded(nil, now: t0)
     _ = registerFailed.core.registerFailed(request(1), .connectionFailed(), now: t0)
     #expect(
-      registerFailed.core.pushReceived(.init(), now: t0) == [.register(request(2), eventTypes: nil, lifespan: nil)]
+      registerFailed.core.pushReceived(.init(), now: t0) == [
+        .register(request(2), eventTypes: nil, lifespan: defaultLifespan)
+      ]
     )
   }
 

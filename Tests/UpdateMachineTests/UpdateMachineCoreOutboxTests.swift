@@ -1,6 +1,7 @@
 import EventProtocol
-import TestSupport
+import SampleApps
 import Testing
+import UpdateMachineTesting
 
 @testable import UpdateMachine
 
@@ -10,7 +11,7 @@ struct UpdateMachineCoreOutboxTests {
   func persistedBeforeSent() throws {
     var harness = CoreHarness()
     harness.startLive(notes: ["a"])
-    let (id, actions) = harness.core.submit(.post("mine", to: [alice]), now: t0)
+    let (id, actions) = harness.submit(.post("mine", to: [alice]), now: t0)
     #expect(id == MutationID(1))
     let clientID = try #require(harness.core.clientID)
     var persistedBeforeSending = harness.record
@@ -35,13 +36,13 @@ struct UpdateMachineCoreOutboxTests {
   func confirmedByEvent() {
     var harness = CoreHarness()
     harness.startLive()
-    _ = harness.core.submit(.post("mine", to: [alice]), now: t0)
+    _ = harness.submit(.post("mine", to: [alice]), now: t0)
     let receipt = MutationReceipt(applied: true, eventsThrough: [queueA: 0])
     _ = harness.core.submitSucceeded(request(3), receipt, now: t0)
-    #expect(harness.core.outbox.map(\.receipt) == [receipt])
+    #expect(harness.core.pendingMutations.map(\.receipt) == [receipt])
     #expect(harness.core.displayedState == NoteSnapshot(notes: ["mine"]))
     _ = harness.core.pollSucceeded(request(2), [note(0, "mine")], now: t0)
-    #expect(harness.core.outbox.isEmpty)
+    #expect(harness.core.pendingMutations.isEmpty)
     #expect(harness.core.displayedState == NoteSnapshot(notes: ["mine"]))
   }
 
@@ -49,11 +50,11 @@ struct UpdateMachineCoreOutboxTests {
   func confirmedBySnapshot() {
     var harness = CoreHarness()
     harness.startLive()
-    _ = harness.core.submit(.post("mine", to: [alice]), now: t0)
+    _ = harness.submit(.post("mine", to: [alice]), now: t0)
     _ = harness.core.submitSucceeded(request(3), MutationReceipt(applied: true, eventsThrough: [queueA: 0]), now: t0)
     _ = harness.core.pollFailed(request(2), .api(.badEventQueueID(queueA)), now: t0)
     _ = harness.core.registerSucceeded(request(4), registration(queueB, notes: ["mine"]), now: t0)
-    #expect(harness.core.outbox.isEmpty)
+    #expect(harness.core.pendingMutations.isEmpty)
     #expect(harness.core.displayedState == NoteSnapshot(notes: ["mine"]))
   }
 
@@ -61,8 +62,8 @@ struct UpdateMachineCoreOutboxTests {
   func retriesInOrder() throws {
     var harness = CoreHarness()
     harness.startLive()
-    _ = harness.core.submit(.post("one", to: [alice]), now: t0)
-    let (second, queued) = harness.core.submit(.post("two", to: [alice]), now: t0)
+    _ = harness.submit(.post("one", to: [alice]), now: t0)
+    let (second, queued) = harness.submit(.post("two", to: [alice]), now: t0)
     #expect(queued == [.persist(harness.record)])
     #expect(harness.core.submitFailed(request(3), .connectionFailed(), now: t0) == [])
     let retryAt = try #require(harness.core.nextWakeUp(after: t0))
@@ -78,17 +79,17 @@ struct UpdateMachineCoreOutboxTests {
       MutationReceipt(applied: true, eventsThrough: [queueA: 0]),
       now: retryAt
     )
-    #expect(harness.core.outbox.first { !$0.isAcknowledged }?.id == second)
+    #expect(harness.core.pendingMutations.first { !$0.isAcknowledged }?.id == second)
   }
 
   @Test("a refused mutation is dropped from the outbox and reported")
   func rejected() {
     var harness = CoreHarness()
     harness.startLive()
-    _ = harness.core.submit(.forbidden, now: t0)
+    _ = harness.submit(.forbidden, now: t0)
     let actions = harness.core.submitFailed(request(3), .api(.badRequest("alice may not do that")), now: t0)
     #expect(actions == [.persist(harness.record)])
-    #expect(harness.core.outbox.isEmpty)
+    #expect(harness.core.pendingMutations.isEmpty)
     #expect(
       harness.core.rejected == [
         RejectedMutation(id: MutationID(1), mutation: .forbidden, reason: "alice may not do that")
@@ -100,9 +101,9 @@ struct UpdateMachineCoreOutboxTests {
   func dismissRejections() {
     var harness = CoreHarness()
     harness.startLive()
-    _ = harness.core.submit(.forbidden, now: t0)
+    _ = harness.submit(.forbidden, now: t0)
     _ = harness.core.submitFailed(request(3), .api(.badRequest("no")), now: t0)
-    _ = harness.core.submit(.forbidden, now: t0)
+    _ = harness.submit(.forbidden, now: t0)
     _ = harness.core.submitFailed(request(4), .api(.badRequest("no")), now: t0)
     #expect(harness.core.rejected.map(\.id) == [MutationID(1), MutationID(2)])
     #expect(harness.core.rejectionsDismissed(through: MutationID(1), now: t0) == [.persist(harness.record)])
@@ -114,7 +115,7 @@ struct UpdateMachineCoreOutboxTests {
   func survivesRestart() throws {
     var harness = CoreHarness()
     harness.startLive()
-    _ = harness.core.submit(.post("kept", to: [alice]), now: t0)
+    _ = harness.submit(.post("kept", to: [alice]), now: t0)
     var restarted = CoreHarness(seed: 9)
     let actions = restarted.core.loaded(harness.record, now: t0)
     let clientID = try #require(harness.core.clientID)
@@ -127,7 +128,7 @@ struct UpdateMachineCoreOutboxTests {
         )
       )
     )
-    let (next, _) = restarted.core.submit(.post("more", to: [alice]), now: t0)
+    let (next, _) = restarted.submit(.post("more", to: [alice]), now: t0)
     #expect(next == MutationID(2))
   }
 }

@@ -1,5 +1,6 @@
 import EventProtocol
-import TestSupport
+import SampleApps
+import UpdateMachineTesting
 
 @testable import UpdateMachine
 
@@ -11,7 +12,7 @@ let alice: UserID = "alice"
 let queueA: QueueID = "queue-a"
 let queueB: QueueID = "queue-b"
 
-func request(_ number: UInt64) -> Core.RequestID { Core.RequestID(rawValue: number) }
+func request(_ number: UInt64) -> RequestID { RequestID(rawValue: number) }
 
 func note(_ id: Int, _ text: String) -> EventEnvelope<NoteEvent> {
   EventEnvelope(id: id, body: .payload(.note(text: text)))
@@ -57,6 +58,26 @@ struct CoreHarness {
     return core.registerSucceeded(request(1), registration(notes: notes), now: now)
   }
 
+  /// Submits a write and reports every save it asks for as successful, returning all the actions.
+  mutating func submit(_ mutation: NoteBoard.Command, now: Timestamp) -> (MutationID, [Action]) {
+    let (id, actions) = core.submit(mutation, now: now)
+    return (id, acknowledgingSaves(actions, now: now))
+  }
+
+  /// Reports every `.persist` in `actions` (and in what follows) as saved; returns every action.
+  mutating func acknowledgingSaves(_ actions: [Action], now: Timestamp) -> [Action] {
+    var all = actions
+    var index = 0
+    while index < all.count {
+      if case .persist(let record) = all[index] { all += core.persistSucceeded(record, now: now) }
+      index += 1
+    }
+    return all
+  }
+
   /// The persisted record the core would write now.
   var record: PersistedRecord<NoteSnapshot, NoteBoard.Command> { core.persistedRecord() }
 }
+
+/// The queue lifespan a default configuration asks for.
+let defaultLifespan = UpdateMachineConfiguration().queueLifespan

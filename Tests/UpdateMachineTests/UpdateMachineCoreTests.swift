@@ -1,6 +1,7 @@
 import EventProtocol
-import TestSupport
+import SampleApps
 import Testing
+import UpdateMachineTesting
 
 @testable import UpdateMachine
 
@@ -12,7 +13,7 @@ struct UpdateMachineCoreTests {
     #expect(harness.core.confirmedState == nil && harness.core.displayedState == nil)
     #expect(harness.core.nextWakeUp(after: t0) == nil)
     let actions = harness.core.loaded(nil, now: t0)
-    #expect(actions == [.persist(harness.record), .register(request(1), eventTypes: nil, lifespan: nil)])
+    #expect(actions == [.persist(harness.record), .register(request(1), eventTypes: nil, lifespan: defaultLifespan)])
     #expect(harness.core.phase == .registering)
     #expect(harness.core.confirmedState == NoteSnapshot(notes: []))
   }
@@ -28,7 +29,7 @@ struct UpdateMachineCoreTests {
     let resumed = foreground.core.loaded(stored, now: foreground.now)
     #expect(
       resumed == [
-        .poll(request(1), EventFinger(queueID: queueA, lastEventID: -1), dontBlock: true, timeout: .seconds(90))
+        .poll(request(1), EventFinger(queueID: queueA, lastEventID: -1), dontBlock: true, timeout: .seconds(30))
       ]
     )
     let longPoll = foreground.core.pollSucceeded(request(1), [], now: foreground.now)
@@ -43,7 +44,7 @@ struct UpdateMachineCoreTests {
     let polled = background.core.loaded(stored, now: t0)
     #expect(
       polled == [
-        .poll(request(1), EventFinger(queueID: queueA, lastEventID: -1), dontBlock: true, timeout: .seconds(90))
+        .poll(request(1), EventFinger(queueID: queueA, lastEventID: -1), dontBlock: true, timeout: .seconds(30))
       ]
     )
     #expect(background.core.phase == .idle(EventFinger(queueID: queueA, lastEventID: -1), nextPollAt: nil))
@@ -64,7 +65,7 @@ struct UpdateMachineCoreTests {
     )
     let finger = EventFinger(queueID: queueB, lastEventID: 4)
     #expect(actions == [.persist(first.record), .poll(request(4), finger, dontBlock: false, timeout: .seconds(90))])
-    #expect(first.core.phase == .live(finger))
+    #expect(first.core.phase == .polling(finger))
     #expect(first.core.confirmedState == NoteSnapshot(notes: ["new"]))
     #expect(first.record.finger == finger)
   }
@@ -92,7 +93,7 @@ struct UpdateMachineCoreTests {
     _ = harness.core.pollSucceeded(request(2), [note(0, "a"), note(1, "b")], now: t0)
     _ = harness.core.pollSucceeded(request(3), [note(0, "a"), note(1, "b"), note(2, "c")], now: t0)
     #expect(harness.core.confirmedState == NoteSnapshot(notes: ["a", "b", "c"]))
-    #expect(harness.core.phase == .live(EventFinger(queueID: queueA, lastEventID: 2)))
+    #expect(harness.core.phase == .polling(EventFinger(queueID: queueA, lastEventID: 2)))
   }
 
   @Test(
@@ -115,7 +116,9 @@ struct UpdateMachineCoreTests {
       return
     }
     #expect(retryAt > t0 && retryAt <= t0.advanced(by: .seconds(1)))
-    #expect(harness.core.timerFired(now: retryAt) == [.register(request(3), eventTypes: nil, lifespan: nil)])
+    #expect(
+      harness.core.timerFired(now: retryAt) == [.register(request(3), eventTypes: nil, lifespan: defaultLifespan)]
+    )
   }
 
   @Test("the long-poll timeout is the server's recommendation, 90 s when it gives none")
@@ -146,11 +149,11 @@ struct UpdateMachineCoreTests {
     var first = CoreHarness()
     first.startLive(notes: ["x"])
     var restarted = CoreHarness()
-    restarted.advance(.seconds(600))
+    restarted.advance(UpdateMachineConfiguration().assumedQueueLifetime)
     let actions = restarted.core.loaded(first.record, now: restarted.now)
     var staleRecord = first.record
     staleRecord.finger = nil
-    #expect(actions == [.persist(staleRecord), .register(request(1), eventTypes: nil, lifespan: nil)])
+    #expect(actions == [.persist(staleRecord), .register(request(1), eventTypes: nil, lifespan: defaultLifespan)])
     #expect(restarted.core.phase == .registering)
     #expect(restarted.core.confirmedState == NoteSnapshot(notes: ["x"]))
   }

@@ -2,10 +2,11 @@ import EventProtocol
 import EventServer
 import Foundation
 import Observation
+import SampleApps
 import Synchronization
-import TestSupport
 import Testing
 import UpdateMachine
+import UpdateMachineTesting
 
 private typealias NotesMachine = UpdateMachine<NoteSnapshot, NoteEvent, NoteBoard.Command>
 private typealias Snapshot = NotesMachine.Snapshot
@@ -14,7 +15,7 @@ private typealias Snapshot = NotesMachine.Snapshot
 private struct World {
   let clock = ManualClock()
   let server: EventServer<NoteBoard, ManualClock>
-  let transport: FlakyTransport<InProcessTransport<NoteBoard, ManualClock>>
+  let transport: FaultInjectingTransport<InProcessTransport<NoteBoard, ManualClock>, ManualClock>
   let storeURL = FileManager.default.temporaryDirectory.appendingPathComponent("alice-\(UUID()).updatemachine.json")
 
   init(serverConfiguration: EventServerConfiguration = .init()) {
@@ -25,7 +26,11 @@ private struct World {
       anchor: clock.now,
       random: SeededRandomNumberGenerator(seed: 5)
     )
-    transport = FlakyTransport(InProcessTransport(server: server, user: "alice", throughWire: true))
+    transport = FaultInjectingTransport(
+      InProcessTransport(server: server, user: "alice", throughWire: true),
+      plan: FaultPlan(seed: 5),
+      clock: clock
+    )
   }
 
   func makeMachine(configure: (inout UpdateMachineConfiguration) -> Void = { _ in }) -> NotesMachine {
@@ -71,7 +76,7 @@ private func waitFor(_ machine: NotesMachine, _ condition: @Sendable (Snapshot) 
 }
 
 private func isLive(_ snapshot: Snapshot) -> Bool {
-  if case .live = snapshot.phase, snapshot.freshness.freshness == .live { return true }
+  if case .polling = snapshot.phase, snapshot.freshness.freshness == .live { return true }
   return false
 }
 
@@ -122,7 +127,7 @@ struct UpdateMachineShellTests {
     world.clock.advance(to: start.advanced(by: .seconds(89)))
     #expect(
       await machine.snapshot.phase
-        == .live(EventFinger(queueID: machine.snapshot.phase.finger!.queueID, lastEventID: -1))
+        == .polling(EventFinger(queueID: machine.snapshot.phase.finger!.queueID, lastEventID: -1))
     )
     world.clock.advance(to: start.advanced(by: .seconds(90)))
     let timedOut = await waitFor(machine) { if case .pollFailed(_, 1, _) = $0.phase { true } else { false } }
@@ -139,7 +144,10 @@ struct UpdateMachineShellTests {
   func expiryAndReregister() async throws {
     let world = World()
     defer { world.cleanUp() }
-    let machine = await world.startLiveMachine { $0.backgroundPollInterval = nil }
+    let machine = await world.startLiveMachine {
+      $0.backgroundPollInterval = nil
+      $0.queueLifespan = .seconds(600)
+    }
     try await world.post("one")
     await waitFor(machine) { $0.state == NoteSnapshot(notes: ["one"]) }
 
@@ -221,7 +229,13 @@ struct UpdateMachineShellTests {
     let machine = world.makeMachine()
     await machine.start()
     let snapshot = await waitFor(machine, isLive)
-    #expect(snapshot?.persistenceIssue?.isSameKind(as: .corrupt("")) == true)
+    guard case .setAside(let problem, let location, let stranded) = snapshot?.storeRecovery.first else {
+      Issue.record("no set-aside reported: \(String(describing: snapshot?.storeRecovery))")
+      return
+    }
+    #expect(problem.isSameKind(as: .corrupt("")))
+    #expect(location == world.storeURL.path + ".unreadable")
+    #expect(stranded == nil)
     #expect(FileManager.default.fileExists(atPath: world.storeURL.path + ".unreadable"))
     #expect(try Data(contentsOf: URL(fileURLWithPath: world.storeURL.path + ".unreadable")) == Data("{ not json".utf8))
     await machine.stop()
@@ -235,8 +249,12 @@ struct UpdateMachineShellTests {
     let machine = world.makeMachine()
     await machine.start()
     let snapshot = await machine.snapshot
-    #expect(snapshot.persistenceIssue?.isSameKind(as: .newerVersion(found: 9, supported: 1)) == true)
-    #expect(snapshot.persistenceIssue?.description.contains("version 9") == true)
+    guard case .setAside(let problem, _, _) = snapshot.storeRecovery.first else {
+      Issue.record("no set-aside reported: \(snapshot.storeRecovery)")
+      return
+    }
+    #expect(problem.isSameKind(as: .newerVersion(found: 9, supported: 2)))
+    #expect(problem.description.contains("version 9"))
     #expect(FileManager.default.fileExists(atPath: world.storeURL.path + ".unreadable"))
     await machine.stop()
   }
@@ -248,8 +266,8 @@ struct UpdateMachineShellTests {
     world.transport.failNext(.api(.unauthorized("Invalid API key")))
     let machine = world.makeMachine()
     await machine.start()
-    let stopped = await waitFor(machine) { if case .terminated = $0.phase { true } else { false } }
-    #expect(stopped?.phase == .terminated(reason: "Invalid API key"))
+    let stopped = await waitFor(machine) { if case .stopped = $0.phase { true } else { false } }
+    #expect(stopped?.stopReason == .unauthorized(message: "Invalid API key"))
     await machine.stop()
   }
 

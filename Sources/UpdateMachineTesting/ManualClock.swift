@@ -5,13 +5,14 @@ import Synchronization
 ///
 /// Its instants are ``Timestamp``s. Sleepers park until ``advance(by:)`` moves time past their deadline; a
 /// sleep whose deadline has already passed returns at once, so "advance, then observe" has no race even
-/// when the sleeper has not started yet. Tests wait for the code under test through its own signals (a
-/// snapshot stream, `EventServer.waitForParkedPolls`), never by sleeping.
+/// when the sleeper has not started yet. ``waitForSleepers(count:)`` suspends until the code under test has
+/// parked that many sleepers (its timers are set), so a test can advance time knowing who will wake.
 ///
 /// ```swift
 /// let clock = ManualClock()
 /// let deadline = clock.now.advanced(by: .seconds(5))
 /// async let woke: Void = clock.sleep(until: deadline, tolerance: nil)
+/// await clock.waitForSleepers(count: 1)
 /// clock.advance(to: deadline)
 /// try await woke
 /// ```
@@ -29,6 +30,14 @@ public final class ManualClock: Clock, Sendable {
     var nextID = 0
     var sleepers: [Int: Sleeper] = [:]
     var cancelledBeforeSleeping: Set<Int> = []
+    var sleeperWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+
+    /// Removes and returns the waiters satisfied by the current number of sleepers.
+    mutating func readyWaiters() -> [CheckedContinuation<Void, Never>] {
+      let ready = sleeperWaiters.filter { $0.count <= sleepers.count }.map(\.continuation)
+      sleeperWaiters.removeAll { $0.count <= sleepers.count }
+      return ready
+    }
   }
 
   private let state: Mutex<State>
@@ -42,6 +51,12 @@ public final class ManualClock: Clock, Sendable {
 
   public var minimumResolution: Duration { .nanoseconds(1) }
 
+  /// How many sleepers are parked now.
+  public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+  /// The earliest deadline of a parked sleeper, if any.
+  public var nextDeadline: Timestamp? { state.withLock { $0.sleepers.values.map(\.deadline).min() } }
+
   public func sleep(until deadline: Timestamp, tolerance: Duration? = nil) async throws {
     let id = state.withLock { state in
       defer { state.nextID += 1 }
@@ -50,12 +65,13 @@ public final class ManualClock: Clock, Sendable {
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
         enum Start { case sleep, wake, cancelled }
-        let start = state.withLock { state -> Start in
-          if state.cancelledBeforeSleeping.remove(id) != nil { return .cancelled }
-          if deadline <= state.now { return .wake }
+        let (start, ready) = state.withLock { state -> (Start, [CheckedContinuation<Void, Never>]) in
+          if state.cancelledBeforeSleeping.remove(id) != nil { return (.cancelled, []) }
+          if deadline <= state.now { return (.wake, []) }
           state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
-          return .sleep
+          return (.sleep, state.readyWaiters())
         }
+        for waiter in ready { waiter.resume() }
         switch start {
         case .sleep: break
         case .wake: continuation.resume()
@@ -69,6 +85,18 @@ public final class ManualClock: Clock, Sendable {
         return nil
       }
       sleeper?.continuation.resume(throwing: CancellationError())
+    }
+  }
+
+  /// Suspends until at least `count` sleepers are parked.
+  public func waitForSleepers(count: Int) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let parked = state.withLock { state -> Bool in
+        if state.sleepers.count >= count { return true }
+        state.sleeperWaiters.append((count, continuation))
+        return false
+      }
+      if parked { continuation.resume() }
     }
   }
 

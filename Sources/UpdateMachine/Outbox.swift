@@ -1,0 +1,230 @@
+import EventProtocol
+
+/// The outbox's own state machine: an app's writes from submission to confirmation.
+///
+/// Its rules, all in this file:
+/// - A write gets the next mutation id of this installation's client id. It is sent only once a record
+///   holding it has been saved (``saved(clientID:nextMutationID:)``), so a crash can never make the next
+///   write reuse an id that reached the server.
+/// - One write is in flight at a time, oldest first; a failure waits for the backoff the core computes.
+/// - An acknowledged write is never sent again. It stays (for its optimistic effect) until the events
+///   show it: an event whose ``MutationOrigin`` names it (``eventsApplied(_:)``), or a finger at or past its
+///   receipt (``confirm(by:)``).
+/// - A refused write (`BAD_REQUEST`) moves to ``rejected`` for the app to show.
+/// - A write answered `MUTATION_ID_REUSED` (another installation restored from the same backup, or a
+///   counter that went backwards) makes the outbox take a new client id and renumber every entry; nothing
+///   is dropped.
+///
+/// The core composes it: it allocates request ids, computes backoff delays and decides when to persist.
+///
+/// ```swift
+/// var outbox = Outbox<NoteCommand>(clientID: "c1")
+/// let id = outbox.append(.post("hi"), now: t0)          // m1, not sendable until saved
+/// outbox.saved(clientID: "c1", nextMutationID: outbox.nextMutationID)
+/// let request = outbox.send(RequestID(rawValue: 1), now: t0, deadline: t30)   // MutationRequest for m1
+/// ```
+public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equatable {
+  /// Where sending stands.
+  enum Sending: Sendable, Equatable {
+    /// Nothing in flight; the next write may go at once. `failures` counts consecutive failures.
+    case ready(failures: Int)
+    /// The last send failed; the next may go at `retryAt`.
+    case waiting(failures: Int, retryAt: Timestamp)
+    /// `mutation` is in flight as `request`; it times out at `deadline`.
+    case inFlight(RequestID, mutation: MutationID, failures: Int, deadline: Timestamp)
+  }
+
+  /// How a failed send ends.
+  public enum FailureOutcome: Sendable, Equatable {
+    /// The request did not belong to the outbox, or its entry is gone: nothing changed.
+    case ignored
+    /// The write will be sent again at `retryAt`.
+    case willRetry(retryAt: Timestamp)
+    /// The server refused the write; it moved to ``rejected``.
+    case rejected(MutationID)
+    /// The server said the id was already used for another write: the outbox needs a new client id
+    /// (``adoptClientID(_:)``) before it sends again.
+    case needsNewClientID
+  }
+
+  /// This installation's id, as the server knows its mutations.
+  public private(set) var clientID: ClientID
+  /// The writes not yet confirmed, oldest first.
+  public private(set) var entries: [OutboxEntry<Mutation>]
+  /// Writes the server refused, for the app to show until it dismisses them.
+  public private(set) var rejected: [RejectedMutation<Mutation>]
+  /// The id the next write gets.
+  public private(set) var nextMutationID: MutationID
+  /// Writes with ids below this one are in a saved record under ``clientID``; only they may be sent.
+  public private(set) var savedThrough: MutationID
+  private(set) var sending: Sending = .ready(failures: 0)
+
+  /// An empty outbox for a new installation.
+  public init(clientID: ClientID) {
+    self.init(clientID: clientID, entries: [], rejected: [], nextMutationID: MutationID(1))
+  }
+
+  /// An outbox restored from a saved record: everything in it is saved.
+  public init(
+    clientID: ClientID,
+    entries: [OutboxEntry<Mutation>],
+    rejected: [RejectedMutation<Mutation>],
+    nextMutationID: MutationID
+  ) {
+    self.clientID = clientID
+    self.entries = entries
+    self.rejected = rejected
+    self.nextMutationID = nextMutationID
+    self.savedThrough = nextMutationID
+  }
+
+  /// The request in flight, if any.
+  public var requestInFlight: RequestID? {
+    if case .inFlight(let request, _, _, _) = sending { request } else { nil }
+  }
+
+  /// How many sends in a row have failed: the attempt number for the next backoff is one more.
+  public var consecutiveFailures: Int {
+    switch sending {
+    case .ready(let failures), .waiting(let failures, _), .inFlight(_, _, let failures, _): failures
+    }
+  }
+
+  // MARK: - Inputs
+
+  /// The app submits a write. It is sent only after a record holding it is saved.
+  /// - Returns: Its mutation id.
+  public mutating func append(_ mutation: Mutation, now: Timestamp) -> MutationID {
+    let id = nextMutationID
+    nextMutationID = MutationID(id.rawValue &+ 1)
+    entries.append(OutboxEntry(id: id, mutation: mutation, submittedAt: now))
+    return id
+  }
+
+  /// A record holding every write below `nextMutationID`, under `clientID`, was saved.
+  public mutating func saved(clientID: ClientID, nextMutationID: MutationID) {
+    guard clientID == self.clientID else { return }
+    savedThrough = max(savedThrough, nextMutationID)
+  }
+
+  /// Whether a write can be sent at `now`: one is waiting, saved, and nothing is in flight or backing off.
+  public func canSend(now: Timestamp) -> Bool {
+    switch sending {
+    case .inFlight: return false
+    case .waiting(_, let retryAt) where retryAt > now: return false
+    case .ready, .waiting: return nextToSend != nil
+    }
+  }
+
+  private var nextToSend: Int? {
+    guard let index = entries.firstIndex(where: { !$0.isAcknowledged }), entries[index].id < savedThrough else {
+      return nil
+    }
+    return index
+  }
+
+  /// Sends the oldest unacknowledged saved write as `request`.
+  /// - Returns: The request body, or `nil` when ``canSend(now:)`` is false.
+  public mutating func send(_ request: RequestID, now: Timestamp, deadline: Timestamp) -> MutationRequest<Mutation>? {
+    guard canSend(now: now), let index = nextToSend else { return nil }
+    entries[index].attempts += 1
+    sending = .inFlight(request, mutation: entries[index].id, failures: consecutiveFailures, deadline: deadline)
+    return MutationRequest(clientID: clientID, mutationID: entries[index].id, mutation: entries[index].mutation)
+  }
+
+  /// The server acknowledged `request`. The entry keeps its receipt until the events show its effect.
+  /// - Returns: Whether the request was the outbox's.
+  public mutating func acknowledged(_ request: RequestID, _ receipt: MutationReceipt) -> Bool {
+    guard case .inFlight(request, let mutation, _, _) = sending else { return false }
+    sending = .ready(failures: 0)
+    if let index = entries.firstIndex(where: { $0.id == mutation }) { entries[index].receipt = receipt }
+    return true
+  }
+
+  /// Sending `request` failed with `error`; a transient failure retries after `wait`.
+  public mutating func failed(
+    _ request: RequestID,
+    _ error: TransportError,
+    wait: Duration,
+    now: Timestamp
+  ) -> FailureOutcome {
+    guard case .inFlight(request, let mutation, let failures, _) = sending else { return .ignored }
+    if case .api(let apiError) = error.kind {
+      if apiError.code == .mutationIDReused {
+        sending = .ready(failures: 0)
+        return .needsNewClientID
+      }
+      if apiError.code == .badRequest {
+        sending = .ready(failures: 0)
+        guard let index = entries.firstIndex(where: { $0.id == mutation }) else { return .ignored }
+        let entry = entries.remove(at: index)
+        rejected.append(RejectedMutation(id: entry.id, mutation: entry.mutation, reason: apiError.message))
+        return .rejected(entry.id)
+      }
+    }
+    let retryAt = now.advanced(by: wait)
+    sending = .waiting(failures: failures + 1, retryAt: retryAt)
+    return .willRetry(retryAt: retryAt)
+  }
+
+  /// The request in flight, when its deadline has passed at `now`; the caller cancels it and reports
+  /// ``failed(_:_:wait:now:)`` with a timeout.
+  public func timedOutRequest(now: Timestamp) -> RequestID? {
+    guard case .inFlight(let request, _, _, let deadline) = sending, deadline <= now else { return nil }
+    return request
+  }
+
+  /// Gives up the request in flight without counting a failure (the machine stopped).
+  /// - Returns: The request to cancel.
+  public mutating func abandonInFlight() -> RequestID? {
+    guard case .inFlight(let request, _, let failures, _) = sending else { return nil }
+    sending = .ready(failures: failures)
+    return request
+  }
+
+  /// The network came back or the app came to the foreground: a wait after connection failures ends now.
+  public mutating func retryNow() {
+    if case .waiting = sending { sending = .ready(failures: 0) }
+  }
+
+  /// Events were applied to the confirmed state; those whose origin is one of this client's writes retire
+  /// them at once, acknowledged or not.
+  public mutating func eventsApplied(_ origins: [MutationOrigin]) {
+    let clientID = clientID
+    let mine = Set(origins.filter { $0.clientID == clientID }.map(\.mutationID))
+    guard !mine.isEmpty else { return }
+    entries.removeAll { mine.contains($0.id) }
+  }
+
+  /// Drops acknowledged writes whose effect a client holding `finger` has seen.
+  public mutating func confirm(by finger: EventFinger) {
+    entries.removeAll { $0.receipt?.isReflected(by: finger) == true }
+  }
+
+  /// Takes a new client id after `MUTATION_ID_REUSED`: every entry is renumbered from 1 under it, and
+  /// nothing is sent until a record with the new numbering is saved.
+  public mutating func adoptClientID(_ newClientID: ClientID) {
+    clientID = newClientID
+    for index in entries.indices { entries[index].id = MutationID(UInt64(index) + 1) }
+    nextMutationID = MutationID(UInt64(entries.count) + 1)
+    savedThrough = MutationID(0)
+    sending = .ready(failures: 0)
+  }
+
+  /// The app has shown the refused writes up to `id`.
+  /// - Returns: Whether anything was forgotten.
+  public mutating func dismissRejections(through id: MutationID) -> Bool {
+    let before = rejected.count
+    rejected.removeAll { $0.id <= id }
+    return rejected.count != before
+  }
+
+  /// The next time the outbox has work: its retry time or its request's deadline.
+  public var nextWakeUp: Timestamp? {
+    switch sending {
+    case .ready: nil
+    case .waiting(_, let retryAt): nextToSend == nil ? nil : retryAt
+    case .inFlight(_, _, _, let deadline): deadline
+    }
+  }
+}

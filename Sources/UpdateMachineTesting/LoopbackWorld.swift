@@ -1,0 +1,477 @@
+import EventProtocol
+import EventServer
+import Foundation
+import UpdateMachine
+
+/// A deterministic world in which update-machine cores talk to an event-server core, with no threads and
+/// no real time: every request, answer, failure, crash and tick is a step the world (or the test) takes.
+/// One seed drives every choice, so a run replays exactly.
+///
+/// Use it to test a reducer and a server application together: submit writes, run commands on the
+/// server, throw faults at the devices (``chaoticStep()``), then ``runUntilSettled(maximumSteps:)`` checks
+/// that every device converges to the server's snapshot for its user with an empty outbox.
+///
+/// ```swift
+/// var world = LoopbackWorld(application: NoteBoard(), reducer: { NotesReducer(user: $0) },
+///                           devices: ["alice", "bob"], seed: 42)
+/// world.submit(.post("hi", to: ["bob"]), on: 0)
+/// for _ in 0..<200 { world.chaoticStep() }
+/// #expect(world.runUntilSettled(maximumSteps: 2_000))
+/// ```
+public struct LoopbackWorld<Application: ServerApplication, Reducer: UpdateReducer>
+where
+  Reducer.State == Application.Snapshot, Reducer.Event == Application.Event,
+  Reducer.Mutation == Application.Command, Application.Command: Equatable
+{
+  public typealias Core = UpdateMachineCore<Reducer.State, Reducer.Event, Reducer.Mutation>
+  public typealias Server = EventServerStateMachine<Application>
+
+  /// One installation of the app.
+  public struct Device {
+    /// The user it is signed in as.
+    public let user: UserID
+    /// Its engine's pure core.
+    public internal(set) var core: Core
+    /// Its persisted bytes.
+    public internal(set) var disk: Data?
+    /// How many times it crashed and restarted.
+    public internal(set) var restarts = 0
+  }
+
+  /// Which faults ``chaoticStep()`` may throw, as percentages.
+  public struct Faults: Sendable, Hashable {
+    /// Chance (%) that a device crashes before performing any one action.
+    public var crashBeforeAction = 2
+    /// Chance (%) that a save fails (disk full).
+    public var saveFailure = 3
+    /// Whether requests fail (before the server, while parked, or by a lost answer).
+    public var requestFailures = true
+    /// Whether the server restarts (from its dump) now and then.
+    public var serverRestarts = true
+    /// Whether apps go to the background and back, and get pushes.
+    public var lifecycle = true
+
+    /// Every fault on.
+    public init() {}
+
+    /// No fault at all.
+    public static var none: Faults {
+      var faults = Faults()
+      faults.crashBeforeAction = 0
+      faults.saveFailure = 0
+      faults.requestFailures = false
+      faults.serverRestarts = false
+      faults.lifecycle = false
+      return faults
+    }
+  }
+
+  private enum Exchange {
+    case register
+    case poll(EventFinger, dontBlock: Bool)
+    case submit(MutationRequest<Application.Command>)
+  }
+
+  private enum Answer {
+    case registered(Registration<Application.Snapshot>)
+    case events([EventEnvelope<Application.Event>])
+    case receipt(MutationReceipt)
+    case failed(TransportError)
+  }
+
+  private enum Progress {
+    case toServer
+    case parked(PollID)
+    case answered(Answer)
+  }
+
+  private struct Outstanding {
+    var device: Int
+    var request: RequestID
+    var exchange: Exchange
+    var progress: Progress
+  }
+
+  /// The server's core.
+  public private(set) var server: Server
+  /// The devices.
+  public private(set) var devices: [Device]
+  /// The world's time.
+  public private(set) var now: Timestamp
+  /// What happened, one line a step, for a failing test's report.
+  public private(set) var trace: [String] = []
+  /// The faults ``chaoticStep()`` may throw; ``runUntilSettled(maximumSteps:)`` turns them all off.
+  public var faults: Faults
+
+  private var random: SeededRandomNumberGenerator
+  private let makeReducer: @Sendable (UserID) -> Reducer
+  private let configuration: UpdateMachineConfiguration
+  private var outstanding: [Outstanding] = []
+  private var nextPollID: UInt64 = 0
+
+  /// Creates a world with one device per entry of `devices` (a user may have several), all started.
+  /// - Parameters:
+  ///   - application: The server application.
+  ///   - reducer: Makes the reducer of a device signed in as the user.
+  ///   - devices: The user of each device.
+  ///   - seed: Drives every choice.
+  ///   - configuration: The devices' engine configuration.
+  ///   - faults: What ``chaoticStep()`` may do.
+  public init(
+    application: Application,
+    reducer: @escaping @Sendable (UserID) -> Reducer,
+    devices users: [UserID],
+    seed: UInt64,
+    configuration: UpdateMachineConfiguration = .init(),
+    faults: Faults = .init()
+  ) {
+    let start = Timestamp(secondsSinceEpoch: 1_700_000_000)
+    var random = SeededRandomNumberGenerator(seed: seed)
+    self.now = start
+    self.server = Server(
+      application: application,
+      random: SeededRandomNumberGenerator(seed: random.next()),
+      now: start
+    )
+    self.makeReducer = reducer
+    self.configuration = configuration
+    self.faults = faults
+    self.devices = users.map { user in
+      Device(
+        user: user,
+        core: Core(
+          reducer: reducer(user),
+          configuration: configuration,
+          random: SeededRandomNumberGenerator(seed: random.next())
+        )
+      )
+    }
+    self.random = random
+    for index in devices.indices {
+      perform(devices[index].core.loaded(nil, now: now), on: index)
+    }
+  }
+
+  // MARK: - What the app and the server do
+
+  /// The app on device `index` submits a write.
+  @discardableResult
+  public mutating func submit(_ mutation: Application.Command, on index: Int) -> MutationID {
+    let (id, actions) = devices[index].core.submit(mutation, now: now)
+    trace.append("\(now) device \(index) submits \(id)")
+    perform(actions, on: index)
+    return id
+  }
+
+  /// The server runs a command from `user` (not through any outbox).
+  /// - Throws: The application's refusal.
+  public mutating func serverCommand(_ command: Application.Command, from user: UserID) throws(EventAPIError) {
+    let actions = try server.handle(command, from: user, now: now)
+    trace.append("\(now) server runs a command from \(user)")
+    applyServer(actions)
+  }
+
+  /// Device `index` goes to the background or comes to the foreground.
+  public mutating func setLifecycle(_ lifecycle: AppLifecycle, on index: Int) {
+    guard devices[index].core.lifecycle != lifecycle else { return }
+    trace.append("\(now) device \(index) goes to the \(lifecycle)")
+    let actions =
+      lifecycle == .background
+      ? devices[index].core.enteredBackground(now: now) : devices[index].core.enteredForeground(now: now)
+    perform(actions, on: index)
+  }
+
+  /// Device `index` is killed and restarted from its persisted bytes.
+  public mutating func crash(_ index: Int) {
+    for exchange in outstanding where exchange.device == index { dropExchange(exchange.request, on: index) }
+    let user = devices[index].user
+    var core = Core(
+      reducer: makeReducer(user),
+      configuration: configuration,
+      lifecycle: Bool.random(using: &random) ? .foreground : .background,
+      random: SeededRandomNumberGenerator(seed: random.next())
+    )
+    var record: PersistedRecord<Reducer.State, Reducer.Mutation>?
+    var recovery: [StoreRecovery] = []
+    if let disk = devices[index].disk {
+      let restoration = PersistedRecord<Reducer.State, Reducer.Mutation>.restore(from: disk, for: makeReducer(user))
+      record = restoration.record
+      recovery = restoration.notes
+    }
+    trace.append("\(now) device \(index) restarts from \(record?.finger.map(\.description) ?? "no finger")")
+    let actions = core.loaded(record, recovery: recovery, now: now)
+    devices[index].core = core
+    devices[index].restarts += 1
+    perform(actions, on: index)
+  }
+
+  /// The server restarts: parked polls drop, the queues are dumped and restored through their JSON.
+  public mutating func restartServer() {
+    trace.append("\(now) server restarts")
+    applyServer(server.connectionsDropped(now: now))
+    do {
+      let dump = try QueueDump<Application.Event>.decode(WireFormat.encode(server.dump()))
+      server = Server(
+        application: server.application,
+        random: SeededRandomNumberGenerator(seed: random.next()),
+        now: now
+      )
+      applyServer(try server.restore(dump, now: now))
+    } catch {
+      preconditionFailure("a dump of the server's own queues did not restore: \(error)")
+    }
+  }
+
+  /// Moves time to `time` (never back) and fires every timer that is due.
+  public mutating func advance(to time: Timestamp) {
+    now = max(now, time)
+    applyServer(server.timerFired(now: now))
+    for index in devices.indices { perform(devices[index].core.timerFired(now: now), on: index) }
+  }
+
+  // MARK: - Steps
+
+  /// One random step: deliver a request or an answer, fail one, let time pass, change an app's lifecycle,
+  /// push, crash a device, or restart the server, as ``faults`` allows.
+  public mutating func chaoticStep() {
+    let roll = Int.random(in: 0..<100, using: &random)
+    switch roll {
+    case 0..<30:
+      let candidates = outstanding.filter { if case .toServer = $0.progress { true } else { false } }
+      if let exchange = candidates.randomElement(using: &random) {
+        deliverToServer(exchange.request, on: exchange.device)
+      }
+    case 30..<58:
+      let candidates = outstanding.filter { if case .answered = $0.progress { true } else { false } }
+      if let exchange = candidates.randomElement(using: &random) {
+        deliverToClient(exchange.request, on: exchange.device)
+      }
+    case 58..<66 where faults.requestFailures:
+      if let exchange = outstanding.randomElement(using: &random) { failRequest(exchange.request, on: exchange.device) }
+    case 66..<80:
+      let step: Duration = [
+        .milliseconds(50), .milliseconds(400), .seconds(2), .seconds(30), .seconds(61), .seconds(700),
+      ]
+      .randomElement(using: &random)!
+      trace.append("\(now) time passes: \(step)")
+      advance(to: now.advanced(by: step))
+    case 80..<88 where faults.lifecycle:
+      let index = Int.random(in: devices.indices, using: &random)
+      if Bool.random(using: &random) {
+        setLifecycle(devices[index].core.lifecycle == .foreground ? .background : .foreground, on: index)
+      } else {
+        let finger = devices[index].core.phase.finger
+        let latest = finger.flatMap { server.queues[$0.queueID]?.lastEventID }
+        let hint = Core.PushHint(queueID: finger?.queueID, lastEventID: Bool.random(using: &random) ? latest : nil)
+        trace.append("\(now) device \(index) gets a push \(hint)")
+        perform(devices[index].core.pushReceived(hint, now: now), on: index)
+      }
+    case 88..<93 where faults.crashBeforeAction > 0:
+      crash(Int.random(in: devices.indices, using: &random))
+    case 93..<95 where faults.serverRestarts:
+      restartServer()
+    default:
+      break
+    }
+  }
+
+  /// Turns every fault off, brings every app to the foreground, and delivers everything (moving time only
+  /// when nothing else can happen) until every device has converged.
+  /// - Returns: Whether every device converged within `maximumSteps`.
+  public mutating func runUntilSettled(maximumSteps: Int) -> Bool {
+    faults = .none
+    trace.append("\(now) --- faults stop ---")
+    for index in devices.indices { setLifecycle(.foreground, on: index) }
+    for _ in 0..<maximumSteps {
+      if isSettled { return true }
+      if let exchange = outstanding.first(where: { if case .answered = $0.progress { true } else { false } }) {
+        deliverToClient(exchange.request, on: exchange.device)
+      } else if let exchange = outstanding.first(where: { if case .toServer = $0.progress { true } else { false } }) {
+        deliverToServer(exchange.request, on: exchange.device)
+      } else {
+        let wakeUps = devices.compactMap { $0.core.nextWakeUp(after: now) } + [server.nextDeadline]
+        advance(to: wakeUps.min() ?? now.advanced(by: .seconds(1)))
+      }
+    }
+    return isSettled
+  }
+
+  /// Whether every device is long-polling at the end of its queue with an empty outbox, showing exactly
+  /// the server's snapshot for its user.
+  public var isSettled: Bool {
+    devices.indices.allSatisfy(isSettled(_:))
+  }
+
+  /// Whether device `index` has converged (see ``isSettled``).
+  public func isSettled(_ index: Int) -> Bool {
+    let device = devices[index]
+    guard case .polling(let finger) = device.core.phase, device.core.pendingMutations.isEmpty,
+      let queue = server.queues[finger.queueID], queue.lastEventID == finger.lastEventID,
+      outstanding.contains(where: { $0.device == index })
+    else { return false }
+    return device.core.confirmedState == server.application.snapshot(for: device.user)
+      && device.core.displayedState == device.core.confirmedState
+  }
+
+  // MARK: - Performing a device's actions
+
+  private mutating func perform(_ initial: [Core.Action], on index: Int) {
+    var actions = initial
+    var position = 0
+    while position < actions.count {
+      let action = actions[position]
+      position += 1
+      if faults.crashBeforeAction > 0, Int.random(in: 0..<100, using: &random) < faults.crashBeforeAction {
+        trace.append("\(now) device \(index) crashes before \(action)")
+        crash(index)
+        return
+      }
+      switch action {
+      case .register(let request, _, _):
+        outstanding.append(Outstanding(device: index, request: request, exchange: .register, progress: .toServer))
+      case .poll(let request, let finger, let dontBlock, _):
+        outstanding.append(
+          Outstanding(
+            device: index,
+            request: request,
+            exchange: .poll(finger, dontBlock: dontBlock),
+            progress: .toServer
+          )
+        )
+      case .submit(let request, let body, _):
+        outstanding.append(Outstanding(device: index, request: request, exchange: .submit(body), progress: .toServer))
+      case .cancel(let request):
+        dropExchange(request, on: index)
+      case .persist(let record):
+        if faults.saveFailure > 0, Int.random(in: 0..<100, using: &random) < faults.saveFailure {
+          trace.append("\(now) device \(index) fails to save")
+          actions += devices[index].core.persistFailed(.writeFailed("disk full"), now: now)
+        } else {
+          do {
+            devices[index].disk = try record.encoded()
+          } catch {
+            preconditionFailure("a record did not encode: \(error)")
+          }
+          actions += devices[index].core.persistSucceeded(record, now: now)
+        }
+      }
+    }
+  }
+
+  private mutating func dropExchange(_ request: RequestID, on index: Int) {
+    guard let position = outstanding.firstIndex(where: { $0.device == index && $0.request == request }) else { return }
+    let exchange = outstanding.remove(at: position)
+    if case .parked(let pollID) = exchange.progress { applyServer(server.pollCancelled(pollID, now: now)) }
+  }
+
+  private func position(of request: RequestID, on device: Int) -> Int? {
+    outstanding.firstIndex { $0.device == device && $0.request == request }
+  }
+
+  /// Routes the server's poll completions back to the waiting requests.
+  private mutating func applyServer(_ actions: [Server.Action]) {
+    for case .completePoll(let pollID, let outcome) in actions {
+      guard
+        let position = outstanding.firstIndex(where: {
+          if case .parked(pollID) = $0.progress { true } else { false }
+        })
+      else { continue }
+      switch outcome {
+      case .events(let events): outstanding[position].progress = .answered(.events(events))
+      case .failed(let error): outstanding[position].progress = .answered(.failed(.api(error)))
+      case .cancelled: outstanding[position].progress = .answered(.failed(.connectionFailed("dropped")))
+      }
+    }
+  }
+
+  private mutating func deliverToServer(_ request: RequestID, on device: Int) {
+    guard let position = position(of: request, on: device), case .toServer = outstanding[position].progress else {
+      return
+    }
+    let exchange = outstanding[position]
+    let user = devices[exchange.device].user
+    trace.append("\(now) device \(exchange.device) \(request) reaches the server")
+    switch exchange.exchange {
+    case .register:
+      let (registration, actions) = server.register(
+        user: user,
+        eventTypes: configuration.eventTypes,
+        lifespan: configuration.queueLifespan,
+        now: now
+      )
+      outstanding[position].progress = .answered(.registered(registration))
+      applyServer(actions)
+    case .poll(let finger, let dontBlock):
+      let pollID = PollID(nextPollID)
+      nextPollID += 1
+      outstanding[position].progress = .parked(pollID)
+      applyServer(
+        server.poll(
+          pollID,
+          queueID: finger.queueID,
+          user: user,
+          lastEventID: finger.lastEventID,
+          dontBlock: dontBlock,
+          now: now
+        )
+      )
+    case .submit(let body):
+      do {
+        let (receipt, actions) = try server.applyMutation(
+          body.mutation,
+          from: user,
+          clientID: body.clientID,
+          mutationID: body.mutationID,
+          digest: MutationDigest(of: body.mutation),
+          now: now
+        )
+        outstanding[position].progress = .answered(.receipt(receipt))
+        applyServer(actions)
+      } catch {
+        outstanding[position].progress = .answered(.failed(.api(error)))
+      }
+    }
+  }
+
+  private mutating func deliverToClient(_ request: RequestID, on device: Int) {
+    guard let position = position(of: request, on: device), case .answered(let answer) = outstanding[position].progress
+    else {
+      return
+    }
+    let exchange = outstanding.remove(at: position)
+    let index = exchange.device
+    trace.append("\(now) device \(index) \(request) answered: \(String(describing: answer).prefix(100))")
+    let actions: [Core.Action]
+    switch (exchange.exchange, answer) {
+    case (.register, .registered(let registration)):
+      actions = devices[index].core.registerSucceeded(request, registration, now: now)
+    case (.register, .failed(let error)): actions = devices[index].core.registerFailed(request, error, now: now)
+    case (.poll, .events(let events)): actions = devices[index].core.pollSucceeded(request, events, now: now)
+    case (.poll, .failed(let error)): actions = devices[index].core.pollFailed(request, error, now: now)
+    case (.submit, .receipt(let receipt)): actions = devices[index].core.submitSucceeded(request, receipt, now: now)
+    case (.submit, .failed(let error)): actions = devices[index].core.submitFailed(request, error, now: now)
+    default: preconditionFailure("answer \(answer) does not fit \(exchange.exchange)")
+    }
+    perform(actions, on: index)
+  }
+
+  /// Fails a request before the server, while parked, or by losing its answer after the server acted.
+  private mutating func failRequest(_ request: RequestID, on device: Int) {
+    guard let position = position(of: request, on: device) else { return }
+    let exchange = outstanding.remove(at: position)
+    let error: TransportError = [
+      .connectionFailed(), .timedOut, .serverError(status: 503), .api(.rateLimitHit(retryAfter: .seconds(2))),
+      .api(.malformedResponse("garbled")),
+    ].randomElement(using: &random)!
+    if case .parked(let pollID) = exchange.progress { applyServer(server.pollCancelled(pollID, now: now)) }
+    trace.append("\(now) device \(exchange.device) \(request) fails with \(error)")
+    let index = exchange.device
+    let actions: [Core.Action]
+    switch exchange.exchange {
+    case .register: actions = devices[index].core.registerFailed(request, error, now: now)
+    case .poll: actions = devices[index].core.pollFailed(request, error, now: now)
+    case .submit: actions = devices[index].core.submitFailed(request, error, now: now)
+    }
+    perform(actions, on: index)
+  }
+}
