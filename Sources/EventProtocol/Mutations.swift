@@ -4,8 +4,14 @@ import Foundation
 ///
 /// The server remembers the last mutation id it applied per (user, client), so a mutation retried after a
 /// lost acknowledgement is applied at most once. Servers refuse ids longer than ``maximumLength``.
-public struct ClientID: RawRepresentable, Hashable, Codable, Sendable, CustomStringConvertible {
+public struct ClientID: RawRepresentable, Hashable, Codable, Sendable, ExpressibleByStringLiteral,
+  CustomStringConvertible
+{
   public let rawValue: String
+
+  public init(stringLiteral value: String) {
+    self.rawValue = value
+  }
 
   /// The longest client id a server accepts, in UTF-8 bytes.
   public static let maximumLength = 64

@@ -48,16 +48,16 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   }
 
   /// This installation's id, as the server knows its mutations.
-  public private(set) var clientID: ClientID
+  public internal(set) var clientID: ClientID
   /// The writes not yet confirmed, oldest first.
-  public private(set) var entries: [OutboxEntry<Mutation>]
+  public internal(set) var entries: [OutboxEntry<Mutation>]
   /// Writes the server refused, for the app to show until it dismisses them.
-  public private(set) var rejected: [RejectedMutation<Mutation>]
+  public internal(set) var rejected: [RejectedMutation<Mutation>]
   /// The id the next write gets.
-  public private(set) var nextMutationID: MutationID
+  public internal(set) var nextMutationID: MutationID
   /// Writes with ids below this one are in a saved record under ``clientID``; only they may be sent.
-  public private(set) var savedThrough: MutationID
-  private(set) var sending: Sending = .ready(failures: 0)
+  public internal(set) var savedThrough: MutationID
+  internal(set) var sending: Sending = .ready(failures: 0)
 
   /// An empty outbox for a new installation.
   public init(clientID: ClientID) {

@@ -131,4 +131,104 @@ struct UpdateMachineCoreOutboxTests {
     let (next, _) = restarted.submit(.post("more", to: [alice]), now: t0)
     #expect(next == MutationID(2))
   }
+
+  @Test("an own event arriving before the acknowledgement shows the write once and retires it at once")
+  func ownEventBeforeAcknowledgement() throws {
+    var harness = CoreHarness()
+    harness.startLive(notes: ["a"])
+    _ = harness.submit(.post("mine", to: [alice]), now: t0)
+    #expect(harness.core.displayedState == NoteSnapshot(notes: ["a", "mine"]))
+    let origin = MutationOrigin(clientID: try #require(harness.core.clientID), mutationID: MutationID(1))
+    let ownEvent = EventEnvelope<NoteEvent>(id: 0, body: .payload(.note(text: "mine")), origin: origin)
+    _ = harness.core.pollSucceeded(request(2), [ownEvent], now: t0)
+    #expect(harness.core.displayedState == NoteSnapshot(notes: ["a", "mine"]))
+    #expect(harness.core.confirmedState == NoteSnapshot(notes: ["a", "mine"]))
+    #expect(harness.core.pendingMutations.isEmpty)
+    #expect(harness.record.outbox.isEmpty)
+    let lateAcknowledgement = harness.core.submitSucceeded(
+      request(3),
+      MutationReceipt(applied: true, eventsThrough: [queueA: 0]),
+      now: t0
+    )
+    #expect(lateAcknowledgement.allSatisfy { if case .persist = $0 { true } else { false } })
+    #expect(harness.core.displayedState == NoteSnapshot(notes: ["a", "mine"]))
+  }
+
+  @Test("an event from another installation's write with the same mutation id retires nothing")
+  func otherClientsOriginIgnored() {
+    var harness = CoreHarness()
+    harness.startLive()
+    _ = harness.submit(.post("mine", to: [alice]), now: t0)
+    let theirs = EventEnvelope<NoteEvent>(
+      id: 0,
+      body: .payload(.note(text: "theirs")),
+      origin: MutationOrigin(clientID: "another-install", mutationID: MutationID(1))
+    )
+    _ = harness.core.pollSucceeded(request(2), [theirs], now: t0)
+    #expect(harness.core.pendingMutations.map(\.id) == [MutationID(1)])
+    #expect(harness.core.displayedState == NoteSnapshot(notes: ["theirs", "mine"]))
+  }
+
+  @Test("a write whose save failed is shown but not sent; the save is retried, then the write goes")
+  func notSentUntilSaved() throws {
+    var harness = CoreHarness()
+    harness.startLive()
+    let (id, actions) = harness.core.submit(.post("mine", to: [alice]), now: t0)
+    #expect(actions == [.persist(harness.record)])
+    #expect(harness.core.persistFailed(.writeFailed("disk full"), now: t0) == [])
+    #expect(harness.core.persistenceIssue == .writeFailed("disk full"))
+    #expect(harness.core.displayedState == NoteSnapshot(notes: ["mine"]))
+    #expect(harness.core.pushReceived(.init(), now: t0).allSatisfy { if case .submit = $0 { false } else { true } })
+    let retryAt = try #require(harness.core.nextWakeUp(after: t0.advanced(by: .milliseconds(1))))
+    #expect(retryAt <= t0.advanced(by: .milliseconds(100)))
+    let retried = harness.core.timerFired(now: retryAt)
+    #expect(retried.first == .persist(harness.record))
+    #expect(harness.core.persistFailed(.writeFailed("read-only file system"), now: retryAt) == [])
+    #expect(harness.core.persistenceIssue == .writeFailed("disk full"))
+    let sent = harness.core.persistSucceeded(harness.record, now: retryAt)
+    #expect(harness.core.persistenceIssue == nil)
+    guard case .submit(_, let body, _)? = sent.last else {
+      Issue.record("expected the write to go once saved, got \(sent)")
+      return
+    }
+    #expect(body.mutationID == id)
+  }
+
+  @Test("a crash after a failed save never reuses an id that reached the server")
+  func failedSaveThenCrash() throws {
+    var harness = CoreHarness()
+    harness.startLive()
+    let saved = harness.record
+    _ = harness.core.submit(.post("lost in the crash", to: [alice]), now: t0)
+    _ = harness.core.persistFailed(.writeFailed("disk full"), now: t0)
+    var restarted = CoreHarness(seed: 2)
+    _ = restarted.core.loaded(saved, now: t0)
+    let (id, actions) = restarted.submit(.post("after the crash", to: [alice]), now: t0)
+    #expect(id == MutationID(1))
+    let sent = actions.compactMap { if case .submit(_, let body, _) = $0 { body } else { nil } }
+    #expect(sent.map(\.mutation) == [.post("after the crash", to: [alice])])
+  }
+
+  @Test("MUTATION_ID_REUSED makes the outbox take a new client id, save, and send the write again")
+  func reusedIDRecovery() throws {
+    var harness = CoreHarness()
+    harness.startLive()
+    _ = harness.submit(.post("mine", to: [alice]), now: t0)
+    let oldClientID = try #require(harness.core.clientID)
+    let actions = harness.core.submitFailed(request(3), .api(.mutationIDReused(MutationID(1))), now: t0)
+    let newClientID = try #require(harness.core.clientID)
+    #expect(newClientID != oldClientID)
+    #expect(actions == [.persist(harness.record)])
+    #expect(harness.core.metrics.clientIDResets == 1)
+    let resent = harness.core.persistSucceeded(harness.record, now: t0)
+    #expect(
+      resent == [
+        .submit(
+          request(4),
+          MutationRequest(clientID: newClientID, mutationID: MutationID(1), mutation: .post("mine", to: [alice])),
+          queueID: queueA
+        )
+      ]
+    )
+  }
 }

@@ -1,0 +1,161 @@
+import EventProtocol
+import Testing
+
+@testable import UpdateMachine
+
+/// Whole-state tests of the outbox machine: each transition edits a copy of the old outbox into the
+/// expected one and compares whole values.
+@Suite("Outbox state machine")
+struct OutboxTests {
+  typealias Box = Outbox<String>
+
+  let client: ClientID = "client-1"
+  let receipt = MutationReceipt(applied: true, eventsThrough: ["q": 4])
+
+  func request(_ number: UInt64) -> RequestID { RequestID(rawValue: number) }
+
+  /// An outbox holding `texts` as m1, m2, …, all saved.
+  func savedOutbox(_ texts: String...) -> Box {
+    var outbox = Box(clientID: client)
+    for text in texts { _ = outbox.append(text, now: t0) }
+    outbox.saved(clientID: client, nextMutationID: outbox.nextMutationID)
+    return outbox
+  }
+
+  @Test("a write is not sendable until a save holding it succeeded")
+  func sendOnlyOnceSaved() {
+    var outbox = Box(clientID: client)
+    let id = outbox.append("a", now: t0)
+    #expect(id == MutationID(1))
+    let before = outbox
+    #expect(!outbox.canSend(now: t0))
+    let body = outbox.send(request(1), now: t0, deadline: t0)
+    #expect(body == nil)
+    #expect(outbox == before)
+    outbox.saved(clientID: "someone-else", nextMutationID: MutationID(2))
+    #expect(outbox == before)
+    outbox.saved(clientID: client, nextMutationID: MutationID(2))
+    #expect(outbox.canSend(now: t0))
+  }
+
+  @Test("sending marks the oldest unacknowledged write in flight with its deadline; one at a time")
+  func sendOneAtATime() {
+    var outbox = savedOutbox("a", "b")
+    var expected = outbox
+    let deadline = t0.advanced(by: .seconds(30))
+    let body = outbox.send(request(7), now: t0, deadline: deadline)
+    #expect(body == MutationRequest(clientID: client, mutationID: MutationID(1), mutation: "a"))
+    expected.entries[0].attempts = 1
+    expected.sending = .inFlight(request(7), mutation: MutationID(1), failures: 0, deadline: deadline)
+    #expect(outbox == expected)
+    #expect(!outbox.canSend(now: t0))
+    #expect(outbox.requestInFlight == request(7))
+    #expect(outbox.nextWakeUp == deadline)
+  }
+
+  @Test("an acknowledgement keeps the entry with its receipt until the finger shows it")
+  func acknowledgedThenConfirmed() {
+    var outbox = savedOutbox("a")
+    _ = outbox.send(request(1), now: t0, deadline: t0)
+    var expected = outbox
+    let wasOurs = outbox.acknowledged(request(1), receipt)
+    #expect(wasOurs)
+    expected.entries[0].receipt = receipt
+    expected.sending = .ready(failures: 0)
+    #expect(outbox == expected)
+    #expect(!outbox.canSend(now: t0))
+    outbox.confirm(by: EventFinger(queueID: "q", lastEventID: 3))
+    #expect(outbox == expected)
+    outbox.confirm(by: EventFinger(queueID: "q", lastEventID: 4))
+    expected.entries = []
+    #expect(outbox == expected)
+  }
+
+  @Test("an event whose origin is one of this client's writes retires it at once, even in flight")
+  func retiredByOrigin() {
+    var outbox = savedOutbox("a", "b")
+    _ = outbox.send(request(1), now: t0, deadline: t0)
+    var expected = outbox
+    outbox.eventsApplied([MutationOrigin(clientID: "other", mutationID: MutationID(1))])
+    #expect(outbox == expected)
+    outbox.eventsApplied([MutationOrigin(clientID: client, mutationID: MutationID(1))])
+    expected.entries.removeFirst()
+    #expect(outbox == expected)
+    let wasOurs = outbox.acknowledged(request(1), receipt)
+    #expect(wasOurs)
+    expected.sending = .ready(failures: 0)
+    #expect(outbox == expected)
+  }
+
+  @Test("a transient failure waits for the given backoff and counts; a refusal moves the write to rejected")
+  func failures() {
+    var outbox = savedOutbox("a", "b")
+    _ = outbox.send(request(1), now: t0, deadline: t0)
+    var expected = outbox
+    let retryAt = t0.advanced(by: .milliseconds(80))
+    let transient = outbox.failed(request(1), .connectionFailed(), wait: .milliseconds(80), now: t0)
+    #expect(transient == .willRetry(retryAt: retryAt))
+    expected.sending = .waiting(failures: 1, retryAt: retryAt)
+    #expect(outbox == expected)
+    #expect(outbox.consecutiveFailures == 1)
+    #expect(!outbox.canSend(now: t0) && outbox.canSend(now: retryAt))
+
+    _ = outbox.send(request(2), now: retryAt, deadline: retryAt)
+    let refusal = outbox.failed(request(2), .api(.badRequest("no")), wait: .zero, now: retryAt)
+    #expect(refusal == .rejected(MutationID(1)))
+    expected.entries.removeFirst()
+    expected.rejected = [RejectedMutation(id: MutationID(1), mutation: "a", reason: "no")]
+    expected.sending = .ready(failures: 0)
+    #expect(outbox == expected)
+    let lateAnswer = outbox.failed(request(2), .timedOut, wait: .zero, now: retryAt)
+    #expect(lateAnswer == .ignored)
+  }
+
+  @Test("MUTATION_ID_REUSED: a new client id renumbers every entry, and nothing goes until saved again")
+  func reusedIDsTakeANewClientID() {
+    var outbox = savedOutbox("a", "b", "c")
+    _ = outbox.send(request(1), now: t0, deadline: t0)
+    _ = outbox.acknowledged(request(1), receipt)
+    _ = outbox.send(request(2), now: t0, deadline: t0)
+    let reused = outbox.failed(request(2), .api(.mutationIDReused(MutationID(2))), wait: .zero, now: t0)
+    #expect(reused == .needsNewClientID)
+    outbox.adoptClientID("client-2")
+    #expect(outbox.clientID == "client-2")
+    #expect(outbox.entries.map(\.id) == [MutationID(1), MutationID(2), MutationID(3)])
+    #expect(outbox.entries.map(\.mutation) == ["a", "b", "c"])
+    #expect(outbox.entries.map(\.isAcknowledged) == [true, false, false])
+    #expect(outbox.nextMutationID == MutationID(4))
+    #expect(!outbox.canSend(now: t0))
+    outbox.saved(clientID: "client-2", nextMutationID: MutationID(4))
+    let resent = outbox.send(request(3), now: t0, deadline: t0)
+    #expect(resent?.mutationID == MutationID(2))
+  }
+
+  @Test("a request past its deadline is reported for cancelling; abandoning keeps the failure count")
+  func deadlines() {
+    var outbox = savedOutbox("a")
+    let deadline = t0.advanced(by: .seconds(30))
+    _ = outbox.send(request(1), now: t0, deadline: deadline)
+    #expect(outbox.timedOutRequest(now: deadline.advanced(by: .milliseconds(-1))) == nil)
+    #expect(outbox.timedOutRequest(now: deadline) == request(1))
+    #expect(outbox.abandonInFlight() == request(1))
+    #expect(outbox.canSend(now: t0))
+  }
+
+  @Test("retryNow ends a wait; dismissing rejections forgets them up to an id")
+  func retryNowAndDismiss() {
+    var outbox = savedOutbox("a", "b")
+    _ = outbox.send(request(1), now: t0, deadline: t0)
+    _ = outbox.failed(request(1), .connectionFailed(), wait: .seconds(9), now: t0)
+    outbox.retryNow()
+    #expect(outbox.sending == .ready(failures: 0))
+    _ = outbox.send(request(2), now: t0, deadline: t0)
+    _ = outbox.failed(request(2), .api(.badRequest("no")), wait: .zero, now: t0)
+    #expect(outbox.rejected.map(\.id) == [MutationID(1)])
+    let forgotNothing = !outbox.dismissRejections(through: MutationID(0))
+    #expect(forgotNothing)
+    let forgot = outbox.dismissRejections(through: MutationID(1))
+    #expect(forgot)
+    #expect(outbox.rejected.isEmpty)
+  }
+}
