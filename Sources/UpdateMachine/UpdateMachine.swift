@@ -64,7 +64,7 @@ public actor UpdateMachine<
   public init<Reducer: UpdateReducer, Transport: EventTransport, C: Clock>(
     reducer: Reducer,
     transport: Transport,
-    store: some UpdateStore,
+    store: any UpdateStore,
     clock: C,
     anchor: Timestamp? = nil,
     configuration: UpdateMachineConfiguration = .init(),
@@ -90,7 +90,7 @@ public actor UpdateMachine<
   public init<Reducer: UpdateReducer, Transport: EventTransport>(
     reducer: Reducer,
     transport: Transport,
-    store: some UpdateStore,
+    store: any UpdateStore,
     configuration: UpdateMachineConfiguration = .init(),
     lifecycle: AppLifecycle = .foreground,
     log: (@Sendable (UpdateMachineLogEvent) -> Void)? = nil

@@ -8,11 +8,11 @@ import Testing
 import UpdateMachine
 import UpdateMachineTesting
 
-private typealias NotesMachine = UpdateMachine<NoteSnapshot, NoteEvent, NoteBoard.Command>
-private typealias Snapshot = NotesMachine.Snapshot
+typealias NotesMachine = UpdateMachine<NoteSnapshot, NoteEvent, NoteBoard.Command>
+typealias NotesSnapshot = NotesMachine.Snapshot
 
 /// A server, a manual clock and a way to make alice's machines, shared by the session tests.
-private struct World {
+struct World {
   let clock = ManualClock()
   let server: EventServer<NoteBoard, ManualClock>
   let transport: FaultInjectingTransport<InProcessTransport<NoteBoard, ManualClock>, ManualClock>
@@ -33,17 +33,23 @@ private struct World {
     )
   }
 
-  func makeMachine(configure: (inout UpdateMachineConfiguration) -> Void = { _ in }) -> NotesMachine {
+  func makeMachine(
+    store: (any UpdateStore)? = nil,
+    seed: UInt64 = 11,
+    log: (@Sendable (UpdateMachineLogEvent) -> Void)? = nil,
+    configure: (inout UpdateMachineConfiguration) -> Void = { _ in }
+  ) -> NotesMachine {
     var configuration = UpdateMachineConfiguration()
     configure(&configuration)
     return UpdateMachine(
       reducer: NotesReducer(user: "alice"),
       transport: transport,
-      store: FileStore(url: storeURL),
+      store: store ?? FileStore(url: storeURL),
       clock: clock,
       anchor: clock.now,
       configuration: configuration,
-      random: SeededRandomNumberGenerator(seed: 11)
+      random: SeededRandomNumberGenerator(seed: seed),
+      log: log
     )
   }
 
@@ -68,14 +74,14 @@ private struct World {
 
 /// Waits, without sleeping, until a snapshot satisfies `condition`; the suite's time limit catches a hang.
 @discardableResult
-private func waitFor(_ machine: NotesMachine, _ condition: @Sendable (Snapshot) -> Bool) async -> Snapshot? {
+func waitFor(_ machine: NotesMachine, _ condition: @Sendable (NotesSnapshot) -> Bool) async -> NotesSnapshot? {
   for await snapshot in await machine.snapshots() where condition(snapshot) {
     return snapshot
   }
   return nil
 }
 
-private func isLive(_ snapshot: Snapshot) -> Bool {
+func isLive(_ snapshot: NotesSnapshot) -> Bool {
   if case .polling = snapshot.phase, snapshot.freshness.freshness == .live { return true }
   return false
 }
