@@ -440,7 +440,7 @@ where
     }
     let exchange = outstanding.remove(at: position)
     let index = exchange.device
-    trace.append("\(now) device \(index) \(request) answered: \(String(describing: answer).prefix(100))")
+    trace.append("\(now) device \(index) \(request) answered: \(describe(answer))")
     let actions: [Core.Action]
     switch (exchange.exchange, answer) {
     case (.register, .registered(let registration)):
@@ -453,6 +453,17 @@ where
     default: preconditionFailure("answer \(answer) does not fit \(exchange.exchange)")
     }
     perform(actions, on: index)
+  }
+
+  /// A short description with no dictionary in it, so a trace is the same on every run.
+  private func describe(_ answer: Answer) -> String {
+    switch answer {
+    case .registered(let registration): "registered \(registration.finger)"
+    case .events(let events): "events \(events.map(\.id))"
+    case .receipt(let receipt):
+      "receipt applied=\(receipt.applied) through \(receipt.eventsThrough.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" })"
+    case .failed(let error): "failed \(error)"
+    }
   }
 
   /// Fails a request before the server, while parked, or by losing its answer after the server acted.

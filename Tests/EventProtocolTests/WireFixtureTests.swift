@@ -193,3 +193,99 @@ struct MutationWireTests {
     )
   }
 }
+
+/// A multi-case event written with ``TaggedEventPayload``.
+private struct TodoAdded: Codable, Sendable, Equatable {
+  var todoID: String
+  var title: String
+}
+
+private struct TodoDone: Codable, Sendable, Equatable {
+  var todoID: String
+}
+
+private enum TodoEvent: TaggedEventPayload {
+  case added(TodoAdded)
+  case done(TodoDone)
+
+  static let knownEventTypes: Set<String> = ["todo_added", "todo_done"]
+
+  var eventType: String {
+    switch self {
+    case .added: "todo_added"
+    case .done: "todo_done"
+    }
+  }
+
+  var fields: any Encodable & Sendable {
+    switch self {
+    case .added(let fields): fields
+    case .done(let fields): fields
+    }
+  }
+
+  init(type: String, from decoder: any Decoder) throws {
+    switch type {
+    case "todo_added": self = .added(try TodoAdded(from: decoder))
+    default: self = .done(try TodoDone(from: decoder))
+    }
+  }
+}
+
+@Suite("Wire format: events with several cases, origins, ordering, duplicate keys")
+struct WireShapeTests {
+  @Test("a tagged multi-case event puts its fields beside id and type, and reads back")
+  func taggedEvents() throws {
+    let reply = EventsReply<TodoEvent>(
+      events: [
+        EventEnvelope(id: 0, body: .payload(.added(TodoAdded(todoID: "t1", title: "Milk")))),
+        EventEnvelope(id: 1, body: .payload(.done(TodoDone(todoID: "t1")))),
+      ],
+      queueID: "q"
+    )
+    let body = try WireFormat.encode(reply)
+    let text = String(decoding: body, as: UTF8.self)
+    #expect(text.contains(#"{"id":0,"title":"Milk","todoID":"t1","type":"todo_added"}"#))
+    #expect(text.contains(#"{"id":1,"todoID":"t1","type":"todo_done"}"#))
+    #expect(try WireFormat.decode(EventsReply<TodoEvent>.self, from: body) == reply)
+  }
+
+  @Test("an event's origin is a nested object on the wire, and absent when there is none")
+  func originOnTheWire() throws {
+    let origin = MutationOrigin(clientID: "phone", mutationID: MutationID(7))
+    let reply = EventsReply<TodoEvent>(
+      events: [EventEnvelope(id: 3, body: .payload(.done(TodoDone(todoID: "t"))), origin: origin)],
+      queueID: nil
+    )
+    let text = String(decoding: try WireFormat.encode(reply), as: UTF8.self)
+    #expect(text.contains(#""origin":{"client_id":"phone","mutation_id":7}"#))
+    #expect(try WireFormat.decode(EventsReply<TodoEvent>.self, from: Data(text.utf8)).events[0].origin == origin)
+  }
+
+  @Test("a reply whose event ids do not strictly increase is a malformed response")
+  func outOfOrderRefused() {
+    let body = #"{"result": "success", "msg": "", "events": [{"id": 2, "type": "x"}, {"id": 1, "type": "x"}]}"#
+    #expect(throws: EventAPIError.self) {
+      _ = try WireFormat.decode(EventsReply<TodoEvent>.self, from: Data(body.utf8))
+    }
+    do {
+      _ = try WireFormat.decode(EventsReply<TodoEvent>.self, from: Data(body.utf8))
+    } catch {
+      #expect(error.code == .malformedResponse)
+    }
+  }
+
+  @Test("when a JSON object repeats a key, the first value is the one decoded")
+  func duplicateKeysFirstWins() throws {
+    let body = #"{"result": "success", "msg": "", "queue_id": "first", "queue_id": "second", "events": []}"#
+    #expect(try WireFormat.decode(EventsReply<TodoEvent>.self, from: Data(body.utf8)).queueID == "first")
+  }
+
+  @Test("MUTATION_ID_REUSED round-trips as its own code")
+  func reusedCode() throws {
+    let body = try WireFormat.encode(EventAPIError.mutationIDReused(MutationID(3)))
+    #expect(throws: EventAPIError.mutationIDReused(MutationID(3))) {
+      _ = try WireFormat.decode(EventsReply<TodoEvent>.self, from: body)
+    }
+  }
+}

@@ -79,4 +79,32 @@ struct StoreTests {
       }
     }
   }
+
+  @Test("a file store creates its missing folder on the first save")
+  func fileStoreCreatesFolder() throws {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("new-\(UUID())/Application Support")
+    defer { try? FileManager.default.removeItem(at: folder.deletingLastPathComponent()) }
+    let store = FileStore(
+      url: folder.appendingPathComponent("sync.json"),
+      protection: .completeUntilFirstUserAuthentication
+    )
+    try store.save(Data("first".utf8))
+    #expect(try store.load() == Data("first".utf8))
+  }
+
+  @Test("temporary files left by a crash in the middle of a save are removed at load")
+  func leftoverTemporaryFilesRemoved() throws {
+    let url = temporaryURL()
+    defer { try? FileManager.default.removeItem(at: url) }
+    let folder = url.deletingLastPathComponent()
+    let leftover = folder.appendingPathComponent(".\(url.lastPathComponent).crashed.tmp")
+    let unrelated = folder.appendingPathComponent(".unrelated-\(UUID()).tmp")
+    defer { try? FileManager.default.removeItem(at: unrelated) }
+    try Data("half a rec".utf8).write(to: leftover)
+    try Data("someone else's".utf8).write(to: unrelated)
+    try FileStore(url: url).save(Data("whole".utf8))
+    #expect(try FileStore(url: url).load() == Data("whole".utf8))
+    #expect(!FileManager.default.fileExists(atPath: leftover.path))
+    #expect(FileManager.default.fileExists(atPath: unrelated.path))
+  }
 }

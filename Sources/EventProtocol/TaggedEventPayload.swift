@@ -1,0 +1,63 @@
+/// An event type with several cases whose fields sit beside the envelope's `id` and `type` on the wire.
+///
+/// A synthesized `Codable` enum nests each case (`{"added": {"_0": {…}}}`); Zulip-shaped events are flat
+/// (`{"id": 4, "type": "todo_added", "title": "Milk"}`). Give each case a `Codable` struct of its fields,
+/// say which wire type each case has, and decode a case from its type: this protocol writes the rest.
+///
+/// ```swift
+/// struct TodoAdded: Codable, Sendable, Equatable { var todoID: String; var title: String }
+/// struct TodoDone: Codable, Sendable, Equatable { var todoID: String }
+///
+/// enum TodoEvent: TaggedEventPayload {
+///   case added(TodoAdded)
+///   case done(TodoDone)
+///
+///   static let knownEventTypes: Set<String> = ["todo_added", "todo_done"]
+///
+///   var eventType: String {
+///     switch self {
+///     case .added: "todo_added"
+///     case .done: "todo_done"
+///     }
+///   }
+///
+///   var fields: any Encodable & Sendable {
+///     switch self {
+///     case .added(let fields): fields
+///     case .done(let fields): fields
+///     }
+///   }
+///
+///   init(type: String, from decoder: any Decoder) throws {
+///     switch type {
+///     case "todo_added": self = .added(try TodoAdded(from: decoder))
+///     default: self = .done(try TodoDone(from: decoder))
+///     }
+///   }
+/// }
+/// ```
+///
+/// The keys `id`, `type` and `origin` belong to the envelope; a case's fields must not use them.
+public protocol TaggedEventPayload: EventPayload {
+  /// The fields of this case, encoded beside `id` and `type`.
+  var fields: any Encodable & Sendable { get }
+
+  /// Decodes the case whose wire type is `type` (one of ``EventPayload/knownEventTypes``).
+  init(type: String, from decoder: any Decoder) throws
+}
+
+extension TaggedEventPayload {
+  public init(from decoder: any Decoder) throws {
+    let type = try decoder.container(keyedBy: TypeKey.self).decode(String.self, forKey: .type)
+    try self.init(type: type, from: decoder)
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    try fields.encode(to: encoder)
+  }
+}
+
+/// The envelope's `type` key, read by ``TaggedEventPayload`` to pick a case.
+private enum TypeKey: String, CodingKey {
+  case type
+}
