@@ -4,69 +4,6 @@ import Foundation
 import Testing
 import UpdateMachine
 
-// EXAMPLE-BEGIN
-/// An event: someone said hello. Its fields go on the wire beside `id` and `type`.
-struct Greeting: EventPayload {
-  static let knownEventTypes: Set<String> = ["greeting"]
-  var eventType: String { "greeting" }
-  var text: String
-}
-
-/// The app's state, as a registration's snapshot carries it.
-struct Greetings: Codable, Sendable, Equatable {
-  var all: [String] = []
-}
-
-/// The server side: everyone sees every greeting.
-struct GreetingBoard: ServerApplication {
-  var greetings = Greetings()
-  let everyone: [UserID] = ["alice", "bob"]
-
-  func snapshot(for user: UserID) -> Greetings { greetings }
-
-  mutating func handle(_ text: String, from user: UserID) throws(CommandRejection) -> [Delivery<Greeting>] {
-    greetings.all.append(text)
-    return [Delivery(to: everyone, event: Greeting(text: text))]
-  }
-}
-
-/// The client side: how an event changes the state, and how a pending write looks meanwhile.
-struct GreetingsReducer: UpdateReducer {
-  var initialState: Greetings { Greetings() }
-
-  func apply(_ event: Greeting, to state: inout Greetings) throws(ReducerError) {
-    state.all.append(event.text)
-  }
-
-  func applyOptimistically(_ text: String, to state: inout Greetings) {
-    state.all.append(text)
-  }
-}
-
-/// An app embedding the engine: start it, observe it, tell it about the lifecycle and pushes, write, stop.
-func runGreetingsApp(storeURL: URL) async -> Greetings? {
-  let server = EventServer(application: GreetingBoard())
-  let machine = UpdateMachine(
-    reducer: GreetingsReducer(),
-    transport: InProcessTransport(server: server, user: "alice"),
-    store: FileStore(url: storeURL)
-  )
-  await machine.start()  // loads the file, then registers (or resumes polling)
-  _ = await machine.submit("hello from alice")  // outbox: persisted, retried, applied once
-  await machine.enteredBackground()  // no long-poll in the background
-  await machine.pushReceived()  // a push hint: fetch at once
-  await machine.enteredForeground()  // long-poll again
-
-  var shown: Greetings?
-  for await snapshot in await machine.snapshots() {
-    shown = snapshot.state  // confirmed state plus pending writes
-    if snapshot.pendingMutations.isEmpty, snapshot.freshness.freshness == .live { break }
-  }
-  await machine.stop()
-  return shown
-}
-// EXAMPLE-END
-
 @Suite("Documentation examples", .timeLimit(.minutes(1)))
 struct DocumentationExampleTests {
   @Test("the embedding example runs: the write is applied once and confirmed by its event")
@@ -83,9 +20,9 @@ struct DocumentationExampleTests {
     arguments: ["README.md", "docs/embedding.md"]
   )
   func documentsMatch(document: String) throws {
-    let source = try String(contentsOfFile: #filePath, encoding: .utf8)
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-      .deletingLastPathComponent()
+    let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    let source = try String(contentsOf: folder.appendingPathComponent("DocumentationExample.swift"), encoding: .utf8)
+    let root = folder.deletingLastPathComponent().deletingLastPathComponent()
     let text = try String(contentsOf: root.appendingPathComponent(document), encoding: .utf8)
     let begin = try #require(source.range(of: "// EXAMPLE-BEGIN\n"))
     let end = try #require(source.range(of: "// EXAMPLE-END"))
