@@ -57,7 +57,7 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   public internal(set) var nextMutationID: MutationID
   /// Writes with ids below this one are in a saved record under ``clientID``; only they may be sent.
   public internal(set) var savedThrough: MutationID
-  internal(set) var sending: Sending = .ready(failures: 0)
+  var sending: Sending = .ready(failures: 0)
 
   /// An empty outbox for a new installation.
   public init(clientID: ClientID) {

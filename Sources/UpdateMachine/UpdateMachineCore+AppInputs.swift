@@ -1,0 +1,142 @@
+import EventProtocol
+
+/// What the app tells the core: writes, timers, the lifecycle, the network, credentials and pushes.
+extension UpdateMachineCore {
+  /// The app submits a mutation. It shows at once (optimistically) and is sent once a save holding it
+  /// succeeds.
+  /// - Returns: The mutation's id and the actions.
+  public mutating func submit(_ mutation: Mutation, now: Timestamp) -> (MutationID, [Action]) {
+    precondition(isLoaded, "submit before the persisted data was loaded")
+    let id = outbox!.append(mutation, now: now)
+    return (id, [.persist(persistedRecord())] + proceed(now: now))
+  }
+
+  /// The app has shown the refused mutations up to `id` to the user: forget them.
+  public mutating func rejectionsDismissed(through id: MutationID, now: Timestamp) -> [Action] {
+    outbox?.dismissRejections(through: id) == true ? [.persist(persistedRecord())] : []
+  }
+
+  /// A timer the shell set for ``nextWakeUp(after:)`` went off: retries, background polls, a save retry,
+  /// and requests whose deadline passed (cancelled and counted as timeouts).
+  public mutating func timerFired(now: Timestamp) -> [Action] {
+    guard isLoaded else { return [] }
+    var actions: [Action] = []
+    if case .failing(_, _, let retryAt) = saving, retryAt <= now { actions.append(.persist(persistedRecord())) }
+    if let inFlight, inFlight.deadline <= now {
+      actions.append(.cancel(inFlight.request))
+      switch inFlight {
+      case .register(let request, _): actions += registerFailed(request, .timedOut, now: now)
+      case .poll(let request, _, _): actions += pollFailed(request, .timedOut, now: now)
+      }
+    }
+    if let request = outbox?.timedOutRequest(now: now) {
+      actions.append(.cancel(request))
+      actions += submitFailed(request, .timedOut, now: now)
+    }
+    return actions + proceed(now: now)
+  }
+
+  /// The app went to the background: the long-poll stops; the machine polls every background interval.
+  public mutating func enteredBackground(now: Timestamp) -> [Action] {
+    guard lifecycle == .foreground else { return [] }
+    lifecycle = .background
+    disconnectedSince = disconnectedSince ?? now
+    var actions: [Action] = []
+    if case .polling(let finger) = phase {
+      if case .poll(let request, _, _) = inFlight {
+        actions.append(.cancel(request))
+        inFlight = nil
+      }
+      phase = .idle(finger, nextPollAt: configuration.backgroundPollInterval.map(now.advanced(by:)))
+    }
+    return actions + proceed(now: now)
+  }
+
+  /// The app came to the foreground: poll again at once. A wait caused by connection failures is cut short
+  /// and its backoff reset; a wait caused by 5xx or a rate limit is kept.
+  public mutating func enteredForeground(now: Timestamp) -> [Action] {
+    guard lifecycle == .background else { return [] }
+    lifecycle = .foreground
+    if case .idle(let finger, _) = phase { phase = .polling(finger) }
+    return retryConnectionFailuresNow(now: now)
+  }
+
+  /// The platform reports a usable network path again: like coming to the foreground for connection
+  /// failures, the wait is cut short and the backoff reset (the outbox's too).
+  public mutating func networkBecameAvailable(now: Timestamp) -> [Action] {
+    retryConnectionFailuresNow(now: now)
+  }
+
+  /// The platform reports that the network is gone: the register or poll under way is cancelled and
+  /// counted as a connection failure at once (instead of waiting for its deadline), so freshness says so;
+  /// retries continue with backoff in case the report was wrong.
+  public mutating func networkLost(now: Timestamp) -> [Action] {
+    guard isLoaded else { return [] }
+    var actions: [Action] = []
+    let lost = TransportError.connectionFailed("network lost")
+    switch inFlight {
+    case .register(let request, _): actions += [.cancel(request)] + registerFailed(request, lost, now: now)
+    case .poll(let request, _, _): actions += [.cancel(request)] + pollFailed(request, lost, now: now)
+    case nil: disconnectedSince = disconnectedSince ?? now
+    }
+    if let request = outbox?.requestInFlight {
+      actions += [.cancel(request)] + submitFailed(request, lost, now: now)
+    }
+    return actions
+  }
+
+  /// After ``Phase/stopped(_:finger:)``: the app refreshed the credentials; start again with the kept state,
+  /// finger and outbox.
+  public mutating func resume(now: Timestamp) -> [Action] {
+    guard case .stopped(_, let finger) = phase else { return [] }
+    failure = nil
+    disconnectedSince = disconnectedSince ?? now
+    if let finger {
+      phase = lifecycle == .foreground ? .polling(finger) : .idle(finger, nextPollAt: now)
+    } else {
+      phase = .stale
+    }
+    return proceed(now: now)
+  }
+
+  /// A push notification hinted that something changed. A hint naming an event already applied does
+  /// nothing; otherwise the machine polls at once without blocking (or registers, or retries, now).
+  public mutating func pushReceived(_ hint: PushHint, now: Timestamp) -> [Action] {
+    metrics.pushHints += 1
+    if let eventID = hint.lastEventID, let finger = phase.finger,
+      hint.queueID == nil || hint.queueID == finger.queueID, eventID <= finger.lastEventID
+    {
+      metrics.pushHintsLate += 1
+      return []
+    }
+    switch phase {
+    case .polling(let finger):
+      switch inFlight {
+      case .poll(let request, longPoll: true, _):
+        inFlight = nil
+        return [.cancel(request)] + startPoll(finger, dontBlock: true, now: now)
+      case .poll, .register:
+        metrics.pushHintsRedundant += 1
+        return []
+      case nil:
+        return proceed(now: now)
+      }
+    case .idle(let finger, _):
+      guard inFlight == nil else {
+        metrics.pushHintsRedundant += 1
+        return []
+      }
+      phase = .idle(finger, nextPollAt: now)
+    case .pollFailed(let finger, let attempt, _):
+      phase = .pollFailed(finger, attempt: attempt, retryAt: now)
+    case .registerFailed(let attempt, _):
+      phase = .registerFailed(attempt: attempt, retryAt: now)
+    case .registering:
+      metrics.pushHintsRedundant += 1
+      return []
+    case .stale, .stopped:
+      break
+    }
+    return proceed(now: now)
+  }
+}
