@@ -5,7 +5,7 @@
 /// HTTP client speaking the JSON in `docs/protocol.md` is another.
 ///
 /// ```swift
-/// let registration = try await transport.register(eventTypes: nil, lifespan: nil)
+/// let registration = try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil)
 /// let events = try await transport.poll(after: registration.finger, dontBlock: false)
 /// ```
 public protocol EventTransport<State, Event, Mutation>: Sendable {
@@ -16,9 +16,18 @@ public protocol EventTransport<State, Event, Mutation>: Sendable {
   /// The writes the client sends.
   associatedtype Mutation: Codable & Sendable & Equatable
 
-  /// Registers a queue and fetches the snapshot atomic with it.
+  /// Registers a queue for this installation and fetches the snapshot atomic with it.
+  /// - Parameters:
+  ///   - eventTypes: The event types to queue; `nil` for all.
+  ///   - lifespan: The idle timeout to ask for.
+  ///   - clientID: The installation registering, so the server knows which installation a queue serves
+  ///     (for push notifications).
   /// - Throws: ``TransportError``.
-  func register(eventTypes: Set<String>?, lifespan: Duration?) async throws(TransportError) -> Registration<State>
+  func register(
+    eventTypes: Set<String>?,
+    lifespan: Duration?,
+    clientID: ClientID?
+  ) async throws(TransportError) -> Registration<State>
 
   /// Polls for the events after `finger`, acknowledging everything up to it.
   /// - Throws: ``TransportError``; `CancellationError`-like cancellation surfaces as ``TransportError/cancelled``.

@@ -9,6 +9,9 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   public let id: QueueID
   /// The user who registered the queue and alone may poll it.
   public let user: UserID
+  /// The installation that registered it, when it said: push notifications for that installation name
+  /// this queue.
+  public let clientID: ClientID?
   /// The event types the queue accepts; `nil` accepts all. Heartbeats bypass the filter.
   public let eventTypes: Set<String>?
   /// How long the queue lives without contact.
@@ -32,9 +35,11 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     public var heartbeatAt: Timestamp
   }
 
-  init(id: QueueID, user: UserID, eventTypes: Set<String>?, idleTimeout: Duration, now: Timestamp) {
+  init(id: QueueID, user: UserID, clientID: ClientID?, eventTypes: Set<String>?, idleTimeout: Duration, now: Timestamp)
+  {
     self.id = id
     self.user = user
+    self.clientID = clientID
     self.eventTypes = eventTypes
     self.idleTimeout = idleTimeout
     self.lastContact = now
@@ -78,6 +83,7 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   private enum CodingKeys: String, CodingKey {
     case id
     case user
+    case clientID
     case eventTypes
     case idleTimeout
     case nextEventID

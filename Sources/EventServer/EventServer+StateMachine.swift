@@ -32,6 +32,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   public enum Action: Sendable, Equatable {
     /// Answer the poll `PollID` with the outcome.
     case completePoll(PollID, PollOutcome)
+    /// Send a push notification through the push gateway.
+    case sendPush(PushNotification)
   }
 
   /// The application whose state the queues follow.
@@ -46,6 +48,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   private var parkedPolls: [PollID: QueueID] = [:]
   /// The recent mutation decisions of each (user, client), so a retried mutation is applied at most once.
   public private(set) var mutationMemory = MutationMemory()
+  /// Which installations get push notifications, and when.
+  public private(set) var pushRegistry = PushRegistry()
   /// When expired queues are next swept away.
   public private(set) var nextSweepAt: Timestamp
   private var random: any RandomNumberGenerator & Sendable
@@ -71,9 +75,10 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// The earliest time at which ``timerFired(now:)`` has work: a heartbeat or a sweep.
   /// - Complexity: O(*p*) in the parked polls.
   public var nextDeadline: Timestamp {
-    parkedPolls.values.reduce(nextSweepAt) { earliest, queueID in
+    let earliest = parkedPolls.values.reduce(nextSweepAt) { earliest, queueID in
       min(earliest, queues[queueID]?.parkedPoll?.heartbeatAt ?? earliest)
     }
+    return min(earliest, pushRegistry.nextDueAt ?? earliest)
   }
 
   /// How many polls are parked.
@@ -95,12 +100,14 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   ///   - user: The registering user, who alone may poll the queue.
   ///   - eventTypes: The event types to queue; `nil` for all. Heartbeats are always queued.
   ///   - lifespan: The idle timeout asked for; `nil` or zero for the default, capped at the maximum.
+  ///   - clientID: The installation the queue serves, when the client said (for push notifications).
   ///   - now: The current time.
   /// - Returns: The registration (queue id, `lastEventID` -1, snapshot) and the actions to perform.
   public mutating func register(
     user: UserID,
     eventTypes: Set<String>?,
     lifespan: Duration?,
+    clientID: ClientID? = nil,
     now: Timestamp
   ) -> (Registration<Application.Snapshot>, [Action]) {
     var actions: [Action] = []
@@ -118,6 +125,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     let queue = EventQueue<Event>(
       id: queueID,
       user: user,
+      clientID: clientID,
       eventTypes: eventTypes,
       idleTimeout: configuration.idleTimeout(forLifespan: lifespan),
       now: now
@@ -228,22 +236,67 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       throw .badRequest(error.reason)
     }
     var actions: [Action] = []
+    var notified: [UserID] = []
+    var servedByPoll: Set<MutationSource> = []
     for delivery in deliveries {
       let fits = fitsSizeLimit(delivery.event)
       var seen: Set<UserID> = []
       for recipient in delivery.recipients where seen.insert(recipient).inserted {
+        if !notified.contains(recipient) { notified.append(recipient) }
         for queueID in queueIDs(of: recipient) where queues[queueID]!.accepts(delivery.event.eventType) {
           guard fits else {
             // Too big to queue: the client re-registers and finds the change in its snapshot.
             removeQueue(queueID, actions: &actions)
             continue
           }
+          if queues[queueID]!.parkedPoll != nil, let clientID = queues[queueID]!.clientID {
+            servedByPoll.insert(MutationSource(user: recipient, clientID: clientID))
+          }
           let eventOrigin = recipient == user ? origin : nil
           push(.payload(delivery.event), origin: eventOrigin, to: queueID, now: now, actions: &actions)
         }
       }
     }
+    for recipient in notified {
+      for installation in pushRegistry.installations(of: recipient) {
+        if servedByPoll.contains(installation) {
+          pushRegistry.servedByPoll(installation)
+          continue
+        }
+        if pushRegistry.eventsQueued(for: installation, now: now, interval: configuration.pushInterval) == .sendNow {
+          actions.append(.sendPush(composePush(for: installation, now: now)))
+        }
+      }
+    }
     return actions
+  }
+
+  /// A device registers its push token for one of `user`'s installations.
+  public mutating func registerPushToken(_ token: PushToken, user: UserID, clientID: ClientID, now: Timestamp) {
+    pushRegistry.register(token: token, for: MutationSource(user: user, clientID: clientID))
+  }
+
+  /// The platform reported `token` invalid: the installations using it get no more pushes.
+  public mutating func pushTokenInvalid(_ token: PushToken, now: Timestamp) {
+    pushRegistry.tokenInvalid(token)
+  }
+
+  /// The push for `installation`, composed now: its live queue's latest id and pending events when they fit
+  /// the payload limit, the bare hint when they do not, and an empty hint when its queue has expired.
+  private func composePush(for installation: MutationSource, now: Timestamp) -> PushNotification {
+    let token = pushRegistry.entries[installation]!.token
+    let liveQueue = queueIDs(of: installation.user).reversed().lazy.compactMap { self.queues[$0] }
+      .first { $0.clientID == installation.clientID && !$0.isExpired(at: now) }
+    var payload = PushPayload<Event>(queueID: nil, lastEventID: nil, events: nil)
+    if let liveQueue {
+      payload = PushPayload(queueID: liveQueue.id, lastEventID: liveQueue.lastEventID, events: liveQueue.events)
+    }
+    var bytes = (try? WireFormat.encode(payload)).map { [UInt8]($0) } ?? []
+    if bytes.count > configuration.maximumPushPayloadBytes {
+      payload.events = nil
+      bytes = (try? WireFormat.encode(payload)).map { [UInt8]($0) } ?? []
+    }
+    return PushNotification(token: token, installation: installation, payload: bytes)
   }
 
   private func fitsSizeLimit(_ event: Event) -> Bool {
@@ -335,6 +388,9 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       mutationMemory.forget(seenBefore: now.advanced(by: configuration.mutationMemoryLifetime.saturatingNegated))
       nextSweepAt = now.advanced(by: configuration.sweepInterval)
     }
+    for installation in pushRegistry.duePushes(now: now) {
+      actions.append(.sendPush(composePush(for: installation, now: now)))
+    }
     return actions
   }
 
@@ -351,7 +407,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   public func dump() -> QueueDump<Event> {
     QueueDump(
       queues: queues.keys.sorted().map { queues[$0]! },
-      mutations: mutationMemory.records
+      mutations: mutationMemory.records,
+      pushes: pushRegistry.records
     )
   }
 
@@ -366,6 +423,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       removeQueue(queueID, notifyApplication: false, actions: &actions)
     }
     mutationMemory = MutationMemory(records: dump.mutations)
+    pushRegistry = PushRegistry(records: dump.pushes)
     for var queue in dump.queues {
       queue.lastContact = now
       queue.parkedPoll = nil

@@ -21,6 +21,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
 
   private var machine: Machine
   private let timeline: Timeline<C>
+  private let pushGateway: any PushGateway
   private var waiters: [PollID: CheckedContinuation<Machine.PollOutcome, Never>] = [:]
   private var parkedWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
   private var timerWaiters: [(instant: Timestamp, continuation: CheckedContinuation<Void, Never>)] = []
@@ -37,15 +38,18 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ///   - clock: The clock for heartbeats, expiry and sweeps.
   ///   - anchor: The timestamp the clock's current instant stands for; the wall clock's when `nil`.
   ///   - random: The source of queue ids and heartbeat jitter.
+  ///   - pushGateway: Where push notifications go; none are sent by default.
   public init(
     application: Application,
     configuration: EventServerConfiguration = .init(),
     clock: C,
     anchor: Timestamp? = nil,
-    random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()
+    random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
+    pushGateway: any PushGateway = NoPushGateway()
   ) {
     let timeline = Timeline(clock: clock, anchor: anchor)
     self.timeline = timeline
+    self.pushGateway = pushGateway
     self.machine = Machine(application: application, configuration: configuration, random: random, now: timeline.now())
   }
 
@@ -66,16 +70,19 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ///   - user: The registering user.
   ///   - eventTypes: The event types to queue; `nil` for all.
   ///   - lifespan: The idle timeout asked for; `nil` or zero for 600 s, capped at 7 days.
+  ///   - clientID: The installation registering, whose push notifications name this queue.
   /// - Returns: The queue id, `lastEventID` (-1) and the snapshot.
   public func register(
     user: UserID,
     eventTypes: Set<String>? = nil,
-    lifespan: Duration? = nil
+    lifespan: Duration? = nil,
+    clientID: ClientID? = nil
   ) -> Registration<Application.Snapshot> {
     let (registration, actions) = machine.register(
       user: user,
       eventTypes: eventTypes,
       lifespan: lifespan,
+      clientID: clientID,
       now: timeline.now()
     )
     perform(actions)
@@ -158,6 +165,12 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     return receipt
   }
 
+  /// Registers the push token of one of `user`'s installations (its client id); it gets a push whenever
+  /// an event is queued for the user while it is not long-polling.
+  public func registerPushToken(_ token: PushToken, user: UserID, clientID: ClientID) {
+    machine.registerPushToken(token, user: user, clientID: clientID, now: timeline.now())
+  }
+
   /// Writes every queue to `url` atomically, for a restart.
   /// - Throws: An encoding or file-system error.
   public func dumpQueues(to url: URL) throws {
@@ -205,6 +218,10 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
 
   // MARK: - Performing actions
 
+  private func pushTokenInvalid(_ token: PushToken) {
+    machine.pushTokenInvalid(token, now: timeline.now())
+  }
+
   private func cancelPoll(_ pollID: PollID) {
     perform(machine.pollCancelled(pollID, now: timeline.now()))
   }
@@ -224,6 +241,10 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       switch action {
       case .completePoll(let pollID, let outcome):
         waiters.removeValue(forKey: pollID)?.resume(returning: outcome)
+      case .sendPush(let push):
+        Task { [pushGateway] in
+          if await pushGateway.send(push) == .tokenInvalid { await self.pushTokenInvalid(push.token) }
+        }
       }
     }
     if !parkedWaiters.isEmpty {

@@ -32,6 +32,13 @@ public struct EventServerConfiguration: Sendable, Hashable {
   /// re-registers and gets the change in its snapshot.
   public var maximumEventBytes: Int? = 256 << 10
 
+  /// The shortest time between two pushes to one installation; pushes in between are coalesced into one
+  /// sent at the end of the interval, composed then. Default 10 s.
+  public var pushInterval: Duration = .seconds(10)
+  /// The largest push payload, in bytes of JSON; events that do not fit are left out (the hint remains).
+  /// Default 4 KiB, like the platforms' push payloads.
+  public var maximumPushPayloadBytes: Int = 4096
+
   /// The default configuration.
   public init() {}
 

@@ -9,7 +9,7 @@ import Foundation
 ///
 /// ```swift
 /// let transport = InProcessTransport(server: server, user: "alice")
-/// let registration = try await transport.register(eventTypes: nil, lifespan: nil)
+/// let registration = try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil)
 /// ```
 public struct InProcessTransport<Application: ServerApplication, C: Clock>: EventTransport
 where C.Duration == Duration, Application.Command: Codable & Equatable {
@@ -33,9 +33,10 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
 
   public func register(
     eventTypes: Set<String>?,
-    lifespan: Duration?
+    lifespan: Duration?,
+    clientID: ClientID?
   ) async throws(TransportError) -> Registration<State> {
-    let registration = await server.register(user: user, eventTypes: eventTypes, lifespan: lifespan)
+    let registration = await server.register(user: user, eventTypes: eventTypes, lifespan: lifespan, clientID: clientID)
     return try wire(registration)
   }
 

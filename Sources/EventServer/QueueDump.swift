@@ -12,12 +12,30 @@ public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
   public var queues: [EventQueue<Event>]
   /// The last mutation decided per (user, client), so retries stay at most once across the restart.
   public var mutations: [MutationRecord]
+  /// The installations' push registrations.
+  public var pushes: [PushRecord]
 
   /// Creates a QueueDump from its parts.
-  public init(queues: [EventQueue<Event>], mutations: [MutationRecord] = []) {
+  public init(queues: [EventQueue<Event>], mutations: [MutationRecord] = [], pushes: [PushRecord] = []) {
     self.version = Self.currentVersion
     self.queues = queues
     self.mutations = mutations
+    self.pushes = pushes
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case version
+    case queues
+    case mutations
+    case pushes
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    self.version = try container.decode(Int.self, forKey: .version)
+    self.queues = try container.decode([EventQueue<Event>].self, forKey: .queues)
+    self.mutations = try container.decodeIfPresent([MutationRecord].self, forKey: .mutations) ?? []
+    self.pushes = try container.decodeIfPresent([PushRecord].self, forKey: .pushes) ?? []
   }
 
   /// Decodes a dump, checking its format version before anything else.

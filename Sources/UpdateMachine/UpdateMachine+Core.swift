@@ -23,8 +23,8 @@ public struct UpdateMachineCore<
 {
   /// What the shell must do, in order.
   public enum Action: Equatable, Sendable {
-    /// Send a register request.
-    case register(RequestID, eventTypes: Set<String>?, lifespan: Duration?)
+    /// Send a register request for this installation.
+    case register(RequestID, eventTypes: Set<String>?, lifespan: Duration?, clientID: ClientID)
     /// Send a poll; the core times it out itself after `timeout` (a transport may use it as its own).
     case poll(RequestID, EventFinger, dontBlock: Bool, timeout: Duration)
     /// Send a mutation from the outbox.
@@ -36,17 +36,33 @@ public struct UpdateMachineCore<
   }
 
   /// A push notification's hint that something changed.
-  public struct PushHint: Hashable, Sendable {
+  public struct PushHint: Equatable, Sendable {
     /// The queue the hint is about, when the server said.
     public var queueID: QueueID?
     /// The server's latest event id for that queue, when the server said.
     public var lastEventID: Int?
+    /// The queue's unacknowledged events, when the push carried them.
+    public var events: [EventEnvelope<Event>]?
 
     /// Creates a PushHint from its parts.
-    public init(queueID: QueueID? = nil, lastEventID: Int? = nil) {
+    public init(queueID: QueueID? = nil, lastEventID: Int? = nil, events: [EventEnvelope<Event>]? = nil) {
       self.queueID = queueID
       self.lastEventID = lastEventID
+      self.events = events
     }
+
+    /// The hint a push payload carries.
+    public init(_ payload: PushPayload<Event>) {
+      self.init(queueID: payload.queueID, lastEventID: payload.lastEventID, events: payload.events)
+    }
+  }
+
+  /// A batch of events applied to a copy of the confirmed state.
+  struct AppliedBatch {
+    var state: State
+    var lastEventID: Int
+    var applied: Int
+    var origins: [MutationOrigin]
   }
 
   struct Failure: Hashable, Sendable {
@@ -269,36 +285,49 @@ public struct UpdateMachineCore<
   {
     guard case .poll(request, _, _) = inFlight, let finger = phase.finger else { return [] }
     inFlight = nil
-    var state = confirmedState!
-    var lastEventID = finger.lastEventID
+    let batch: AppliedBatch
+    switch applyBatch(events, after: finger) {
+    case .success(let applied): batch = applied
+    case .failure(let failure): return protocolFailure(failure.reason, now: now)
+    }
+    adopt(batch)
+    queueConfirmedByPoll = true
+    queuesLostBeforeFirstPoll = 0
+    markSuccess(finger: EventFinger(queueID: finger.queueID, lastEventID: batch.lastEventID), now: now)
+    return [.persist(persistedRecord())] + proceed(now: now)
+  }
+
+  /// Applies `events` after `finger` to a copy of the confirmed state: events at or below the finger are
+  /// skipped; ids must strictly increase; a reducer failure fails the whole batch.
+  func applyBatch(_ events: [EventEnvelope<Event>], after finger: EventFinger) -> Result<AppliedBatch, ReducerError> {
+    var batch = AppliedBatch(state: confirmedState!, lastEventID: finger.lastEventID, applied: 0, origins: [])
     var previousID: Int?
-    var applied = 0
-    var origins: [MutationOrigin] = []
     for event in events {
       if let previousID, event.id <= previousID {
-        return protocolFailure("event id \(event.id) after \(previousID) in one batch", now: now)
+        return .failure(ReducerError("event id \(event.id) after \(previousID) in one batch"))
       }
       previousID = event.id
       guard event.id > finger.lastEventID else { continue }
       if case .payload(let payload) = event.body {
         do {
-          try reducer.apply(payload, to: &state)
+          try reducer.apply(payload, to: &batch.state)
         } catch {
-          return protocolFailure(error.description, now: now)
+          return .failure(error)
         }
-        applied += 1
+        batch.applied += 1
       }
-      if let origin = event.origin { origins.append(origin) }
-      lastEventID = event.id
+      if let origin = event.origin { batch.origins.append(origin) }
+      batch.lastEventID = event.id
     }
-    confirmedState = state
-    metrics.eventsApplied += applied
-    if !origins.isEmpty { outbox?.eventsApplied(origins) }
-    if applied > 0 { protocolFailures = 0 }
-    queueConfirmedByPoll = true
-    queuesLostBeforeFirstPoll = 0
-    markSuccess(finger: EventFinger(queueID: finger.queueID, lastEventID: lastEventID), now: now)
-    return [.persist(persistedRecord())] + proceed(now: now)
+    return .success(batch)
+  }
+
+  /// Makes an applied batch the confirmed state, retiring the outbox entries its events came from.
+  mutating func adopt(_ batch: AppliedBatch) {
+    confirmedState = batch.state
+    metrics.eventsApplied += batch.applied
+    if !batch.origins.isEmpty { outbox?.eventsApplied(batch.origins) }
+    if batch.applied > 0 { protocolFailures = 0 }
   }
 
   /// A poll failed. An expired queue re-registers at once; a connection failure, timeout, 5xx or rate limit

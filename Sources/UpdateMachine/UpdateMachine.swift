@@ -215,6 +215,16 @@ public actor UpdateMachine<
     input { core, now in core.pushReceived(.init(queueID: queueID, lastEventID: lastEventID), now: now) }
   }
 
+  /// A push notification arrived with the server's ``PushPayload``: its events are applied with no request
+  /// when they continue the finger; otherwise the machine polls (or registers) as for a bare hint.
+  public func pushReceived(_ payload: PushPayload<Event>) {
+    input { core, now in core.pushReceived(.init(payload), now: now) }
+  }
+
+  /// This installation's client id, once the persisted record is loaded: what the app registers its push
+  /// token under (`EventServer.registerPushToken(_:user:clientID:)`, or the HTTP server's endpoint).
+  public var clientID: ClientID? { core.clientID }
+
   /// Sends a mutation through the outbox: persisted first, sent once saved, retried until acknowledged,
   /// applied at most once. Its optimistic effect shows in ``snapshot`` until the server's events confirm
   /// it. Starts the machine first if ``start()`` was not called yet.
@@ -309,9 +319,9 @@ public actor UpdateMachine<
           log?(.saveFailed(error))
           actions += core.persistFailed(error, now: now)
         }
-      case .register(let request, let eventTypes, let lifespan):
+      case .register(let request, let eventTypes, let lifespan, let clientID):
         send(request, .register) { [transport] () async throws(TransportError) in
-          try await transport.register(eventTypes: eventTypes, lifespan: lifespan)
+          try await transport.register(eventTypes: eventTypes, lifespan: lifespan, clientID: clientID)
         } completion: { core, result, now in
           switch result {
           case .success(let registration): core.registerSucceeded(request, registration, now: now)

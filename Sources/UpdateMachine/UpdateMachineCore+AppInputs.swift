@@ -100,9 +100,12 @@ extension UpdateMachineCore {
   }
 
   /// A push notification hinted that something changed. A hint naming an event already applied does
-  /// nothing; otherwise the machine polls at once without blocking (or registers, or retries, now).
+  /// nothing. A push carrying the events that continue the finger exactly is applied with no request (the
+  /// acknowledgement rides on the next poll). Otherwise the machine polls at once without blocking (or
+  /// registers, or retries, now).
   public mutating func pushReceived(_ hint: PushHint, now: Timestamp) -> [Action] {
     metrics.pushHints += 1
+    if let applied = applyPushedEvents(hint, now: now) { return applied }
     if let eventID = hint.lastEventID, let finger = phase.finger,
       hint.queueID == nil || hint.queueID == finger.queueID, eventID <= finger.lastEventID
     {
@@ -138,5 +141,30 @@ extension UpdateMachineCore {
       break
     }
     return proceed(now: now)
+  }
+
+  /// Applies the events a push carried when they continue the finger exactly (the next id after the
+  /// finger through the hint's latest id, with no gap); `nil` when they do not, or fail to apply.
+  private mutating func applyPushedEvents(_ hint: PushHint, now: Timestamp) -> [Action]? {
+    guard let events = hint.events, let finger = phase.finger, hint.queueID == finger.queueID,
+      let latest = hint.lastEventID, latest > finger.lastEventID
+    else { return nil }
+    let fresh = events.filter { $0.id > finger.lastEventID }
+    let contiguous = zip(fresh, fresh.dropFirst()).allSatisfy { $1.id == $0.id + 1 }
+    guard contiguous, fresh.first?.id == finger.lastEventID + 1, fresh.last?.id == latest,
+      case .success(let batch) = applyBatch(fresh, after: finger)
+    else { return nil }
+    adopt(batch)
+    metrics.pushesApplied += 1
+    dataAsOf = now
+    let advanced = EventFinger(queueID: finger.queueID, lastEventID: batch.lastEventID)
+    switch phase {
+    case .polling: phase = .polling(advanced)
+    case .pollFailed(_, let attempt, let retryAt): phase = .pollFailed(advanced, attempt: attempt, retryAt: retryAt)
+    case .idle(_, let nextPollAt): phase = .idle(advanced, nextPollAt: nextPollAt)
+    case .stale, .registering, .registerFailed, .stopped: return nil
+    }
+    outbox?.confirm(by: advanced)
+    return [.persist(persistedRecord())] + proceed(now: now)
   }
 }

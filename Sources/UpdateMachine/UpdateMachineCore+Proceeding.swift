@@ -50,7 +50,14 @@ extension UpdateMachineCore {
     phase = .registering
     inFlight = .register(request, deadline: now.advanced(by: configuration.registerTimeout))
     metrics.registers += 1
-    return [.register(request, eventTypes: configuration.eventTypes, lifespan: configuration.queueLifespan)]
+    return [
+      .register(
+        request,
+        eventTypes: configuration.eventTypes,
+        lifespan: configuration.queueLifespan,
+        clientID: outbox!.clientID
+      )
+    ]
   }
 
   mutating func proceedOutbox(now: Timestamp) -> [Action] {

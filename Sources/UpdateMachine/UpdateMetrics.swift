@@ -19,6 +19,8 @@ public struct UpdateMetrics: Hashable, Sendable, Codable {
   /// Times the outbox took a new client id because the server said its mutation ids were reused (a
   /// restored backup shared by two installations, or a counter that went backwards).
   public var clientIDResets = 0
+  /// Pushes whose events were applied with no request at all.
+  public var pushesApplied = 0
 
   /// Creates counters that are all zero.
   public init() {}

@@ -106,10 +106,11 @@ where C.Duration == Duration {
 
   public func register(
     eventTypes: Set<String>?,
-    lifespan: Duration?
+    lifespan: Duration?,
+    clientID: ClientID?
   ) async throws(TransportError) -> Registration<State> {
     try await perform("register") { () async throws(TransportError) in
-      try await base.register(eventTypes: eventTypes, lifespan: lifespan)
+      try await base.register(eventTypes: eventTypes, lifespan: lifespan, clientID: clientID)
     }
   }
 

@@ -67,7 +67,7 @@ where
   }
 
   private enum Exchange {
-    case register
+    case register(ClientID)
     case poll(EventFinger, dontBlock: Bool)
     case submit(MutationRequest<Application.Command>)
   }
@@ -327,8 +327,10 @@ where
         return
       }
       switch action {
-      case .register(let request, _, _):
-        outstanding.append(Outstanding(device: index, request: request, exchange: .register, progress: .toServer))
+      case .register(let request, _, _, let clientID):
+        outstanding.append(
+          Outstanding(device: index, request: request, exchange: .register(clientID), progress: .toServer)
+        )
       case .poll(let request, let finger, let dontBlock, _):
         outstanding.append(
           Outstanding(
@@ -392,11 +394,12 @@ where
     let user = devices[exchange.device].user
     trace.append("\(now) device \(exchange.device) \(request) reaches the server")
     switch exchange.exchange {
-    case .register:
+    case .register(let clientID):
       let (registration, actions) = server.register(
         user: user,
         eventTypes: configuration.eventTypes,
         lifespan: configuration.queueLifespan,
+        clientID: clientID,
         now: now
       )
       outstanding[position].progress = .answered(.registered(registration))

@@ -53,6 +53,7 @@ struct EventServerStateMachineTests {
     let expectedQueue = EventQueue<NoteEvent>(
       id: registration.queueID,
       user: alice,
+      clientID: nil,
       eventTypes: nil,
       idleTimeout: .seconds(600),
       now: t0
@@ -206,7 +207,14 @@ struct EventServerStateMachineTests {
     let again = machine.poll(PollID(2), queueID: queueID, user: alice, lastEventID: 0, dontBlock: false, now: later)
     #expect(again == first.map { _ in .completePoll(PollID(2), .events([note(1, "b"), note(2, "c")])) })
 
-    var expected = EventQueue<NoteEvent>(id: queueID, user: alice, eventTypes: nil, idleTimeout: .seconds(600), now: t0)
+    var expected = EventQueue<NoteEvent>(
+      id: queueID,
+      user: alice,
+      clientID: nil,
+      eventTypes: nil,
+      idleTimeout: .seconds(600),
+      now: t0
+    )
     for text in ["a", "b", "c"] { expected.append(.payload(.note(text: text))) }
     expected.prune(through: 0)
     expected.lastContact = later

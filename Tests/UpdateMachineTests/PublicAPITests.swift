@@ -65,7 +65,9 @@ struct PublicAPITests {
     let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
     #expect(process.terminationStatus != 0)
-    #expect(output.contains("Reducers.swift:9:8: error: type 'ForgetfulReducer' does not conform to protocol 'UpdateReducer'"))
+    #expect(
+      output.contains("Reducers.swift:9:8: error: type 'ForgetfulReducer' does not conform to protocol 'UpdateReducer'")
+    )
     #expect(!output.contains("ReadOnlyReducer' does not conform"))
   }
 }

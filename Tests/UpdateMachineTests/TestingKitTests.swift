@@ -79,7 +79,7 @@ struct TestingKitTests {
         plan: plan,
         clock: clock
       )
-      for _ in 0..<40 { _ = try? await transport.register(eventTypes: nil, lifespan: nil) }
+      for _ in 0..<40 { _ = try? await transport.register(eventTypes: nil, lifespan: nil, clientID: nil) }
       return transport.trace
     }
     let first = try await trace(seed: 4)
@@ -98,20 +98,20 @@ struct TestingKitTests {
     plan.latency = .seconds(2) ... .seconds(2)
     let transport = FaultInjectingTransport(InProcessTransport(server: server, user: "alice"), plan: plan, clock: clock)
     transport.partitioned = true
-    let partitioned = Task { try await transport.register(eventTypes: nil, lifespan: nil) }
+    let partitioned = Task { try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil) }
     await clock.waitForSleepers(count: 1)
     clock.advance(by: .seconds(2))
     await #expect(throws: TransportError.connectionFailed("partitioned")) { _ = try await partitioned.value }
     transport.partitioned = false
 
     transport.scriptNext(.neverAnswer)
-    let hanging = Task { try await transport.register(eventTypes: nil, lifespan: nil) }
+    let hanging = Task { try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil) }
     await clock.waitForSleepers(count: 1)
     clock.advance(by: .seconds(2))
     hanging.cancel()
     await #expect(throws: TransportError.cancelled) { _ = try await hanging.value }
 
-    let fine = Task { try await transport.register(eventTypes: nil, lifespan: nil) }
+    let fine = Task { try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil) }
     await clock.waitForSleepers(count: 1)
     clock.advance(by: .seconds(2))
     #expect(try await fine.value.lastEventID == -1)

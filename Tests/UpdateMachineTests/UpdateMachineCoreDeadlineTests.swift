@@ -26,7 +26,9 @@ struct UpdateMachineCoreDeadlineTests {
     #expect(retryAt <= deadline.advanced(by: .milliseconds(100)))
     #expect(harness.core.registerSucceeded(request(1), registration(notes: ["late"]), now: deadline) == [])
     #expect(
-      harness.core.timerFired(now: retryAt) == [.register(request(2), eventTypes: nil, lifespan: defaultLifespan)]
+      harness.core.timerFired(now: retryAt) == [
+        .register(request(2), eventTypes: nil, lifespan: defaultLifespan, clientID: harness.clientID)
+      ]
     )
   }
 

@@ -44,7 +44,12 @@ struct UpdateMachineCoreFailureTests {
     var harness = CoreHarness()
     harness.startLive(notes: ["shown"])
     let actions = harness.core.pollFailed(request(2), .api(.badEventQueueID(queueA)), now: t0)
-    #expect(actions == [.persist(harness.record), .register(request(3), eventTypes: nil, lifespan: defaultLifespan)])
+    #expect(
+      actions == [
+        .persist(harness.record),
+        .register(request(3), eventTypes: nil, lifespan: defaultLifespan, clientID: harness.clientID),
+      ]
+    )
     #expect(harness.core.displayedState == NoteSnapshot(notes: ["shown"]))
   }
 
@@ -95,7 +100,7 @@ struct UpdateMachineCoreFailureTests {
       number += 1
       #expect(
         harness.core.timerFired(now: retryAt) == [
-          .register(request(number), eventTypes: nil, lifespan: defaultLifespan)
+          .register(request(number), eventTypes: nil, lifespan: defaultLifespan, clientID: harness.clientID)
         ]
       )
     }
@@ -176,7 +181,12 @@ struct UpdateMachineVanishingQueueTests {
     var harness = CoreHarness()
     harness.startLive()
     let first = harness.core.pollFailed(request(2), .api(.badEventQueueID(queueA)), now: t0)
-    #expect(first == [.persist(harness.record), .register(request(3), eventTypes: nil, lifespan: defaultLifespan)])
+    #expect(
+      first == [
+        .persist(harness.record),
+        .register(request(3), eventTypes: nil, lifespan: defaultLifespan, clientID: harness.clientID),
+      ]
+    )
     _ = harness.core.registerSucceeded(request(3), registration(queueB, notes: []), now: t0)
     let second = harness.core.pollFailed(request(4), .api(.badEventQueueID(queueB)), now: t0)
     #expect(second == [.persist(harness.record)])
@@ -198,7 +208,10 @@ struct UpdateMachineVanishingQueueTests {
       let queueID = QueueID(rawValue: "q\(round)")
       let actions = harness.core.pollFailed(request(number), .api(.badEventQueueID(queueID)), now: t0)
       number += 1
-      #expect(actions.last == .register(request(number), eventTypes: nil, lifespan: defaultLifespan))
+      #expect(
+        actions.last
+          == .register(request(number), eventTypes: nil, lifespan: defaultLifespan, clientID: harness.clientID)
+      )
       _ = harness.core.registerSucceeded(request(number), registration(queueID, notes: []), now: t0)
       number += 1
     }

@@ -88,7 +88,7 @@ struct UpdateMachineCoreLifecycleTests {
     _ = registerFailed.core.registerFailed(request(1), .connectionFailed(), now: t0)
     #expect(
       registerFailed.core.pushReceived(.init(), now: t0) == [
-        .register(request(2), eventTypes: nil, lifespan: defaultLifespan)
+        .register(request(2), eventTypes: nil, lifespan: defaultLifespan, clientID: registerFailed.clientID)
       ]
     )
   }

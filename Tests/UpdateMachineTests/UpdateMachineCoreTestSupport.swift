@@ -75,6 +75,9 @@ struct CoreHarness {
     return all
   }
 
+  /// This installation's client id (the core must be loaded).
+  var clientID: ClientID { core.clientID! }
+
   /// The persisted record the core would write now.
   var record: PersistedRecord<NoteSnapshot, NoteBoard.Command> { core.persistedRecord() }
 }

@@ -13,7 +13,12 @@ struct UpdateMachineCoreTests {
     #expect(harness.core.confirmedState == nil && harness.core.displayedState == nil)
     #expect(harness.core.nextWakeUp(after: t0) == nil)
     let actions = harness.core.loaded(nil, now: t0)
-    #expect(actions == [.persist(harness.record), .register(request(1), eventTypes: nil, lifespan: defaultLifespan)])
+    #expect(
+      actions == [
+        .persist(harness.record),
+        .register(request(1), eventTypes: nil, lifespan: defaultLifespan, clientID: harness.clientID),
+      ]
+    )
     #expect(harness.core.phase == .registering)
     #expect(harness.core.confirmedState == NoteSnapshot(notes: []))
   }
@@ -117,7 +122,9 @@ struct UpdateMachineCoreTests {
     }
     #expect(retryAt > t0 && retryAt <= t0.advanced(by: .seconds(1)))
     #expect(
-      harness.core.timerFired(now: retryAt) == [.register(request(3), eventTypes: nil, lifespan: defaultLifespan)]
+      harness.core.timerFired(now: retryAt) == [
+        .register(request(3), eventTypes: nil, lifespan: defaultLifespan, clientID: harness.clientID)
+      ]
     )
   }
 
@@ -153,7 +160,12 @@ struct UpdateMachineCoreTests {
     let actions = restarted.core.loaded(first.record, now: restarted.now)
     var staleRecord = first.record
     staleRecord.finger = nil
-    #expect(actions == [.persist(staleRecord), .register(request(1), eventTypes: nil, lifespan: defaultLifespan)])
+    #expect(
+      actions == [
+        .persist(staleRecord),
+        .register(request(1), eventTypes: nil, lifespan: defaultLifespan, clientID: restarted.clientID),
+      ]
+    )
     #expect(restarted.core.phase == .registering)
     #expect(restarted.core.confirmedState == NoteSnapshot(notes: ["x"]))
   }

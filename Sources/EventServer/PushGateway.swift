@@ -1,0 +1,64 @@
+import EventProtocol
+import Synchronization
+
+/// Where an ``EventServer`` sends push notifications: APNs, FCM, or a log. The server decides whom to push
+/// and what (see ``PushRegistry``); a gateway only delivers.
+///
+/// An APNs or FCM sender implements ``send(_:)`` with the platform's HTTP/2 API and answers
+/// ``PushDelivery/tokenInvalid`` when the platform says the token is gone (APNs `410 Unregistered`, FCM
+/// `UNREGISTERED`), so the server stops pushing to it.
+///
+/// ```swift
+/// let gateway = InMemoryPushGateway()
+/// let server = EventServer(application: app, configuration: .init(), clock: clock, pushGateway: gateway)
+/// ```
+public protocol PushGateway: Sendable {
+  /// Delivers one push.
+  /// - Returns: Whether the platform accepted it, or said the token is no longer valid.
+  func send(_ push: PushNotification) async -> PushDelivery
+}
+
+/// What a ``PushGateway`` learned from the platform.
+public enum PushDelivery: Sendable, Hashable {
+  /// Handed to the platform (which may still lose it: pushes are not guaranteed).
+  case accepted
+  /// The platform said the token is no longer valid; the server drops it.
+  case tokenInvalid
+}
+
+/// A gateway that sends nothing: the default when a server has no push set up.
+public struct NoPushGateway: PushGateway {
+  /// Creates the gateway.
+  public init() {}
+
+  public func send(_ push: PushNotification) async -> PushDelivery { .accepted }
+}
+
+/// A gateway that records every push, for tests and the demo; tokens can be marked invalid.
+public final class InMemoryPushGateway: PushGateway {
+  private struct Contents {
+    var sent: [PushNotification] = []
+    var invalidTokens: Set<PushToken> = []
+  }
+
+  private let contents = Mutex(Contents())
+
+  /// Creates an empty gateway.
+  public init() {}
+
+  /// Every push sent so far, oldest first.
+  public var sent: [PushNotification] { contents.withLock { $0.sent } }
+
+  /// Makes later pushes to `token` answer ``PushDelivery/tokenInvalid``.
+  public func invalidate(_ token: PushToken) {
+    contents.withLock { _ = $0.invalidTokens.insert(token) }
+  }
+
+  public func send(_ push: PushNotification) async -> PushDelivery {
+    contents.withLock { contents in
+      if contents.invalidTokens.contains(push.token) { return .tokenInvalid }
+      contents.sent.append(push)
+      return .accepted
+    }
+  }
+}
