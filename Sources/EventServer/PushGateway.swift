@@ -39,6 +39,7 @@ public final class InMemoryPushGateway: PushGateway {
   private struct Contents {
     var sent: [PushNotification] = []
     var invalidTokens: Set<PushToken> = []
+    var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
   }
 
   private let contents = Mutex(Contents())
@@ -55,10 +56,27 @@ public final class InMemoryPushGateway: PushGateway {
   }
 
   public func send(_ push: PushNotification) async -> PushDelivery {
-    contents.withLock { contents in
-      if contents.invalidTokens.contains(push.token) { return .tokenInvalid }
+    let (delivery, ready) = contents.withLock { contents -> (PushDelivery, [CheckedContinuation<Void, Never>]) in
+      if contents.invalidTokens.contains(push.token) { return (.tokenInvalid, []) }
       contents.sent.append(push)
-      return .accepted
+      let count = contents.sent.count
+      let ready = contents.waiters.filter { $0.count <= count }.map(\.continuation)
+      contents.waiters.removeAll { $0.count <= count }
+      return (.accepted, ready)
+    }
+    for waiter in ready { waiter.resume() }
+    return delivery
+  }
+
+  /// Suspends until at least `count` pushes were sent: pushes go out from a task of their own.
+  public func waitForPushes(count: Int) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let done = contents.withLock { contents -> Bool in
+        if contents.sent.count >= count { return true }
+        contents.waiters.append((count, continuation))
+        return false
+      }
+      if done { continuation.resume() }
     }
   }
 }
