@@ -19,6 +19,7 @@ let package = Package(
     .library(name: "EventServer", targets: ["EventServer"]),
     .library(name: "UpdateMachine", targets: ["UpdateMachine"]),
     .library(name: "UpdateMachineTesting", targets: ["UpdateMachineTesting"]),
+    .library(name: "VideoMessaging", targets: ["VideoMessaging"]),
     .executable(name: "Demo", targets: ["Demo"]),
   ],
   targets: [
@@ -31,6 +32,12 @@ let package = Package(
     // The testing kit apps import: a manual clock, a fault-injecting transport, a deterministic loopback world.
     .target(
       name: "UpdateMachineTesting",
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine"],
+      swiftSettings: swiftSettings
+    ),
+    // The video domain: server application, client reducer, blob stores and per-video transfers.
+    .target(
+      name: "VideoMessaging",
       dependencies: ["EventProtocol", "EventServer", "UpdateMachine"],
       swiftSettings: swiftSettings
     ),
@@ -54,6 +61,11 @@ let package = Package(
     .testTarget(
       name: "UpdateMachineTests",
       dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "SampleApps"],
+      swiftSettings: swiftSettings
+    ),
+    .testTarget(
+      name: "VideoMessagingTests",
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "VideoMessaging"],
       swiftSettings: swiftSettings
     ),
     .testTarget(

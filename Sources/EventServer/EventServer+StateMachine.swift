@@ -197,6 +197,12 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     return [.completePoll(pollID, .cancelled)]
   }
 
+  /// Changes the application's own bookkeeping outside any command (such as taking the list of files to
+  /// delete). The change must not alter any user's snapshot: no event announces it.
+  public mutating func updateBookkeeping<Result>(_ body: (inout Application) -> Result) -> Result {
+    body(&application)
+  }
+
   /// A user deletes one of their queues. Its parked poll, if any, fails with `BAD_EVENT_QUEUE_ID`.
   /// - Throws: `BAD_EVENT_QUEUE_ID` for an unknown, expired or other user's queue; nothing changes.
   public mutating func deleteQueue(_ queueID: QueueID, user: UserID, now: Timestamp) throws(EventAPIError) -> [Action] {

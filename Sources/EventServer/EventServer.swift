@@ -165,6 +165,12 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     return receipt
   }
 
+  /// Changes the application's own bookkeeping outside any command (such as taking the list of files to
+  /// delete). The change must not alter any user's snapshot: no event announces it.
+  public func updateBookkeeping<Result: Sendable>(_ body: @Sendable (inout Application) -> Result) -> Result {
+    machine.updateBookkeeping(body)
+  }
+
   /// Registers the push token of one of `user`'s installations (its client id); it gets a push whenever
   /// an event is queued for the user while it is not long-polling.
   public func registerPushToken(_ token: PushToken, user: UserID, clientID: ClientID) {

@@ -73,6 +73,7 @@ extension PersistedRecord {
       mustSetAside = true
       notes.append(setAsideNote(PersistenceError.corrupt("the outbox no longer decodes: \(error)"), data))
     }
+    let deviceData = (try? JSONDecoder().decode(DevicePart.self, from: data))?.deviceData
     var record = PersistedRecord(
       clientID: header.clientID,
       stateVersion: reducer.stateVersion,
@@ -84,7 +85,8 @@ extension PersistedRecord {
       longPollTimeout: header.longPollTimeout,
       outbox: outbox,
       rejected: rejected,
-      nextMutationID: header.nextMutationID
+      nextMutationID: header.nextMutationID,
+      deviceData: deviceData
     )
     let stored = header.stateVersion ?? 1
     do {
@@ -201,6 +203,10 @@ extension PersistedRecord {
       }
       if let stateVersion, stateVersion < 0 { throw .corrupt("state version \(stateVersion)") }
     }
+  }
+
+  private struct DevicePart: Decodable {
+    var deviceData: Data?
   }
 
   private struct OutboxPart: Decodable {

@@ -1,4 +1,5 @@
 import EventProtocol
+import Foundation
 
 /// Everything an update machine persists, written in one atomic step: state, finger, timestamps and outbox,
 /// in a versioned envelope.
@@ -37,6 +38,8 @@ public struct PersistedRecord<State: Codable & Sendable & Equatable, Mutation: C
   public var rejected: [RejectedMutation<Mutation>]
   /// The id the next mutation gets.
   public var nextMutationID: MutationID
+  /// The app's device-local data (never synced: transfers, caches), saved in the same atomic write.
+  public var deviceData: Data?
 
   /// Creates a PersistedRecord from its parts.
   public init(
@@ -50,7 +53,8 @@ public struct PersistedRecord<State: Codable & Sendable & Equatable, Mutation: C
     longPollTimeout: Duration,
     outbox: [OutboxEntry<Mutation>],
     rejected: [RejectedMutation<Mutation>],
-    nextMutationID: MutationID
+    nextMutationID: MutationID,
+    deviceData: Data? = nil
   ) {
     self.version = Self.currentVersion
     self.clientID = clientID
@@ -64,6 +68,7 @@ public struct PersistedRecord<State: Codable & Sendable & Equatable, Mutation: C
     self.outbox = outbox
     self.rejected = rejected
     self.nextMutationID = nextMutationID
+    self.deviceData = deviceData
   }
 
   public init(from decoder: any Decoder) throws {
@@ -80,8 +85,12 @@ public struct PersistedRecord<State: Codable & Sendable & Equatable, Mutation: C
     self.outbox = try container.decode([OutboxEntry<Mutation>].self, forKey: .outbox)
     self.rejected = try container.decode([RejectedMutation<Mutation>].self, forKey: .rejected)
     self.nextMutationID = try container.decode(MutationID.self, forKey: .nextMutationID)
+    self.deviceData = try container.decodeIfPresent(Data.self, forKey: .deviceData)
   }
 }
+
+/// The bytes of an app's device-local data (see ``PersistedRecord/deviceData``).
+public typealias DeviceData = Data
 
 /// What reading a persisted record had to do, for the app to show or log: kept in the snapshot until the
 /// machine stops.

@@ -115,6 +115,8 @@ public struct UpdateMachineCore<
   public internal(set) var metrics = UpdateMetrics()
   /// What reading the persisted record had to do (set aside, migrated, discarded), if anything.
   public internal(set) var storeRecovery: [StoreRecovery] = []
+  /// The app's device-local data, saved with every record.
+  public internal(set) var deviceData: DeviceData?
 
   var lastContactAt: Timestamp?
   var dataAsOf: Timestamp?
@@ -198,6 +200,7 @@ public struct UpdateMachineCore<
     storeRecovery = recovery
     var actions: [Action] = []
     if let record {
+      deviceData = record.deviceData
       confirmedState = record.state
       lastContactAt = record.lastContactAt
       dataAsOf = record.dataAsOf

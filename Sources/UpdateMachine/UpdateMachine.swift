@@ -240,6 +240,16 @@ public actor UpdateMachine<
     return id
   }
 
+  /// Saves the app's device-local data (transfers, caches: what is never synced) in the same atomic write
+  /// as the state, the finger and the outbox. Starts the machine first if needed.
+  public func saveDeviceData(_ data: Data) {
+    start()
+    input { core, now in core.deviceDataChanged(data, now: now) }
+  }
+
+  /// The app's device-local data as last saved (restored by ``start()``).
+  public var deviceData: Data? { core.deviceData }
+
   /// Forgets the refused mutations up to `id`, once the app has shown them to the user.
   public func dismissRejectedMutations(through id: MutationID) {
     input { core, now in core.rejectionsDismissed(through: id, now: now) }

@@ -1,4 +1,5 @@
 import EventProtocol
+import Foundation
 
 /// What the app tells the core: writes, timers, the lifecycle, the network, credentials and pushes.
 extension UpdateMachineCore {
@@ -9,6 +10,13 @@ extension UpdateMachineCore {
     precondition(isLoaded, "submit before the persisted data was loaded")
     let id = outbox!.append(mutation, now: now)
     return (id, [.persist(persistedRecord())] + proceed(now: now))
+  }
+
+  /// The app's device-local data changed: it is saved with the rest of the record, atomically.
+  public mutating func deviceDataChanged(_ data: Data, now: Timestamp) -> [Action] {
+    guard isLoaded, data != deviceData else { return [] }
+    deviceData = data
+    return [.persist(persistedRecord())]
   }
 
   /// The app has shown the refused mutations up to `id` to the user: forget them.

@@ -61,7 +61,8 @@ extension UpdateMachineCore {
       longPollTimeout: longPollTimeout,
       outbox: outbox!.entries,
       rejected: outbox!.rejected,
-      nextMutationID: outbox!.nextMutationID
+      nextMutationID: outbox!.nextMutationID,
+      deviceData: deviceData
     )
   }
 

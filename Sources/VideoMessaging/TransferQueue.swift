@@ -1,0 +1,286 @@
+import EventProtocol
+import UpdateMachine
+
+/// A device's video transfers, as a pure state machine: which incoming video to download next, which
+/// recording to upload, retries with backoff, what to hand to the app, and what to tell the server.
+///
+/// Never all-or-nothing (seed 004): each video downloads on its own, one at a time, oldest first, resumes
+/// from the byte offset it reached, and is handed to the app as soon as it completes.
+///
+/// The rules:
+/// - A download starts only for a video the **confirmed** state lists as incoming (never from a guess).
+/// - A video is downloaded at most once: once complete it stays in ``completedIDs`` for as long as the
+///   server still lists it (its `downloaded` may still be in the outbox), so even a video viewed and
+///   removed locally is never fetched again; the server never lists it again once `downloaded` is applied,
+///   because a status never goes back. A late video older than every other one is still downloaded.
+/// - A download whose video the server stops listing (its sender deleted it, or another of the user's
+///   devices downloaded it) is cancelled and the app is told; a download whose blob is gone is dropped and
+///   the app is told, never retried for ever. Other failures retry with backoff from the same offset.
+/// - A recording uploads first (resumable), then its `uploaded` notice goes through the outbox, which keeps
+///   it across restarts until the server has it.
+///
+/// It is `Codable`: the ``VideoDevice`` saves it as the update machine's device data, in the same atomic
+/// write as the state and the outbox.
+public struct TransferQueue: Codable, Sendable, Equatable {
+  /// Where one incoming video's download stands.
+  public enum DownloadState: Codable, Sendable, Hashable {
+    /// Waiting for its turn.
+    case queued
+    /// Being fetched; `bytesDone` is the last progress reported.
+    case downloading(bytesDone: Int)
+    /// Failed `attempts` times in a row; tried again at `retryAt` from the offset reached.
+    case failed(attempts: Int, retryAt: Timestamp)
+  }
+
+  /// One incoming video to download.
+  public struct Download: Codable, Sendable, Hashable {
+    /// The video, as the confirmed state lists it.
+    public var video: IncomingVideo
+    /// Where it stands.
+    public var state: DownloadState
+  }
+
+  /// Where one recording's upload stands.
+  public enum UploadState: Codable, Sendable, Hashable {
+    case queued
+    case uploading(bytesDone: Int)
+    case failed(attempts: Int, retryAt: Timestamp)
+  }
+
+  /// One recording to upload.
+  public struct Upload: Codable, Sendable, Hashable {
+    /// The notice to send once the file is stored.
+    public var notice: VideoUpload
+    /// Where the recording is on the device.
+    public var localKey: BlobKey
+    public var state: UploadState
+  }
+
+  /// Why a download was given up, as the app is told.
+  public enum AbandonReason: String, Codable, Sendable, Hashable {
+    /// The blob is gone: its sender replaced or deleted it.
+    case blobGone
+    /// The server no longer lists the video for this device (deleted by its sender, or downloaded by
+    /// another of the user's devices).
+    case noLongerListed
+  }
+
+  /// What the shell must do.
+  public enum Action: Sendable, Hashable {
+    /// Fetch `video`'s blob into the device's store under `localKey`, resuming from what is there.
+    case download(IncomingVideo, localKey: BlobKey)
+    /// Stop fetching `video`.
+    case cancelDownload(VideoID)
+    /// Store a recording's file in blob storage, resuming from what is there.
+    case upload(VideoUpload, localKey: BlobKey)
+    /// Tell the app: a video is downloaded and playable.
+    case deliver(DeliveredVideo)
+    /// Tell the app: a download was given up.
+    case abandon(VideoID, AbandonReason)
+    /// Delete a file from the device's store.
+    case discardLocal(BlobKey)
+    /// Send a command through the outbox.
+    case submit(VideoCommand)
+    /// Save the queue (in the update machine's record).
+    case save
+  }
+
+  /// The downloads not yet complete, oldest video first.
+  public private(set) var downloads: [Download] = []
+  /// The uploads not yet stored, oldest first.
+  public private(set) var uploads: [Upload] = []
+  /// Videos downloaded here, remembered while the server still lists them.
+  public private(set) var completedIDs: Set<VideoID> = []
+  /// The videos downloaded and not removed by the app, oldest first: what the app plays.
+  public private(set) var library: [DeliveredVideo] = []
+  private var random: SeededRandomNumberGenerator
+
+  /// How failed transfers back off (1 s doubling to 5 minutes).
+  public static let backoff = BackoffPolicy(base: .seconds(1), cap: .seconds(300))
+
+  /// An empty queue.
+  public init(seed: UInt64) {
+    random = SeededRandomNumberGenerator(seed: seed)
+  }
+
+  /// Where a video downloads to on the device.
+  public static func localKey(for video: VideoID) -> BlobKey { BlobKey(rawValue: "incoming/\(video.rawValue)") }
+
+  // MARK: - Inputs
+
+  /// The queue was read back after a restart: transfers that were under way start again from their offset.
+  public mutating func restarted(now: Timestamp) -> [Action] {
+    for index in downloads.indices {
+      if case .downloading = downloads[index].state { downloads[index].state = .queued }
+    }
+    for index in uploads.indices {
+      if case .uploading = uploads[index].state { uploads[index].state = .queued }
+    }
+    return proceed(now: now)
+  }
+
+  /// The confirmed state's incoming list changed: queue what is new, give up what is no longer listed,
+  /// forget completed videos the server stopped listing.
+  public mutating func incomingConfirmed(_ incoming: [IncomingVideo], now: Timestamp) -> [Action] {
+    let listed = Dictionary(incoming.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+    var actions: [Action] = []
+    var changed = false
+    for download in downloads where listed[download.video.id] == nil {
+      if case .downloading = download.state { actions.append(.cancelDownload(download.video.id)) }
+      actions += [.discardLocal(Self.localKey(for: download.video.id)), .abandon(download.video.id, .noLongerListed)]
+      changed = true
+    }
+    downloads.removeAll { listed[$0.video.id] == nil }
+    let forgotten = completedIDs.filter { listed[$0] == nil }
+    if !forgotten.isEmpty {
+      completedIDs.subtract(forgotten)
+      changed = true
+    }
+    for video in incoming
+    where !completedIDs.contains(video.id) && !downloads.contains(where: { $0.video.id == video.id }) {
+      let index = downloads.firstIndex { $0.video.id > video.id } ?? downloads.endIndex
+      downloads.insert(Download(video: video, state: .queued), at: index)
+      changed = true
+    }
+    if changed { actions.append(.save) }
+    return actions + proceed(now: now)
+  }
+
+  /// A download made progress.
+  public mutating func downloadProgressed(_ video: VideoID, bytesDone: Int) {
+    guard let index = downloads.firstIndex(where: { $0.video.id == video }), case .downloading = downloads[index].state
+    else { return }
+    downloads[index].state = .downloading(bytesDone: bytesDone)
+  }
+
+  /// A download completed: the video is handed to the app once, and `downloaded` goes to the server.
+  public mutating func downloadFinished(_ video: VideoID, now: Timestamp) -> [Action] {
+    guard let index = downloads.firstIndex(where: { $0.video.id == video }) else { return proceed(now: now) }
+    let download = downloads.remove(at: index)
+    completedIDs.insert(video)
+    let delivered = DeliveredVideo(video: download.video, localKey: Self.localKey(for: video), viewed: false)
+    library.append(delivered)
+    return [.submit(.downloaded(video)), .save, .deliver(delivered)] + proceed(now: now)
+  }
+
+  /// A download failed; a gone blob gives the video up, anything else retries after the backoff.
+  public mutating func downloadFailed(_ video: VideoID, _ error: BlobStoreError, now: Timestamp) -> [Action] {
+    guard let index = downloads.firstIndex(where: { $0.video.id == video }) else { return proceed(now: now) }
+    if error.isGone {
+      downloads.remove(at: index)
+      return [.discardLocal(Self.localKey(for: video)), .abandon(video, .blobGone), .save] + proceed(now: now)
+    }
+    let attempts: Int
+    if case .failed(let previous, _) = downloads[index].state { attempts = previous + 1 } else { attempts = 1 }
+    let retryAt = now.advanced(by: Self.backoff.delay(attempt: attempts, using: &random))
+    downloads[index].state = .failed(attempts: attempts, retryAt: retryAt)
+    return [.save] + proceed(now: now)
+  }
+
+  /// The app recorded a video for `recipient`, stored on the device under `localKey`.
+  public mutating func recorded(_ notice: VideoUpload, localKey: BlobKey, now: Timestamp) -> [Action] {
+    uploads.append(Upload(notice: notice, localKey: localKey, state: .queued))
+    return [.save] + proceed(now: now)
+  }
+
+  /// An upload made progress.
+  public mutating func uploadProgressed(_ video: VideoID, bytesDone: Int) {
+    guard let index = uploads.firstIndex(where: { $0.notice.video == video }), case .uploading = uploads[index].state
+    else { return }
+    uploads[index].state = .uploading(bytesDone: bytesDone)
+  }
+
+  /// A recording is stored: its `uploaded` notice goes through the outbox, which keeps it until applied.
+  public mutating func uploadFinished(_ video: VideoID, now: Timestamp) -> [Action] {
+    guard let index = uploads.firstIndex(where: { $0.notice.video == video }) else { return proceed(now: now) }
+    let upload = uploads.remove(at: index)
+    return [.submit(.uploaded(upload.notice)), .save] + proceed(now: now)
+  }
+
+  /// An upload failed; it retries after the backoff from the offset reached.
+  public mutating func uploadFailed(_ video: VideoID, now: Timestamp) -> [Action] {
+    guard let index = uploads.firstIndex(where: { $0.notice.video == video }) else { return proceed(now: now) }
+    let attempts: Int
+    if case .failed(let previous, _) = uploads[index].state { attempts = previous + 1 } else { attempts = 1 }
+    uploads[index].state = .failed(
+      attempts: attempts,
+      retryAt: now.advanced(by: Self.backoff.delay(attempt: attempts, using: &random))
+    )
+    return [.save] + proceed(now: now)
+  }
+
+  /// The app played a video: `viewed` goes to the server once.
+  public mutating func viewed(_ video: VideoID) -> [Action] {
+    guard let index = library.firstIndex(where: { $0.video.id == video }), !library[index].viewed else { return [] }
+    library[index].viewed = true
+    return [.submit(.viewed(video)), .save]
+  }
+
+  /// The app removed a video from its library (its file is deleted); it is never downloaded again.
+  public mutating func removed(_ video: VideoID) -> [Action] {
+    guard let index = library.firstIndex(where: { $0.video.id == video }) else { return [] }
+    let removed = library.remove(at: index)
+    return [.discardLocal(removed.localKey), .save]
+  }
+
+  /// Time passed: start what is due.
+  public mutating func timerFired(now: Timestamp) -> [Action] {
+    proceed(now: now)
+  }
+
+  /// The next time a failed transfer may start, when nothing is under way.
+  public func nextWakeUp(after now: Timestamp) -> Timestamp? {
+    let retries =
+      downloads.map(\.state).compactMap { state -> Timestamp? in
+        if case .failed(_, let retryAt) = state { retryAt } else { nil }
+      }
+      + uploads.map(\.state).compactMap { state -> Timestamp? in
+        if case .failed(_, let retryAt) = state { retryAt } else { nil }
+      }
+    return retries.filter { $0 > now }.min()
+  }
+
+  // MARK: - Helpers
+
+  /// Starts the oldest due download and the oldest due upload, one of each at a time.
+  private mutating func proceed(now: Timestamp) -> [Action] {
+    var actions: [Action] = []
+    let downloading = downloads.contains { if case .downloading = $0.state { true } else { false } }
+    if !downloading, let index = downloads.firstIndex(where: { Self.isDue($0.state, now: now) }) {
+      downloads[index].state = .downloading(bytesDone: 0)
+      actions.append(.download(downloads[index].video, localKey: Self.localKey(for: downloads[index].video.id)))
+    }
+    let uploading = uploads.contains { if case .uploading = $0.state { true } else { false } }
+    if !uploading, let index = uploads.firstIndex(where: { Self.isUploadDue($0.state, now: now) }) {
+      uploads[index].state = .uploading(bytesDone: 0)
+      actions.append(.upload(uploads[index].notice, localKey: uploads[index].localKey))
+    }
+    return actions
+  }
+
+  private static func isDue(_ state: DownloadState, now: Timestamp) -> Bool {
+    switch state {
+    case .queued: true
+    case .downloading: false
+    case .failed(_, let retryAt): retryAt <= now
+    }
+  }
+
+  private static func isUploadDue(_ state: UploadState, now: Timestamp) -> Bool {
+    switch state {
+    case .queued: true
+    case .uploading: false
+    case .failed(_, let retryAt): retryAt <= now
+    }
+  }
+}
+
+/// A video downloaded and playable on the device.
+public struct DeliveredVideo: Codable, Sendable, Hashable {
+  /// The video as the server listed it.
+  public var video: IncomingVideo
+  /// Where its file is in the device's store.
+  public var localKey: BlobKey
+  /// Whether the app has played it (and told the server).
+  public var viewed: Bool
+}

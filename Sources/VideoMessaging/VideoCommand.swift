@@ -1,0 +1,42 @@
+import EventProtocol
+
+/// What a user asks the video service to do; each goes through the client's outbox, so it is applied at
+/// most once.
+public enum VideoCommand: Codable, Sendable, Hashable {
+  /// The sender stored the file in blob storage: track the video and tell the recipient.
+  case uploaded(VideoUpload)
+  /// The recipient has the file.
+  case downloaded(VideoID)
+  /// The recipient watched it.
+  case viewed(VideoID)
+  /// The sender no longer wants it tracked (clean-up): the server forgets it and deletes its file.
+  case deleted(VideoID)
+
+  /// The video the command is about.
+  public var video: VideoID {
+    switch self {
+    case .uploaded(let upload): upload.video
+    case .downloaded(let video), .viewed(let video), .deleted(let video): video
+    }
+  }
+}
+
+/// A sender's notice that a video's file is in blob storage.
+public struct VideoUpload: Codable, Sendable, Hashable {
+  /// The video.
+  public var video: VideoID
+  /// Who it is for.
+  public var recipient: UserID
+  /// Where the file is.
+  public var blobKey: BlobKey
+  /// The file's size in bytes.
+  public var size: Int
+
+  /// Creates a VideoUpload from its parts.
+  public init(video: VideoID, recipient: UserID, blobKey: BlobKey, size: Int) {
+    self.video = video
+    self.recipient = recipient
+    self.blobKey = blobKey
+    self.size = size
+  }
+}

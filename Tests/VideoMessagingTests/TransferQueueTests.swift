@@ -1,0 +1,123 @@
+import EventProtocol
+import Foundation
+import Testing
+
+@testable import VideoMessaging
+
+@Suite("TransferQueue: per-video downloads and uploads")
+struct TransferQueueTests {
+  let vid1 = videoID(1)
+  let vid2 = videoID(2)
+  let vid3 = videoID(3)
+
+  func local(_ video: VideoID) -> BlobKey { TransferQueue.localKey(for: video) }
+
+  @Test("confirmed incoming videos are queued in id order and downloaded one at a time, oldest first")
+  func queuedOldestFirst() {
+    var queue = TransferQueue(seed: 1)
+    let actions = queue.incomingConfirmed([incoming(vid2, from: alice), incoming(vid1, from: alice)], now: t0)
+    #expect(actions == [.save, .download(incoming(vid1, from: alice), localKey: local(vid1))])
+    #expect(queue.downloads.map(\.video.id) == [vid1, vid2])
+    #expect(queue.downloads.map(\.state) == [.downloading(bytesDone: 0), .queued])
+  }
+
+  @Test("a finished download is handed over once, announced through the outbox, and the next one starts")
+  func finished() {
+    var queue = TransferQueue(seed: 1)
+    _ = queue.incomingConfirmed([incoming(vid1, from: alice), incoming(vid2, from: alice)], now: t0)
+    let actions = queue.downloadFinished(vid1, now: t0)
+    let delivered = DeliveredVideo(video: incoming(vid1, from: alice), localKey: local(vid1), viewed: false)
+    #expect(
+      actions == [
+        .submit(.downloaded(vid1)), .save, .deliver(delivered),
+        .download(incoming(vid2, from: alice), localKey: local(vid2)),
+      ]
+    )
+    #expect(queue.library == [delivered])
+    #expect(queue.completedIDs == [vid1])
+  }
+
+  @Test("a notice for a video already downloaded starts no second download, even after it was viewed and removed")
+  func neverTwice() {
+    var queue = TransferQueue(seed: 1)
+    _ = queue.incomingConfirmed([incoming(vid1, from: alice)], now: t0)
+    _ = queue.downloadFinished(vid1, now: t0)
+    _ = queue.viewed(vid1)
+    _ = queue.removed(vid1)
+    // `downloaded` is still in the outbox, so a re-register's snapshot still lists the video.
+    #expect(queue.incomingConfirmed([incoming(vid1, from: alice)], now: t0) == [])
+    #expect(queue.downloads.isEmpty)
+    // Once the server stops listing it, the device forgets it: the server never lists it again.
+    #expect(queue.incomingConfirmed([], now: t0) == [.save])
+    #expect(queue.completedIDs.isEmpty)
+  }
+
+  @Test("a late video older than every other one is still downloaded")
+  func lateOlderVideoNotLost() {
+    var queue = TransferQueue(seed: 1)
+    _ = queue.incomingConfirmed([incoming(vid3, from: alice)], now: t0)
+    _ = queue.downloadFinished(vid3, now: t0)
+    let actions = queue.incomingConfirmed([incoming(vid1, from: alice), incoming(vid3, from: alice)], now: t0)
+    #expect(actions.contains(.download(incoming(vid1, from: alice), localKey: local(vid1))))
+  }
+
+  @Test("an incoming video deleted by its sender mid-download is cancelled, its partial file removed, the app told")
+  func deletedMidDownload() {
+    var queue = TransferQueue(seed: 1)
+    _ = queue.incomingConfirmed([incoming(vid1, from: alice)], now: t0)
+    queue.downloadProgressed(vid1, bytesDone: 400)
+    let actions = queue.incomingConfirmed([], now: t0)
+    #expect(actions == [.cancelDownload(vid1), .discardLocal(local(vid1)), .abandon(vid1, .noLongerListed), .save])
+    #expect(queue.downloads.isEmpty)
+  }
+
+  @Test("a gone blob is dropped and the app told, never retried; other failures retry from the offset")
+  func failures() throws {
+    var queue = TransferQueue(seed: 1)
+    _ = queue.incomingConfirmed([incoming(vid1, from: alice), incoming(vid2, from: alice)], now: t0)
+    let transient = queue.downloadFailed(vid1, .unavailable("timeout"), now: t0)
+    #expect(transient.first == .save)
+    guard case .failed(attempts: 1, let retryAt) = queue.downloads.first?.state else {
+      Issue.record("state \(String(describing: queue.downloads.first?.state))")
+      return
+    }
+    #expect(retryAt > t0 && retryAt <= t0.advanced(by: .seconds(1)))
+    #expect(transient.last == .download(incoming(vid2, from: alice), localKey: local(vid2)))
+    #expect(queue.nextWakeUp(after: t0) == retryAt)
+    let gone = queue.downloadFailed(vid2, .gone(.forVideo(vid2)), now: t0)
+    #expect(gone == [.discardLocal(local(vid2)), .abandon(vid2, .blobGone), .save])
+    #expect(queue.timerFired(now: retryAt) == [.download(incoming(vid1, from: alice), localKey: local(vid1))])
+  }
+
+  @Test("transfers under way when the app was killed start again after a restart")
+  func restart() throws {
+    var queue = TransferQueue(seed: 1)
+    _ = queue.incomingConfirmed([incoming(vid1, from: alice)], now: t0)
+    _ = queue.recorded(upload(vid2, to: bob), localKey: "outgoing/2", now: t0)
+    let data = try JSONEncoder().encode(queue)
+    var restarted = try JSONDecoder().decode(TransferQueue.self, from: data)
+    #expect(restarted == queue)
+    #expect(
+      restarted.restarted(now: t0) == [
+        .download(incoming(vid1, from: alice), localKey: local(vid1)),
+        .upload(upload(vid2, to: bob), localKey: "outgoing/2"),
+      ]
+    )
+  }
+
+  @Test("a recording uploads first, then its notice goes through the outbox; viewing is announced once")
+  func uploadsAndViewing() {
+    var queue = TransferQueue(seed: 1)
+    #expect(
+      queue.recorded(upload(vid1, to: bob), localKey: "outgoing/1", now: t0) == [
+        .save, .upload(upload(vid1, to: bob), localKey: "outgoing/1"),
+      ]
+    )
+    #expect(queue.uploadFinished(vid1, now: t0) == [.submit(.uploaded(upload(vid1, to: bob))), .save])
+    #expect(queue.uploads.isEmpty)
+    _ = queue.incomingConfirmed([incoming(vid2, from: alice)], now: t0)
+    _ = queue.downloadFinished(vid2, now: t0)
+    #expect(queue.viewed(vid2) == [.submit(.viewed(vid2)), .save])
+    #expect(queue.viewed(vid2) == [])
+  }
+}

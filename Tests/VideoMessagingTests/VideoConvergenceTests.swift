@@ -1,0 +1,43 @@
+import EventProtocol
+import Testing
+import UpdateMachineTesting
+import VideoMessaging
+
+/// Random command sequences from three users, valid and not: for every user and every cut point, the
+/// events after the cut applied to the snapshot at the cut give the final snapshot.
+@Suite("VideoMessaging: snapshots and events agree")
+struct VideoConvergenceTests {
+  @Test("events after any cut rebuild the final snapshot, for every user", arguments: 0..<500 as Range<UInt64>)
+  func convergence(seed: UInt64) {
+    var random = SeededRandomNumberGenerator(seed: seed)
+    let users = [alice, bob, carol]
+    var videos: [VideoID] = []
+    var commands: [(UserID, VideoCommand)] = []
+    for step in 0..<30 {
+      let user = users.randomElement(using: &random)!
+      if videos.isEmpty || Int.random(in: 0..<4, using: &random) == 0 {
+        let video = VideoID.make(
+          at: t0.advanced(by: .seconds(Int64.random(in: 0..<100, using: &random))),
+          using: &random
+        )
+        videos.append(video)
+        let recipient = users.randomElement(using: &random)!
+        commands.append((user, .uploaded(upload(video, to: recipient, size: step))))
+      } else {
+        let video = videos.randomElement(using: &random)!
+        let command: VideoCommand = [
+          .downloaded(video), .viewed(video), .deleted(video), .uploaded(upload(video, to: bob)),
+        ]
+        .randomElement(using: &random)!
+        commands.append((user, command))
+      }
+    }
+    let failure = ConvergenceCheck.check(
+      application: VideoServer(),
+      reducer: VideoReducer(),
+      users: users,
+      commands: commands
+    )
+    #expect(failure == nil, "seed \(seed): \(String(describing: failure))")
+  }
+}
