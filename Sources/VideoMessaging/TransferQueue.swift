@@ -228,8 +228,9 @@ public struct TransferQueue: Codable, Sendable, Equatable {
     proceed(now: now)
   }
 
-  /// The next time a failed transfer may start, when nothing is under way.
-  public func nextWakeUp(after now: Timestamp) -> Timestamp? {
+  /// The earliest time a failed transfer may start again (possibly already past: then
+  /// ``timerFired(now:)`` starts it at once).
+  public var nextRetryAt: Timestamp? {
     let retries =
       downloads.map(\.state).compactMap { state -> Timestamp? in
         if case .failed(_, let retryAt) = state { retryAt } else { nil }
@@ -237,7 +238,7 @@ public struct TransferQueue: Codable, Sendable, Equatable {
       + uploads.map(\.state).compactMap { state -> Timestamp? in
         if case .failed(_, let retryAt) = state { retryAt } else { nil }
       }
-    return retries.filter { $0 > now }.min()
+    return retries.min()
   }
 
   // MARK: - Helpers

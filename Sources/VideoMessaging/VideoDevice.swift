@@ -8,6 +8,8 @@ public enum VideoDeviceEvent: Sendable, Hashable {
   case delivered(DeliveredVideo)
   /// A download was given up, and why.
   case abandoned(VideoID, TransferQueue.AbandonReason)
+  /// A download failed for now and will be tried again at `retryAt`, from the offset it reached.
+  case retrying(VideoID, at: Timestamp)
 }
 
 /// One installation of the video app: an ``UpdateMachine`` keeping the user's ``VideoSnapshot`` live, and a
@@ -237,7 +239,11 @@ public actor VideoDevice {
     guard transfersByVideo.removeValue(forKey: video) != nil else { return }
     let now = readClock()
     if let error {
-      await perform(transfers.downloadFailed(video, error, now: now))
+      let actions = transfers.downloadFailed(video, error, now: now)
+      if case .failed(_, let retryAt)? = transfers.downloads.first(where: { $0.video.id == video })?.state {
+        for subscriber in subscribers { subscriber.yield(.retrying(video, at: retryAt)) }
+      }
+      await perform(actions)
     } else {
       await perform(transfers.downloadFinished(video, now: now))
     }
@@ -281,7 +287,7 @@ public actor VideoDevice {
   }
 
   private func reschedule() {
-    let deadline = transfers.nextWakeUp(after: readClock())
+    let deadline = transfers.nextRetryAt
     guard deadline != timerDeadline else { return }
     timer?.cancel()
     timerDeadline = deadline

@@ -83,7 +83,7 @@ struct TransferQueueTests {
     }
     #expect(retryAt > t0 && retryAt <= t0.advanced(by: .seconds(1)))
     #expect(transient.last == .download(incoming(vid2, from: alice), localKey: local(vid2)))
-    #expect(queue.nextWakeUp(after: t0) == retryAt)
+    #expect(queue.nextRetryAt == retryAt)
     let gone = queue.downloadFailed(vid2, .gone(.forVideo(vid2)), now: t0)
     #expect(gone == [.discardLocal(local(vid2)), .abandon(vid2, .blobGone), .save])
     #expect(queue.timerFired(now: retryAt) == [.download(incoming(vid1, from: alice), localKey: local(vid1))])
