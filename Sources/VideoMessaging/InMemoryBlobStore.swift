@@ -15,8 +15,10 @@ public final class InMemoryBlobStore: BlobStore {
     var blobs: [BlobKey: (data: Data, createdAt: Timestamp)] = [:]
     var partials: [BlobKey: Data] = [:]
     var failuresLeft = 0
+    var operationsBeforeFailing = 0
     var truncateNextReadTo: Int?
     var operations = 0
+    var bytesRead = 0
   }
 
   private let contents = Mutex(Contents())
@@ -24,10 +26,16 @@ public final class InMemoryBlobStore: BlobStore {
   /// An empty store.
   public init() {}
 
-  /// Makes the next `count` operations throw ``BlobStoreError/unavailable(_:)``.
-  public func failNext(_ count: Int) {
-    contents.withLock { $0.failuresLeft += count }
+  /// Makes `count` operations throw ``BlobStoreError/unavailable(_:)``, after `skipping` more succeed.
+  public func failNext(_ count: Int, after skipping: Int = 0) {
+    contents.withLock {
+      $0.failuresLeft += count
+      $0.operationsBeforeFailing = skipping
+    }
   }
+
+  /// How many bytes reads have returned.
+  public var bytesRead: Int { contents.withLock { $0.bytesRead } }
 
   /// Makes the next read return at most `length` bytes (a connection that dropped mid-transfer).
   public func truncateNextRead(to length: Int) {
@@ -52,7 +60,9 @@ public final class InMemoryBlobStore: BlobStore {
   {
     try contents.withLock { (contents: inout Contents) throws(BlobStoreError) -> Value in
       contents.operations += 1
-      if contents.failuresLeft > 0 {
+      if contents.operationsBeforeFailing > 0 {
+        contents.operationsBeforeFailing -= 1
+      } else if contents.failuresLeft > 0 {
         contents.failuresLeft -= 1
         throw .unavailable("injected failure")
       }
@@ -99,6 +109,7 @@ public final class InMemoryBlobStore: BlobStore {
       }
       let start = min(max(offset, 0), blob.data.count)
       let end = min(start + max(length, 0), blob.data.count)
+      contents.bytesRead += end - start
       return blob.data.subdata(in: start..<end)
     }
   }

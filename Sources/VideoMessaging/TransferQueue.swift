@@ -108,14 +108,11 @@ public struct TransferQueue: Codable, Sendable, Equatable {
 
   // MARK: - Inputs
 
-  /// The queue was read back after a restart: transfers that were under way start again from their offset.
+  /// The queue was read back after a restart: transfers that were under way or waiting to retry start
+  /// again at once, from their offset (the app was just opened: try now).
   public mutating func restarted(now: Timestamp) -> [Action] {
-    for index in downloads.indices {
-      if case .downloading = downloads[index].state { downloads[index].state = .queued }
-    }
-    for index in uploads.indices {
-      if case .uploading = uploads[index].state { uploads[index].state = .queued }
-    }
+    for index in downloads.indices { downloads[index].state = .queued }
+    for index in uploads.indices { uploads[index].state = .queued }
     return proceed(now: now)
   }
 
