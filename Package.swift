@@ -49,7 +49,7 @@ let package = Package(
     ),
     .executableTarget(
       name: "Demo",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "SampleApps"],
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "SampleApps", "VideoMessaging"],
       swiftSettings: swiftSettings
     ),
     .testTarget(

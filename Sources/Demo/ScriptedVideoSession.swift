@@ -1,0 +1,102 @@
+import EventProtocol
+import EventServer
+import Foundation
+import UpdateMachine
+import UpdateMachineTesting
+import VideoMessaging
+
+/// A scripted session of the video domain on a manual clock: Alice records a video for Bob; its file goes
+/// to blob storage and its notice through her outbox; Bob's phone, in the background, misses the push,
+/// finds the video at its next background poll, fails once mid-download and resumes from its offset;
+/// Alice sees downloaded, then viewed; the server's janitor deletes the blob. Every line is the same on
+/// every run.
+struct ScriptedVideoSession {
+  let clock = ManualClock()
+  let seed: UInt64
+
+  func run() async throws {
+    print("\nScripted session of the video domain (two users, in process, manual clock)\n")
+    let start = clock.now
+    func say(_ line: String) {
+      print("[t=\(String(format: "%7.3f", start.duration(to: clock.now).inSeconds))s] \(line)")
+    }
+    let gateway = InMemoryPushGateway()
+    let server = EventServer(
+      application: VideoServer(),
+      clock: clock,
+      anchor: start,
+      random: SeededRandomNumberGenerator(seed: seed),
+      pushGateway: gateway
+    )
+    let blobStorage = InMemoryBlobStore()
+    func device(_ user: UserID, seed: UInt64) -> VideoDevice {
+      VideoDevice(
+        user: user,
+        transport: InProcessTransport(server: server, user: user, throughWire: true),
+        store: InMemoryStore(),
+        remoteBlobs: blobStorage,
+        localBlobs: InMemoryBlobStore(),
+        clock: clock,
+        anchor: start,
+        seed: seed,
+        chunkSize: 64 << 10
+      )
+    }
+    let alice = device("alice", seed: seed &+ 10)
+    let bob = device("bob", seed: seed &+ 20)
+    await alice.start()
+    await bob.start()
+    await waitFor(alice) { $0.freshness.freshness == .live }
+    await waitFor(bob) { $0.freshness.freshness == .live }
+    say("alice and bob are live (registered, long-polling)")
+    await server.registerPushToken("bob-phone", user: "bob", clientID: await bob.machine.clientID!)
+    await bob.machine.enteredBackground()
+    say("bob puts his phone away: no long-poll; a push token is registered for it")
+    let bobEvents = await bob.events()
+
+    let recording = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+    let video = await alice.send(recording, to: "bob")
+    say("alice records video \(video.rawValue.prefix(13))… (300 kB): shown as sending")
+    await waitFor(alice) { $0.confirmedState?.outgoing.first?.status == .uploaded }
+    say("the file is in blob storage and the notice went through her outbox: alice sees uploaded")
+    await gateway.waitForPushes(count: 1)
+    say("the server pushes to bob's phone (\(gateway.sent[0].payload.count) bytes) — and the push is lost")
+
+    blobStorage.failNext(1, after: 2)
+    clock.advance(by: .seconds(15 * 60))
+    say("15 minutes later bob's background poll finds the video and starts downloading it")
+    var events = bobEvents.makeAsyncIterator()
+    guard case .retrying(_, let retryAt)? = await events.next() else { fatalError("no failure") }
+    let wait = Int(clock.now.duration(to: retryAt).inSeconds * 1000)
+    say("blob storage fails after two 64 kB chunks; the download retries in \(wait) ms from its offset")
+    clock.advance(to: retryAt)
+    guard case .delivered(let delivered)? = await events.next() else { fatalError("not delivered") }
+    say(
+      "resumed and complete: \(delivered.video.size / 1000) kB handed to bob's app, \(blobStorage.bytesRead / 1000) kB read in all"
+    )
+    await waitFor(alice) { $0.confirmedState?.outgoing.first?.status == .downloaded }
+    say("bob's `downloaded` went through his outbox: alice's long-poll shows downloaded")
+
+    await bob.machine.enteredForeground()
+    await bob.markViewed(video)
+    await waitFor(alice) { $0.confirmedState?.outgoing.first?.status == .viewed }
+    say("bob opens the app and watches it: alice sees viewed")
+    let deleted = try await VideoBlobJanitor().run(server: server, blobs: blobStorage, now: clock.now)
+    say(
+      "the server's janitor deletes the downloaded video's blob (\(deleted.count) deleted, \(blobStorage.keys.count) left)"
+    )
+    let metrics = await bob.machine.snapshot.metrics
+    say("bob's engine: registers \(metrics.registers), polls \(metrics.polls), submits \(metrics.submits)")
+    await alice.stop()
+    await bob.stop()
+  }
+
+  @discardableResult
+  private func waitFor(
+    _ device: VideoDevice,
+    _ condition: @Sendable (UpdateMachineSnapshot<VideoSnapshot, VideoCommand>) -> Bool
+  ) async -> UpdateMachineSnapshot<VideoSnapshot, VideoCommand> {
+    for await snapshot in await device.machine.snapshots() where condition(snapshot) { return snapshot }
+    fatalError("the device stopped before the condition held")
+  }
+}
