@@ -42,8 +42,11 @@ public struct TransferQueue: Codable, Sendable, Equatable {
 
   /// Where one recording's upload stands.
   public enum UploadState: Codable, Sendable, Hashable {
+    /// Waiting for its turn.
     case queued
+    /// Being stored; `bytesDone` is the last progress reported.
     case uploading(bytesDone: Int)
+    /// Failed `attempts` times in a row; tried again at `retryAt` from the offset reached.
     case failed(attempts: Int, retryAt: Timestamp)
   }
 
@@ -53,6 +56,7 @@ public struct TransferQueue: Codable, Sendable, Equatable {
     public var notice: VideoUpload
     /// Where the recording is on the device.
     public var localKey: BlobKey
+    /// Where it stands.
     public var state: UploadState
   }
 

@@ -11,10 +11,15 @@ import EventProtocol
 /// | `video_incoming` | the recipient | `video`, `sender`, `blob_key`, `size` |
 /// | `video_incoming_gone` | the recipient | `video` (downloaded, viewed, or deleted by its sender) |
 public enum VideoEvent: TaggedEventPayload, Hashable {
+  /// The sender's video is tracked, status uploaded.
   case sent(VideoSent)
+  /// The sender's video moved on.
   case status(VideoStatusChanged)
+  /// The sender's video is no longer tracked (they deleted it).
   case untracked(VideoRef)
+  /// A video waits for the recipient to download it.
   case incoming(IncomingVideoFields)
+  /// A video no longer waits for the recipient (downloaded, viewed, or deleted by its sender).
   case incomingGone(VideoRef)
 
   public static let knownEventTypes: Set<String> = [
@@ -40,6 +45,7 @@ public enum VideoEvent: TaggedEventPayload, Hashable {
     }
   }
 
+  /// Creates the fields from their parts.
   public init(type: String, from decoder: any Decoder) throws {
     switch type {
     case "video_sent": self = .sent(try VideoSent(from: decoder))
@@ -53,9 +59,12 @@ public enum VideoEvent: TaggedEventPayload, Hashable {
 
 /// The fields of `video_sent`.
 public struct VideoSent: Codable, Sendable, Hashable {
+  /// The video.
   public var video: VideoID
+  /// Who it was sent to.
   public var recipient: UserID
 
+  /// Creates the fields from their parts.
   public init(video: VideoID, recipient: UserID) {
     self.video = video
     self.recipient = recipient
@@ -64,9 +73,12 @@ public struct VideoSent: Codable, Sendable, Hashable {
 
 /// The fields of `video_status`.
 public struct VideoStatusChanged: Codable, Sendable, Hashable {
+  /// The video.
   public var video: VideoID
+  /// Its new status.
   public var status: VideoStatus
 
+  /// Creates the fields from their parts.
   public init(video: VideoID, status: VideoStatus) {
     self.video = video
     self.status = status
@@ -75,8 +87,10 @@ public struct VideoStatusChanged: Codable, Sendable, Hashable {
 
 /// The fields of events that name one video.
 public struct VideoRef: Codable, Sendable, Hashable {
+  /// The video.
   public var video: VideoID
 
+  /// Creates the fields from their parts.
   public init(video: VideoID) {
     self.video = video
   }
@@ -84,11 +98,16 @@ public struct VideoRef: Codable, Sendable, Hashable {
 
 /// The fields of `video_incoming`.
 public struct IncomingVideoFields: Codable, Sendable, Hashable {
+  /// The video.
   public var video: VideoID
+  /// Who sent it.
   public var sender: UserID
+  /// Where its file is.
   public var blobKey: BlobKey
+  /// Its size in bytes.
   public var size: Int
 
+  /// Creates the fields from their parts.
   public init(video: VideoID, sender: UserID, blobKey: BlobKey, size: Int) {
     self.video = video
     self.sender = sender

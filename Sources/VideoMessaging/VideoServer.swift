@@ -19,11 +19,17 @@ import EventServer
 public struct VideoServer: ServerApplication, Equatable {
   /// A video the server tracks.
   public struct TrackedVideo: Codable, Sendable, Hashable {
+    /// The video.
     public var id: VideoID
+    /// Who sent it.
     public var sender: UserID
+    /// Who it is for.
     public var recipient: UserID
+    /// Where its file is.
     public var blobKey: BlobKey
+    /// Its size in bytes.
     public var size: Int
+    /// How far it got.
     public var status: VideoStatus
     /// Whether the blob was already handed out for deletion.
     public var blobReleased: Bool
