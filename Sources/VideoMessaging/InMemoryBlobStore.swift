@@ -22,9 +22,17 @@ public final class InMemoryBlobStore: BlobStore {
   }
 
   private let contents = Mutex(Contents())
+  private let slowness: (@Sendable () async -> Void)?
 
-  /// An empty store.
-  public init() {}
+  /// An empty store that answers at once.
+  public init() {
+    slowness = nil
+  }
+
+  /// An empty store whose every operation first waits `latency` on `clock` (a `ManualClock` in tests).
+  public init<C: Clock>(latency: Duration, clock: C) where C.Duration == Duration {
+    slowness = { try? await clock.sleep(for: latency) }
+  }
 
   /// Makes `count` operations throw ``BlobStoreError/unavailable(_:)``, after `skipping` more succeed.
   public func failNext(_ count: Int, after skipping: Int = 0) {
@@ -71,11 +79,13 @@ public final class InMemoryBlobStore: BlobStore {
   }
 
   public func partialLength(_ key: BlobKey) async throws(BlobStoreError) -> Int {
-    try attempt { $0.partials[key]?.count ?? 0 }
+    await slowness?()
+    return try attempt { $0.partials[key]?.count ?? 0 }
   }
 
   public func append(_ bytes: Data, to key: BlobKey, at offset: Int) async throws(BlobStoreError) {
-    try attempt { (contents: inout Contents) throws(BlobStoreError) in
+    await slowness?()
+    return try attempt { (contents: inout Contents) throws(BlobStoreError) in
       let length = contents.partials[key]?.count ?? 0
       guard length == offset else { throw .offsetMismatch(expected: length, got: offset) }
       contents.partials[key, default: Data()].append(bytes)
@@ -83,7 +93,8 @@ public final class InMemoryBlobStore: BlobStore {
   }
 
   public func complete(_ key: BlobKey, at time: Timestamp) async throws(BlobStoreError) {
-    try attempt { (contents: inout Contents) throws(BlobStoreError) in
+    await slowness?()
+    return try attempt { (contents: inout Contents) throws(BlobStoreError) in
       guard let partial = contents.partials.removeValue(forKey: key) else {
         if contents.blobs[key] != nil { return }
         throw .gone(key)
@@ -93,14 +104,16 @@ public final class InMemoryBlobStore: BlobStore {
   }
 
   public func size(of key: BlobKey) async throws(BlobStoreError) -> Int {
-    try attempt { (contents: inout Contents) throws(BlobStoreError) -> Int in
+    await slowness?()
+    return try attempt { (contents: inout Contents) throws(BlobStoreError) -> Int in
       guard let blob = contents.blobs[key] else { throw .gone(key) }
       return blob.data.count
     }
   }
 
   public func read(_ key: BlobKey, offset: Int, length: Int) async throws(BlobStoreError) -> Data {
-    try attempt { (contents: inout Contents) throws(BlobStoreError) -> Data in
+    await slowness?()
+    return try attempt { (contents: inout Contents) throws(BlobStoreError) -> Data in
       guard let blob = contents.blobs[key] else { throw .gone(key) }
       var length = length
       if let cut = contents.truncateNextReadTo {
@@ -115,14 +128,16 @@ public final class InMemoryBlobStore: BlobStore {
   }
 
   public func delete(_ key: BlobKey) async throws(BlobStoreError) {
-    try attempt { contents in
+    await slowness?()
+    return try attempt { contents in
       contents.blobs[key] = nil
       contents.partials[key] = nil
     }
   }
 
   public func list() async throws(BlobStoreError) -> [BlobInfo] {
-    try attempt { contents in
+    await slowness?()
+    return try attempt { contents in
       contents.blobs.map { BlobInfo(key: $0.key, size: $0.value.data.count, createdAt: $0.value.createdAt) }
         .sorted { $0.key < $1.key }
     }

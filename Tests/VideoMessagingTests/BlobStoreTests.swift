@@ -1,6 +1,7 @@
 import EventProtocol
 import Foundation
 import Testing
+import UpdateMachineTesting
 import VideoMessaging
 
 @Suite("Blob stores: resumable, atomic, failing on demand")
@@ -62,5 +63,18 @@ struct BlobStoreTests {
     store.truncateNextRead(to: 10)
     #expect(try await store.read("k", offset: 0, length: 100).count == 10)
     #expect(try await store.read("k", offset: 90, length: 100).count == 10)
+  }
+}
+
+@Suite("Blob stores: a slow store", .timeLimit(.minutes(1)))
+struct SlowBlobStoreTests {
+  @Test("a slow in-memory store answers only once its latency has passed on the clock")
+  func slowStore() async throws {
+    let clock = ManualClock()
+    let store = InMemoryBlobStore(latency: .seconds(2), clock: clock)
+    let reading = Task { try await store.partialLength("k") }
+    await clock.waitForSleepers(count: 1)
+    clock.advance(by: .seconds(2))
+    #expect(try await reading.value == 0)
   }
 }
