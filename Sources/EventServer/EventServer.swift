@@ -249,7 +249,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
         waiters.removeValue(forKey: pollID)?.resume(returning: outcome)
       case .sendPush(let push):
         Task { [pushGateway] in
-          if await pushGateway.send(push) == .tokenInvalid { await self.pushTokenInvalid(push.token) }
+          if await pushGateway.send(push) == .tokenInvalid { self.pushTokenInvalid(push.token) }
         }
       }
     }

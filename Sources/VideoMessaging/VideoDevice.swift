@@ -219,7 +219,7 @@ public actor VideoDevice {
             guard !chunk.isEmpty else { throw .unavailable("the blob ended at \(offset) of \(video.size) bytes") }
             try await localBlobs.append(chunk, to: localKey, at: offset)
             offset += chunk.count
-            await self.downloadProgressed(video.id, bytesDone: offset)
+            self.downloadProgressed(video.id, bytesDone: offset)
           }
           if Task.isCancelled { return }
           try await localBlobs.complete(localKey, at: readClock())
@@ -265,7 +265,7 @@ public actor VideoDevice {
             guard !chunk.isEmpty else { throw .unavailable("the recording ended at \(offset) bytes") }
             try await remoteBlobs.append(chunk, to: notice.blobKey, at: offset)
             offset += chunk.count
-            await self.uploadProgressed(notice.video, bytesDone: offset)
+            self.uploadProgressed(notice.video, bytesDone: offset)
           }
           try await remoteBlobs.complete(notice.blobKey, at: readClock())
         }
