@@ -49,7 +49,9 @@ let package = Package(
     ),
     .executableTarget(
       name: "Demo",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "SampleApps", "VideoMessaging"],
+      dependencies: [
+        "EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "SampleApps", "VideoMessaging",
+      ],
       swiftSettings: swiftSettings
     ),
     .testTarget(
