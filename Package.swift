@@ -20,6 +20,7 @@ let package = Package(
     .library(name: "UpdateMachine", targets: ["UpdateMachine"]),
     .library(name: "UpdateMachineTesting", targets: ["UpdateMachineTesting"]),
     .library(name: "VideoMessaging", targets: ["VideoMessaging"]),
+    .library(name: "Simulation", targets: ["Simulation"]),
     .executable(name: "Demo", targets: ["Demo"]),
   ],
   targets: [
@@ -41,6 +42,12 @@ let package = Package(
       dependencies: ["EventProtocol", "EventServer", "UpdateMachine"],
       swiftSettings: swiftSettings
     ),
+    // A deterministic world of users and devices on flaky networks, over the real cores and wire format.
+    .target(
+      name: "Simulation",
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "VideoMessaging"],
+      swiftSettings: swiftSettings
+    ),
     // Small example applications (server side and reducer) used by the demo and the tests.
     .target(
       name: "SampleApps",
@@ -51,6 +58,7 @@ let package = Package(
       name: "Demo",
       dependencies: [
         "EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "SampleApps", "VideoMessaging",
+        "Simulation",
       ],
       swiftSettings: swiftSettings
     ),

@@ -1,11 +1,31 @@
-/// `swift run Demo [seed]`: runs the scripted server session, the client engine's, then the video domain's.
+import EventProtocol
+import Foundation
+import Simulation
+
+/// `swift run Demo [options]`: a simulated world of video messaging on flaky networks (see `--help`), or the
+/// scripted sessions with `--scripted`.
 @main
 struct Demo {
   static func main() async throws {
-    let seed = CommandLine.arguments.dropFirst().first.flatMap(UInt64.init) ?? 2026
-    try await ScriptedServerSession(seed: seed).run()
-    try await ScriptedClientSession(seed: seed).run()
-    try await ScriptedVideoSession(seed: seed).run()
-    print("Done (seed \(seed); run again with the same seed for the same ids).")
+    let options: DemoOptions
+    do {
+      options = try DemoOptions.parse(Array(CommandLine.arguments.dropFirst()))
+    } catch {
+      FileHandle.standardError.write(Data("Demo: \(error)\n".utf8))
+      exit(2)
+    }
+    if options.help {
+      print(DemoOptions.usage)
+      return
+    }
+    if options.scripted {
+      try await ScriptedServerSession(seed: options.scenario.seed).run()
+      try await ScriptedClientSession(seed: options.scenario.seed).run()
+      try await ScriptedVideoSession(seed: options.scenario.seed).run()
+      print("Done (seed \(options.scenario.seed); run again with the same seed for the same ids).")
+      return
+    }
+    let ok = try await Task.detached { try SimulationDemo(options: options).run() }.value
+    if !ok { exit(1) }
   }
 }

@@ -230,16 +230,16 @@ public struct TransferQueue: Codable, Sendable, Equatable {
   }
 
   /// The earliest time a failed transfer may start again (possibly already past: then
-  /// ``timerFired(now:)`` starts it at once).
+  /// ``timerFired(now:)`` starts it at once); `nil` while the transfer ahead of it is still under way.
   public var nextRetryAt: Timestamp? {
-    let retries =
-      downloads.map(\.state).compactMap { state -> Timestamp? in
-        if case .failed(_, let retryAt) = state { retryAt } else { nil }
-      }
-      + uploads.map(\.state).compactMap { state -> Timestamp? in
-        if case .failed(_, let retryAt) = state { retryAt } else { nil }
-      }
-    return retries.min()
+    var times: [Timestamp] = []
+    if !downloads.contains(where: { if case .downloading = $0.state { true } else { false } }) {
+      times += downloads.compactMap { if case .failed(_, let retryAt) = $0.state { retryAt } else { nil } }
+    }
+    if !uploads.contains(where: { if case .uploading = $0.state { true } else { false } }) {
+      times += uploads.compactMap { if case .failed(_, let retryAt) = $0.state { retryAt } else { nil } }
+    }
+    return times.min()
   }
 
   // MARK: - Helpers

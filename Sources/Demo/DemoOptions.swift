@@ -1,0 +1,136 @@
+import EventProtocol
+import Simulation
+
+/// The Demo's command line, parsed without any package: every option, its value, and one-line errors.
+struct DemoOptions {
+  var scenario = Scenario(seed: 2026)
+  var strategies: [DeliveryStrategy] = [.pushPlusPoll]
+  var seeds = 1
+  var json = false
+  var reportPath: String?
+  var scripted = false
+  var help = false
+
+  static let usage = """
+    Usage: swift run Demo [options]
+
+    Runs a simulated world of users sending each other videos over flaky networks, on the real engine,
+    server and wire format, deterministically; prints the moments that matter, a summary, and whether every
+    device converged. The same seed gives the same run.
+
+    Options:
+      --seed N                  the run's seed (default 2026)
+      --users N                 users (default 3)
+      --devices N               devices per user (default 1)
+      --hours H                 simulated hours of faults, then the world must settle (default 6)
+      --strategy S              push-only | poll-only | push+poll | push+poll+payload | all (default push+poll)
+      --faults LEVEL            none | moderate | heavy (default moderate)
+      --push-loss P             share of pushes lost (default 0.2)
+      --request-failure P       share of requests failing (default 0.02)
+      --offline-per-hour R      offline periods per device-hour (default 0.5)
+      --crashes-per-hour R      app kills per device-hour (default 0.2)
+      --server-restarts-per-hour R   server restarts per hour (default 0.1)
+      --blob-failure P          share of transfer steps failing (default 0.05)
+      --seeds N                 run N seeds from --seed on, with a progress line, and summarize
+      --trace                   print every step of the run
+      --json                    print the report as JSON, for tools
+      --report FILE.html        write a self-contained HTML page: timelines and the strategy comparison
+      --scripted                run the scripted sessions instead (server contract, engine, video domain)
+      --help                    show this help
+    """
+
+  /// Parses `arguments` (without the program name).
+  /// - Throws: A one-line message naming the bad option or value.
+  static func parse(_ arguments: [String]) throws(DemoOptionError) -> DemoOptions {
+    var options = DemoOptions()
+    var remaining = arguments[...]
+    func value(_ option: String) throws(DemoOptionError) -> String {
+      guard let value = remaining.popFirst() else { throw DemoOptionError("\(option) needs a value") }
+      return value
+    }
+    func integer(_ option: String, in range: ClosedRange<Int>) throws(DemoOptionError) -> Int {
+      let text = try value(option)
+      guard let number = Int(text), range.contains(number) else {
+        throw DemoOptionError(
+          "\(option) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'"
+        )
+      }
+      return number
+    }
+    func rate(_ option: String, maximum: Double) throws(DemoOptionError) -> Double {
+      let text = try value(option)
+      guard let number = Double(text), number >= 0, number <= maximum else {
+        throw DemoOptionError("\(option) takes a number from 0 to \(maximum), not '\(text)'")
+      }
+      return number
+    }
+    while let option = remaining.popFirst() {
+      switch option {
+      case "--help", "-h": options.help = true
+      case "--seed":
+        let text = try value(option)
+        guard let seed = UInt64(text) else { throw DemoOptionError("--seed takes a whole number, not '\(text)'") }
+        options.scenario.seed = seed
+      case "--users": options.scenario.users = try integer(option, in: 1...50)
+      case "--devices": options.scenario.devicesPerUser = try integer(option, in: 1...5)
+      case "--hours": options.scenario.duration = .seconds(try integer(option, in: 1...24 * 30) * 3600)
+      case "--strategy":
+        let text = try value(option)
+        if text == "all" {
+          options.strategies = DeliveryStrategy.allCases
+        } else if let strategy = DeliveryStrategy(rawValue: text) {
+          options.strategies = [strategy]
+        } else {
+          throw DemoOptionError(
+            "--strategy takes push-only, poll-only, push+poll, push+poll+payload or all, not '\(text)'"
+          )
+        }
+      case "--faults":
+        switch try value(option) {
+        case "none": options.scenario.faults = .none
+        case "moderate": options.scenario.faults = FaultRates()
+        case "heavy": options.scenario.faults = FaultRates().scaled(by: 3)
+        case let other: throw DemoOptionError("--faults takes none, moderate or heavy, not '\(other)'")
+        }
+      case "--push-loss": options.scenario.faults.pushLoss = try rate(option, maximum: 1)
+      case "--request-failure": options.scenario.faults.requestFailure = try rate(option, maximum: 0.9)
+      case "--offline-per-hour": options.scenario.faults.offlinePerHour = try rate(option, maximum: 60)
+      case "--crashes-per-hour": options.scenario.faults.crashesPerHour = try rate(option, maximum: 60)
+      case "--server-restarts-per-hour": options.scenario.faults.serverRestartsPerHour = try rate(option, maximum: 60)
+      case "--blob-failure": options.scenario.faults.blobFailure = try rate(option, maximum: 0.9)
+      case "--seeds": options.seeds = try integer(option, in: 1...100_000)
+      case "--trace": options.scenario.keepsFullTrace = true
+      case "--json": options.json = true
+      case "--report": options.reportPath = try value(option)
+      case "--scripted": options.scripted = true
+      default: throw DemoOptionError("unknown option '\(option)' (see --help)")
+      }
+    }
+    return options
+  }
+
+  /// The command that replays this run.
+  var replayCommand: String {
+    var parts = ["swift run Demo --seed \(scenario.seed)"]
+    if scenario.users != 3 { parts.append("--users \(scenario.users)") }
+    if scenario.devicesPerUser != 1 { parts.append("--devices \(scenario.devicesPerUser)") }
+    let hours = Int(scenario.duration.inSeconds / 3600)
+    if hours != 6 { parts.append("--hours \(hours)") }
+    if strategies.count > 1 {
+      parts.append("--strategy all")
+    } else if strategies != [.pushPlusPoll] {
+      parts.append("--strategy \(strategies[0])")
+    }
+    if scenario.faults != FaultRates() { parts.append("(with the same fault options)") }
+    return parts.joined(separator: " ")
+  }
+}
+
+/// A bad option or value, as one line.
+struct DemoOptionError: Error, CustomStringConvertible {
+  var description: String
+
+  init(_ description: String) {
+    self.description = description
+  }
+}

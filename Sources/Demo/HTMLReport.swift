@@ -1,0 +1,66 @@
+import EventProtocol
+import Foundation
+import Simulation
+
+/// One self-contained HTML page (inline SVG, no scripts, no network): per run, the share of time in each
+/// freshness state and the moments that mattered; across strategies, staleness and cost as bar charts.
+struct HTMLReport {
+  let reports: [SimulationReport]
+
+  func write(to url: URL) throws {
+    try page.write(to: url, atomically: true, encoding: .utf8)
+  }
+
+  private var page: String {
+    let colors = ["live": "#2e9d57", "settling": "#9ccc65", "connecting": "#f0ad4e", "cannot connect": "#d9534f"]
+    var body = "<h1>Video messaging on a flaky network</h1>"
+    if let first = reports.first {
+      body +=
+        "<p>Seed \(first.scenario.seed), \(first.scenario.users) users × \(first.scenario.devicesPerUser) device(s).</p>"
+    }
+    if reports.count > 1 {
+      body += "<h2>Strategies side by side</h2>"
+      body += barChart(title: "Staleness with the app open, p99 (seconds)") { $0.foregroundStaleness.p99 }
+      body += barChart(title: "Staleness with the app closed, p99 (seconds)") { $0.backgroundStaleness.p99 }
+      body += barChart(title: "Wrong status shown (seconds per open hour)") { $0.wrongStatusSecondsPerOpenHour }
+      body += barChart(title: "Requests per device-hour") { $0.requestsPerDeviceHour }
+    }
+    for report in reports {
+      body += "<h2>\(report.scenario.strategy): \(report.converged ? "converged" : "NOT converged")</h2>"
+      var x = 0.0
+      var bar = ""
+      for name in ["live", "settling", "connecting", "cannot connect"] {
+        let width = (report.freshnessShare[name] ?? 0) * 600
+        bar += "<rect x='\(x)' y='0' width='\(width)' height='24' fill='\(colors[name]!)'><title>\(name)</title></rect>"
+        x += width
+      }
+      body += "<p>Time in each freshness state (live, settling, connecting, cannot connect):</p>"
+      body += "<svg width='600' height='24' xmlns='http://www.w3.org/2000/svg'>\(bar)</svg>"
+      body += "<ul>" + report.timeline.prefix(60).map { "<li>\(escape($0))</li>" }.joined() + "</ul>"
+    }
+    return """
+      <!doctype html><html><head><meta charset="utf-8"><title>Simulation report</title>
+      <style>body{font-family:system-ui,sans-serif;max-width:900px;margin:2em auto}li{font-family:monospace;font-size:12px}</style>
+      </head><body>\(body)</body></html>
+      """
+  }
+
+  private func barChart(title: String, _ value: (SimulationReport) -> Double) -> String {
+    let values = reports.map(value)
+    let top = max(values.max() ?? 1, 0.001)
+    var svg = ""
+    for (index, report) in reports.enumerated() {
+      let width = values[index] / top * 400
+      let y = index * 26
+      svg += "<text x='0' y='\(y + 16)' font-size='12'>\(report.scenario.strategy)</text>"
+      svg += "<rect x='140' y='\(y + 4)' width='\(width)' height='16' fill='#4a78c2'/>"
+      svg += "<text x='\(145 + width)' y='\(y + 16)' font-size='12'>\(String(format: "%.1f", values[index]))</text>"
+    }
+    return
+      "<h3>\(title)</h3><svg width='640' height='\(reports.count * 26)' xmlns='http://www.w3.org/2000/svg'>\(svg)</svg>"
+  }
+
+  private func escape(_ text: String) -> String {
+    text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+  }
+}

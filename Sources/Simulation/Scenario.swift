@@ -1,0 +1,136 @@
+import EventProtocol
+
+/// How devices learn about changes: the video seed's options (seed 000), made concrete.
+public enum DeliveryStrategy: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
+  /// No long-poll, no periodic poll: a device learns only from pushes (a bare hint, then one poll) and from
+  /// opening the app (one poll).
+  case pushOnly = "push-only"
+  /// No pushes: a short poll every minute while the app is open, every 15 minutes in the background.
+  case pollOnly = "poll-only"
+  /// Long-poll in the foreground; in the background, push hints (then one poll) and a poll every 15 minutes.
+  case pushPlusPoll = "push+poll"
+  /// As push+poll, and pushes carry the events when they fit 4 KiB, so most cost no request at all.
+  case pushPlusPollPayload = "push+poll+payload"
+
+  public var description: String { rawValue }
+
+  /// Whether the server sends pushes to devices under this strategy.
+  public var usesPushes: Bool { self != .pollOnly }
+}
+
+/// The faults a run throws at the world. Every rate is a probability per request, per push or per
+/// transfer step, or a number per device-hour; all are 0 in ``none``.
+public struct FaultRates: Sendable, Hashable, Codable {
+  /// One-way network latency, drawn uniformly, in milliseconds.
+  public var latencyMilliseconds: ClosedRange<Int> = 20...400
+  /// Requests that fail with a connection error (before or after reaching the server).
+  public var requestFailure = 0.02
+  /// Requests that never answer (the engine's deadline ends them).
+  public var neverAnswer = 0.005
+  /// Requests answered 503.
+  public var serverError = 0.01
+  /// Offline periods per device-hour, and how long each lasts, in seconds.
+  public var offlinePerHour = 0.5
+  public var offlineSeconds: ClosedRange<Int> = 60...1800
+  /// Pushes lost, duplicated, and delivered late (up to 60 s, which also reorders them).
+  public var pushLoss = 0.2
+  public var pushDuplicate = 0.05
+  public var pushLate = 0.2
+  /// App kills per device-hour (at any point, including between two persistence steps).
+  public var crashesPerHour = 0.2
+  /// Server restarts per hour, and the share of them that lose the queue dump.
+  public var serverRestartsPerHour = 0.1
+  public var restartWithoutDump = 0.3
+  /// Transfer steps that fail, and that move fewer bytes than asked.
+  public var blobFailure = 0.05
+  public var blobTruncation = 0.02
+
+  /// Moderate faults: what the demo runs by default.
+  public init() {}
+
+  /// No fault at all.
+  public static var none: FaultRates {
+    var rates = FaultRates()
+    rates.latencyMilliseconds = 20...20
+    rates.requestFailure = 0
+    rates.neverAnswer = 0
+    rates.serverError = 0
+    rates.offlinePerHour = 0
+    rates.pushLoss = 0
+    rates.pushDuplicate = 0
+    rates.pushLate = 0
+    rates.crashesPerHour = 0
+    rates.serverRestartsPerHour = 0
+    rates.blobFailure = 0
+    rates.blobTruncation = 0
+    return rates
+  }
+
+  /// Every rate multiplied by `factor` (latency kept).
+  public func scaled(by factor: Double) -> FaultRates {
+    var rates = self
+    rates.requestFailure = min(requestFailure * factor, 0.9)
+    rates.neverAnswer = min(neverAnswer * factor, 0.9)
+    rates.serverError = min(serverError * factor, 0.9)
+    rates.offlinePerHour *= factor
+    rates.pushLoss = min(pushLoss * factor, 1)
+    rates.pushDuplicate = min(pushDuplicate * factor, 1)
+    rates.pushLate = min(pushLate * factor, 1)
+    rates.crashesPerHour *= factor
+    rates.serverRestartsPerHour *= factor
+    rates.blobFailure = min(blobFailure * factor, 0.9)
+    rates.blobTruncation = min(blobTruncation * factor, 0.9)
+    return rates
+  }
+}
+
+/// What users do.
+public struct Behaviour: Sendable, Hashable, Codable {
+  /// How often a user opens the app, per hour, and for how long, in seconds.
+  public var opensPerHour = 3.0
+  public var openSeconds: ClosedRange<Int> = 60...600
+  /// How often a user records a video while the app is open, per hour of open app.
+  public var recordingsPerOpenHour = 6.0
+  /// Video sizes, in kilobytes.
+  public var videoKilobytes: ClosedRange<Int> = 200...3000
+  /// How long after a video is shown the user watches it, in seconds (while the app is open).
+  public var watchAfterSeconds: ClosedRange<Int> = 5...60
+
+  /// The default behaviour.
+  public init() {}
+}
+
+/// One run of the simulation: who, for how long, how devices learn about changes, and what goes wrong.
+///
+/// ```swift
+/// var scenario = Scenario(seed: 7)
+/// scenario.strategy = .pushOnly
+/// let report = Simulation.run(scenario)
+/// ```
+public struct Scenario: Sendable, Hashable, Codable {
+  /// Drives every random choice: the same scenario gives the same run, byte for byte.
+  public var seed: UInt64
+  /// How many users.
+  public var users = 3
+  /// How many devices each user has.
+  public var devicesPerUser = 1
+  /// How long the faults last, in simulated time; then the world must settle.
+  public var duration: Duration = .seconds(6 * 3600)
+  /// How long the world may take to converge once the faults stop.
+  public var settleLimit: Duration = .seconds(3600)
+  /// How devices learn about changes.
+  public var strategy: DeliveryStrategy = .pushPlusPoll
+  /// What goes wrong.
+  public var faults = FaultRates()
+  /// What users do.
+  public var behaviour = Behaviour()
+  /// The queue lifespan devices ask for (short enough that long offline periods expire queues).
+  public var queueLifespan: Duration = .seconds(3600)
+  /// Whether to keep a full trace (every step), not only the moments that matter.
+  public var keepsFullTrace = false
+
+  /// A scenario with default settings and `seed`.
+  public init(seed: UInt64) {
+    self.seed = seed
+  }
+}

@@ -1,0 +1,82 @@
+import EventProtocol
+import Foundation
+
+/// What a run measured and whether it converged.
+public struct SimulationReport: Sendable, Hashable, Codable {
+  /// The scenario that was run.
+  public var scenario: Scenario
+  /// Whether every device converged to its user's server snapshot, with empty outboxes and every video
+  /// delivered, within the settle limit.
+  public var converged: Bool
+  /// What kept the world from converging, when it did not.
+  public var convergenceGaps: [String]
+  /// How long the world took to settle once the faults stopped.
+  public var settleTime: Duration?
+  /// Invariants broken during the run (empty when all held).
+  public var violations: [String]
+  /// Simulated device-hours (devices × duration).
+  public var deviceHours: Double
+  /// Staleness: the time from a server change to the affected device showing it, for changes made while
+  /// the device's app was open, and while it was not.
+  public var foregroundStaleness: Percentiles
+  public var backgroundStaleness: Percentiles
+  /// Seconds, per device-hour of open app, during which a sender looked at a status the server had
+  /// already moved past (the seed's "status incorrect even with the app open").
+  public var wrongStatusSecondsPerOpenHour: Double
+  /// Requests and bytes (requests and answers, with 150 bytes of HTTP overhead each) per device-hour.
+  public var requestsPerDeviceHour: Double
+  public var bytesPerDeviceHour: Double
+  /// Pushes sent by the server, lost on the way, redundant on arrival, and applied with no request.
+  public var pushesSent: Int
+  public var pushesLost: Int
+  public var pushesRedundant: Int
+  public var pushesAppliedWithoutRequest: Int
+  /// Registrations after the first of each device (expired queues, restarts without a dump).
+  public var reregistrations: Int
+  /// Share of open-app time in each freshness state (live, settling, connecting, cannot connect): what the
+  /// user saw on the banner.
+  public var freshnessShare: [String: Double]
+  /// Videos sent (recordings saved on their device), and delivered to their recipient.
+  public var videosSent: Int
+  public var videosDelivered: Int
+  /// The moments that matter, in order.
+  public var timeline: [String]
+  /// Every step, when the scenario asked for it.
+  public var trace: [String]
+}
+
+/// Percentiles of a set of durations, in seconds.
+public struct Percentiles: Sendable, Hashable, Codable, CustomStringConvertible {
+  /// How many samples.
+  public var count: Int
+  public var p50: Double
+  public var p99: Double
+  public var max: Double
+
+  /// The percentiles of `samples` (seconds); all zero when there are none.
+  public init(_ samples: [Double]) {
+    let sorted = samples.sorted()
+    count = sorted.count
+    func rank(_ fraction: Double) -> Double {
+      guard !sorted.isEmpty else { return 0 }
+      return sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * fraction).rounded()))]
+    }
+    p50 = rank(0.5)
+    p99 = rank(0.99)
+    max = sorted.last ?? 0
+  }
+
+  public var description: String {
+    count == 0 ? "—" : "\(Self.format(p50)) / \(Self.format(p99)) / \(Self.format(max))"
+  }
+
+  /// Seconds as a short human string: 0.4 s, 12 s, 15 min, 2.1 h.
+  public static func format(_ seconds: Double) -> String {
+    switch seconds {
+    case ..<10: String(format: "%.1f s", seconds)
+    case ..<120: String(format: "%.0f s", seconds)
+    case ..<7200: String(format: "%.0f min", seconds / 60)
+    default: String(format: "%.1f h", seconds / 3600)
+    }
+  }
+}

@@ -1,0 +1,422 @@
+import EventProtocol
+import EventServer
+import Foundation
+import UpdateMachine
+import VideoMessaging
+
+/// The discrete-event world: users and their devices, a network that delays, fails and partitions, a push
+/// service that loses and reorders, blob storage, and the event server, all over virtual time with one
+/// seeded generator. It drives the pure cores directly (the engine's, the outbox's, the transfer queue's,
+/// the server's), and every request and answer crosses the network as real wire bytes.
+struct SimulationWorld {
+  typealias Core = SimulatedDevice.Core
+  typealias Server = EventServerStateMachine<VideoServer>
+
+  enum Answer {
+    case body([UInt8])
+    case failure(TransportError)
+  }
+
+  enum Event {
+    case requestReachesServer(device: Int, request: RequestID, exchange: SimulatedDevice.Exchange, losesAnswer: Bool)
+    case answerReachesDevice(device: Int, request: RequestID, answer: Answer)
+    case deviceTimer(device: Int, generation: Int)
+    case serverTimer
+    case pushReachesDevice(device: Int, payload: [UInt8])
+    case transferStep(device: Int, download: Bool, generation: Int)
+    case appOpens(device: Int)
+    case appCloses(device: Int)
+    case record(device: Int)
+    case watch(device: Int, video: VideoID)
+    case pollTick(device: Int)
+    case goesOffline(device: Int)
+    case comesOnline(device: Int)
+    case crash(device: Int)
+    case serverRestart
+    case faultsStop
+    case convergenceCheck
+  }
+
+  let scenario: Scenario
+  var random: SeededRandomNumberGenerator
+  var now: Timestamp
+  let start: Timestamp
+  var events = EventHeap<Event>()
+  var server: Server
+  var devices: [SimulatedDevice] = []
+  let users: [UserID]
+  var faultsOn = true
+  var faults: FaultRates
+  var parkedPolls: [PollID: (device: Int, request: RequestID)] = [:]
+  var nextPollID: UInt64 = 0
+  var serverTimerAt: Timestamp?
+  var installations: [ClientID: Int] = [:]
+  var blobs: [BlobKey: Int] = [:]
+  var blobPartials: [BlobKey: Int] = [:]
+  /// Each user's snapshot versions: when the server's snapshot for the user changed, and to what.
+  var versions: [UserID: [(time: Timestamp, snapshot: VideoSnapshot)]] = [:]
+  /// Per device, the versions not yet shown: (version, time, app open then).
+  var unshown: [[(version: Int, time: Timestamp, open: Bool)]] = []
+  var foregroundStaleness: [Double] = []
+  var backgroundStaleness: [Double] = []
+  var videosSent: [VideoID: UserID] = [:]
+  var videosDelivered: Set<VideoID> = []
+  var pushesSent = 0
+  var violations: [String] = []
+  var timeline: [String] = []
+  var trace: [String] = []
+  var lostPushSince: [Int: Timestamp] = [:]
+  var resumedFrom: [Int: (video: VideoID, bytes: Int)] = [:]
+  var settledAt: Timestamp?
+  var finished = false
+
+  init(scenario: Scenario) {
+    self.scenario = scenario
+    self.faults = scenario.faults
+    var random = SeededRandomNumberGenerator(seed: scenario.seed)
+    let start = Timestamp(secondsSinceEpoch: 1_700_000_000)
+    self.start = start
+    self.now = start
+    var configuration = EventServerConfiguration()
+    configuration.maximumIdleTimeout = .seconds(7 * 24 * 3600)
+    self.server = Server(
+      application: VideoServer(),
+      configuration: configuration,
+      random: SeededRandomNumberGenerator(seed: random.next()),
+      now: start
+    )
+    self.users = (0..<max(scenario.users, 1)).map { UserID("user\($0 + 1)") }
+    self.random = random
+    for user in users {
+      versions[user] = [(start, VideoSnapshot())]
+      for _ in 0..<max(scenario.devicesPerUser, 1) {
+        addDevice(for: user)
+      }
+    }
+  }
+
+  // MARK: - Running
+
+  /// Runs the scenario: faults for its duration, then settling until converged or the limit.
+  mutating func run() -> SimulationReport {
+    for index in devices.indices {
+      startDevice(index)
+      scheduleNextOpen(index)
+      schedule(.goesOffline(device: index), after: exponential(perHour: faults.offlinePerHour))
+      schedule(.crash(device: index), after: exponential(perHour: faults.crashesPerHour))
+    }
+    schedule(.serverRestart, after: exponential(perHour: faults.serverRestartsPerHour))
+    scheduleServerTimer()
+    schedule(.faultsStop, after: scenario.duration)
+    let deadline = start.advanced(by: scenario.duration).advanced(by: scenario.settleLimit)
+    var eventsAtThisTime = 0
+    while !finished, let next = events.nextTime, next <= deadline {
+      let (time, event) = events.pop()!
+      eventsAtThisTime = time == now ? eventsAtThisTime + 1 : 0
+      guard eventsAtThisTime < 100_000 else {
+        violations.append("livelock: 100,000 steps at \(clockText(now)) without time moving")
+        break
+      }
+      sample(until: time)
+      now = time
+      handle(event)
+    }
+    sample(until: now)
+    return report()
+  }
+
+  mutating func handle(_ event: Event) {
+    switch event {
+    case .requestReachesServer(let device, let request, let exchange, let losesAnswer):
+      requestReachesServer(device, request, exchange, losesAnswer: losesAnswer)
+    case .answerReachesDevice(let device, let request, let answer):
+      answerReachesDevice(device, request, answer)
+    case .deviceTimer(let device, let generation):
+      deviceTimerFired(device, generation: generation)
+    case .serverTimer:
+      serverTimerAt = nil
+      applyServer(server.timerFired(now: now))
+    case .pushReachesDevice(let device, let payload):
+      pushReachesDevice(device, payload)
+    case .transferStep(let device, let download, let generation):
+      transferStep(device, download: download, generation: generation)
+    case .appOpens(let device): appOpens(device)
+    case .appCloses(let device): appCloses(device)
+    case .record(let device): record(device)
+    case .watch(let device, let video): watch(device, video)
+    case .pollTick(let device): pollTick(device)
+    case .goesOffline(let device): goesOffline(device)
+    case .comesOnline(let device): comesOnline(device)
+    case .crash(let device):
+      guard faultsOn else { return }
+      crash(device)
+      schedule(.crash(device: device), after: exponential(perHour: faults.crashesPerHour))
+    case .serverRestart:
+      guard faultsOn else { return }
+      restartServer(withDump: !chance(faults.restartWithoutDump))
+      schedule(.serverRestart, after: exponential(perHour: faults.serverRestartsPerHour))
+    case .faultsStop: stopFaults()
+    case .convergenceCheck:
+      if isConverged {
+        settledAt = now
+        finished = true
+      } else {
+        schedule(.convergenceCheck, after: .seconds(10))
+      }
+    }
+  }
+
+  // MARK: - Scheduling and randomness
+
+  mutating func schedule(_ event: Event, after delay: Duration?) {
+    guard let delay else { return }
+    events.push(event, at: now.advanced(by: delay))
+  }
+
+  mutating func chance(_ probability: Double) -> Bool {
+    probability > 0 && Double.random(in: 0..<1, using: &random) < probability
+  }
+
+  /// A waiting time with the given rate per hour (`nil` for a rate of zero).
+  mutating func exponential(perHour rate: Double) -> Duration? {
+    guard rate > 0 else { return nil }
+    let uniform = Double.random(in: Double.ulpOfOne..<1, using: &random)
+    return .milliseconds(Int64(-log(uniform) / rate * 3_600_000))
+  }
+
+  mutating func seconds(_ range: ClosedRange<Int>) -> Duration {
+    .seconds(Int.random(in: range, using: &random))
+  }
+
+  mutating func latency() -> Duration {
+    .milliseconds(Int.random(in: faults.latencyMilliseconds, using: &random))
+  }
+
+  mutating func note(_ line: String) {
+    timeline.append("[\(clockText(now))] \(line)")
+  }
+
+  mutating func traceLine(_ line: @autoclosure () -> String) {
+    if scenario.keepsFullTrace { trace.append("[\(clockText(now))] \(line())") }
+  }
+
+  func clockText(_ time: Timestamp) -> String {
+    let seconds = Int(start.duration(to: time).inSeconds)
+    return String(format: "%02d:%02d:%02d", seconds / 3600, seconds / 60 % 60, seconds % 60)
+  }
+
+  // MARK: - The network and the server
+
+  static let overheadBytes = 150
+
+  mutating func send(_ exchange: SimulatedDevice.Exchange, as request: RequestID, from index: Int) {
+    devices[index].outstanding[request] = exchange
+    devices[index].requests += 1
+    devices[index].bytes += Self.overheadBytes + requestBodySize(exchange)
+    traceLine("device \(index) sends \(request) \(exchange)")
+    if !devices[index].online || (faultsOn && chance(faults.requestFailure / 2)) {
+      schedule(
+        .answerReachesDevice(device: index, request: request, answer: .failure(.connectionFailed())),
+        after: latency()
+      )
+      return
+    }
+    if faultsOn && chance(faults.neverAnswer) { return }
+    let losesAnswer = faultsOn && chance(faults.requestFailure / 2)
+    schedule(
+      .requestReachesServer(device: index, request: request, exchange: exchange, losesAnswer: losesAnswer),
+      after: latency()
+    )
+  }
+
+  func requestBodySize(_ exchange: SimulatedDevice.Exchange) -> Int {
+    switch exchange {
+    case .register: 80
+    case .poll: 90
+    case .submit(let body): ((try? WireFormat.encode(body))?.count ?? 100)
+    }
+  }
+
+  mutating func requestReachesServer(
+    _ index: Int,
+    _ request: RequestID,
+    _ exchange: SimulatedDevice.Exchange,
+    losesAnswer: Bool
+  ) {
+    let user = devices[index].user
+    if faultsOn && chance(faults.serverError) {
+      reply(to: index, request, .failure(.serverError(status: 503)))
+      return
+    }
+    switch exchange {
+    case .register:
+      let clientID = devices[index].core.clientID!
+      let (registration, actions) = server.register(
+        user: user,
+        eventTypes: nil,
+        lifespan: scenario.queueLifespan,
+        clientID: clientID,
+        now: now
+      )
+      installations[clientID] = index
+      applyServer(actions)
+      reply(to: index, request, losesAnswer ? .failure(.connectionFailed("answer lost")) : .body(encode(registration)))
+    case .poll(let finger, let dontBlock):
+      guard devices[index].outstanding[request] != nil else { return }
+      let pollID = PollID(nextPollID)
+      nextPollID += 1
+      parkedPolls[pollID] = (index, request)
+      devices[index].parked[request] = pollID
+      applyServer(
+        server.poll(
+          pollID,
+          queueID: finger.queueID,
+          user: user,
+          lastEventID: finger.lastEventID,
+          dontBlock: dontBlock,
+          now: now
+        )
+      )
+    case .submit(let body):
+      do {
+        let (receipt, actions) = try server.applyMutation(
+          body.mutation,
+          from: user,
+          clientID: body.clientID,
+          mutationID: body.mutationID,
+          digest: MutationDigest(of: body.mutation),
+          now: now
+        )
+        applyServer(actions)
+        reply(
+          to: index,
+          request,
+          losesAnswer ? .failure(.connectionFailed("answer lost")) : .body(encode(SuccessBody(receipt)))
+        )
+      } catch {
+        reply(to: index, request, .body(encode(error)))
+      }
+      recordVersions()
+      for key in server.updateBookkeeping({ $0.takeBlobDeletions() }) { blobs[key] = nil }
+    }
+    scheduleServerTimer()
+  }
+
+  mutating func reply(to index: Int, _ request: RequestID, _ answer: Answer) {
+    if case .body(let bytes) = answer { devices[index].bytes += Self.overheadBytes + bytes.count }
+    schedule(.answerReachesDevice(device: index, request: request, answer: answer), after: latency())
+  }
+
+  func encode(_ value: some Encodable) -> [UInt8] {
+    (try? WireFormat.encode(value)).map { [UInt8]($0) } ?? []
+  }
+
+  /// Performs the server's actions: answers parked polls, sends pushes through the lossy push service.
+  mutating func applyServer(_ actions: [Server.Action]) {
+    for action in actions {
+      switch action {
+      case .completePoll(let pollID, let outcome):
+        guard let (index, request) = parkedPolls.removeValue(forKey: pollID) else { continue }
+        devices[index].parked[request] = nil
+        switch outcome {
+        case .events(let events): reply(to: index, request, .body(encode(EventsReply(events: events, queueID: nil))))
+        case .failed(let error): reply(to: index, request, .body(encode(error)))
+        case .cancelled: reply(to: index, request, .failure(.connectionFailed("dropped")))
+        }
+      case .sendPush(let push):
+        guard scenario.strategy.usesPushes, let index = installations[push.installation.clientID] else { continue }
+        pushesSent += 1
+        if faultsOn && chance(faults.pushLoss) {
+          devices[index].pushesLost += 1
+          if lostPushSince[index] == nil { lostPushSince[index] = now }
+          traceLine("push to device \(index) lost")
+          continue
+        }
+        let copies = faultsOn && chance(faults.pushDuplicate) ? 2 : 1
+        for _ in 0..<copies {
+          let delay = faultsOn && chance(faults.pushLate) ? seconds(1...60) : latency()
+          schedule(.pushReachesDevice(device: index, payload: push.payload), after: delay)
+        }
+      }
+    }
+    scheduleServerTimer()
+  }
+
+  mutating func scheduleServerTimer() {
+    let deadline = server.nextDeadline
+    guard deadline != serverTimerAt else { return }
+    serverTimerAt = deadline
+    events.push(.serverTimer, at: max(deadline, now))
+  }
+
+  /// Records a new snapshot version for every user whose snapshot changed.
+  mutating func recordVersions() {
+    for user in users {
+      let snapshot = server.application.snapshot(for: user)
+      guard versions[user]!.last!.snapshot != snapshot else { continue }
+      versions[user]!.append((now, snapshot))
+      let version = versions[user]!.count - 1
+      for index in devices.indices where devices[index].user == user {
+        unshown[index].append((version, now, devices[index].appOpen))
+      }
+    }
+  }
+
+  mutating func restartServer(withDump: Bool) {
+    note(
+      "the server restarts \(withDump ? "from its queue dump" : "WITHOUT its queue dump: every device must re-register")"
+    )
+    applyServer(server.connectionsDropped(now: now))
+    let application = server.application
+    var configuration = server.configuration
+    configuration.maximumIdleTimeout = .seconds(7 * 24 * 3600)
+    let dump = server.dump()
+    server = Server(
+      application: application,
+      configuration: configuration,
+      random: SeededRandomNumberGenerator(seed: random.next()),
+      now: now
+    )
+    if withDump, let restored = try? QueueDump<VideoEvent>.decode(WireFormat.encode(dump)) {
+      applyServer((try? server.restore(restored, now: now)) ?? [])
+    } else {
+      for index in devices.indices where scenario.strategy.usesPushes {
+        if let clientID = devices[index].core.clientID {
+          server.registerPushToken(
+            PushToken(rawValue: "device-\(index)"),
+            user: devices[index].user,
+            clientID: clientID,
+            now: now
+          )
+        }
+      }
+    }
+    serverTimerAt = nil
+    scheduleServerTimer()
+  }
+}
+
+/// A success body carrying a reply's fields beside `result` and `msg`.
+struct SuccessBody<Reply: Codable>: Codable {
+  var reply: Reply
+
+  init(_ reply: Reply) {
+    self.reply = reply
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case result
+    case message = "msg"
+  }
+
+  init(from decoder: any Decoder) throws {
+    reply = try Reply(from: decoder)
+  }
+
+  func encode(to encoder: any Encoder) throws {
+    try reply.encode(to: encoder)
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode("success", forKey: .result)
+    try container.encode("", forKey: .message)
+  }
+}
