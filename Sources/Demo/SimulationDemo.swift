@@ -81,9 +81,10 @@ struct SimulationDemo {
   private func printComparison(_ reports: [SimulationReport]) {
     print("\nThe same seed under each strategy:\n")
     let header = [
-      "", "staleness open p50/p99", "staleness closed p50/p99", "wrong s/open h", "req/dev-h", "kB/dev-h", "verdict",
+      "", "staleness open p50/p99", "staleness closed p50/p99", "wrong s/open h", "longest wrong", "req/dev-h",
+      "kB/dev-h", "verdict",
     ]
-    let widths = [20, 24, 25, 15, 10, 10, 14]
+    let widths = [20, 24, 26, 16, 15, 11, 10, 14]
     print(zip(header, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined())
     for report in reports {
       let cells = [
@@ -91,6 +92,7 @@ struct SimulationDemo {
         "\(Percentiles.format(report.foregroundStaleness.p50)) / \(Percentiles.format(report.foregroundStaleness.p99))",
         "\(Percentiles.format(report.backgroundStaleness.p50)) / \(Percentiles.format(report.backgroundStaleness.p99))",
         String(format: "%.1f", report.wrongStatusSecondsPerOpenHour),
+        Percentiles.format(report.longestWrongStatusSeconds),
         String(format: "%.1f", report.requestsPerDeviceHour),
         String(format: "%.0f", report.bytesPerDeviceHour / 1000),
         report.converged ? "converged" : "NOT converged",

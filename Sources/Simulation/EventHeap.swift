@@ -3,7 +3,9 @@ import EventProtocol
 /// A min-heap of scheduled items ordered by time, then by insertion order, so equal times keep the order
 /// in which they were scheduled (the simulation stays deterministic).
 struct EventHeap<Item> {
-  private var entries: [(time: Timestamp, sequence: UInt64, item: Item)] = []
+  /// The heap holds only times and sequence numbers; the items wait in `items`, so sifting moves small values.
+  private var entries: [(time: Timestamp, sequence: UInt64)] = []
+  private var items: [UInt64: Item] = [:]
   private var nextSequence: UInt64 = 0
 
   var isEmpty: Bool { entries.isEmpty }
@@ -12,7 +14,8 @@ struct EventHeap<Item> {
 
   /// - Complexity: O(log *n*).
   mutating func push(_ item: Item, at time: Timestamp) {
-    entries.append((time, nextSequence, item))
+    entries.append((time, nextSequence))
+    items[nextSequence] = item
     nextSequence += 1
     var child = entries.count - 1
     while child > 0 {
@@ -39,12 +42,12 @@ struct EventHeap<Item> {
       entries.swapAt(parent, smallest)
       parent = smallest
     }
-    return (top.time, top.item)
+    return (top.time, items.removeValue(forKey: top.sequence)!)
   }
 
   private static func before(
-    _ lhs: (time: Timestamp, sequence: UInt64, item: Item),
-    _ rhs: (time: Timestamp, sequence: UInt64, item: Item)
+    _ lhs: (time: Timestamp, sequence: UInt64),
+    _ rhs: (time: Timestamp, sequence: UInt64)
   ) -> Bool {
     (lhs.time, lhs.sequence) < (rhs.time, rhs.sequence)
   }

@@ -32,7 +32,14 @@ struct SimulatedDevice {
   let user: UserID
   var core: Core
   var transfers: TransferQueue
-  var disk: Data?
+  /// What is on disk: the last record saved (its bytes are made when a kill needs them, which keeps the
+  /// simulation fast; the restore then goes through the real bytes).
+  var disk: PersistedRecord<VideoSnapshot, VideoCommand>?
+  /// The transfer queue as of the last save: written with the next record, in the same atomic step. The
+  /// record carries a save counter as its device data; the queue's own bytes are made when a kill needs them.
+  var savedTransfers: TransferQueue?
+  var diskTransfers: TransferQueue?
+  var saves: UInt64 = 0
   var files: [BlobKey: LocalFile] = [:]
   var appOpen = false
   var online = true
@@ -52,6 +59,9 @@ struct SimulatedDevice {
   var lastFreshnessSample: Timestamp
   var freshnessSeconds: [String: Double] = [:]
   var wrongStatusSeconds = 0.0
+  /// When the app, open, started showing a status the server had moved past.
+  var wrongSince: Timestamp?
+  var longestWrongStatus = 0.0
   var openSeconds = 0.0
   var requests = 0
   var bytes = 0

@@ -20,9 +20,13 @@ public struct SimulationReport: Sendable, Hashable, Codable {
   /// the device's app was open, and while it was not.
   public var foregroundStaleness: Percentiles
   public var backgroundStaleness: Percentiles
-  /// Seconds, per device-hour of open app, during which a sender looked at a status the server had
-  /// already moved past (the seed's "status incorrect even with the app open").
+  /// Seconds, per device-hour of open app, during which a sender with a working network looked at a
+  /// status the server had already moved past (the seed's "status incorrect even when the user has turned
+  /// on the app and has http connectivity").
   public var wrongStatusSecondsPerOpenHour: Double
+  /// The longest stretch, in seconds, during which an open app showed a sender a status the server had
+  /// already moved past.
+  public var longestWrongStatusSeconds: Double
   /// Requests and bytes (requests and answers, with 150 bytes of HTTP overhead each) per device-hour.
   public var requestsPerDeviceHour: Double
   public var bytesPerDeviceHour: Double

@@ -64,7 +64,8 @@ extension SimulationWorld {
       }
       switch action {
       case .persist(let record):
-        devices[index].disk = try? record.encoded()
+        devices[index].disk = record
+        devices[index].diskTransfers = devices[index].savedTransfers
         actions += devices[index].core.persistSucceeded(record, now: now)
       case .register(let request, _, _, _):
         devices[index].registrations += 1
@@ -191,6 +192,7 @@ extension SimulationWorld {
           note("device \(index) resumes the download it was killed in, from byte \(resumed.bytes) of \(video.size)")
           resumedFrom[index] = nil
         }
+        traceLine("device \(index) starts downloading \(video.id)")
         devices[index].transferGeneration += 1
         devices[index].download = .init(video: video.id, generation: devices[index].transferGeneration)
         schedule(
@@ -207,6 +209,7 @@ extension SimulationWorld {
           after: latency()
         )
       case .deliver(let delivered):
+        traceLine("device \(index) delivers \(delivered.video.id)")
         videosDelivered.insert(delivered.video.id)
         if devices[index].appOpen {
           schedule(
@@ -222,9 +225,10 @@ extension SimulationWorld {
         let (_, engineActions) = devices[index].core.submit(command, now: now)
         perform(engineActions, on: index)
       case .save:
-        if let data = try? JSONEncoder().encode(devices[index].transfers) {
-          perform(devices[index].core.deviceDataChanged(data, now: now), on: index)
-        }
+        devices[index].saves += 1
+        devices[index].savedTransfers = devices[index].transfers
+        let token = withUnsafeBytes(of: devices[index].saves) { Data($0) }
+        perform(devices[index].core.deviceDataChanged(token, now: now), on: index)
       }
     }
     rescheduleTimer(index)
@@ -407,14 +411,17 @@ extension SimulationWorld {
     devices[index].core = makeCore(lifecycle: .background)
     var record: PersistedRecord<VideoSnapshot, VideoCommand>?
     var recovery: [StoreRecovery] = []
-    if let disk = devices[index].disk {
-      let restoration = PersistedRecord<VideoSnapshot, VideoCommand>.restore(from: disk, for: VideoReducer())
+    if let disk = devices[index].disk, let bytes = try? disk.encoded() {
+      let restoration = PersistedRecord<VideoSnapshot, VideoCommand>.restore(from: bytes, for: VideoReducer())
       record = restoration.record
       recovery = restoration.notes
     }
+    // The saved queue goes through its real bytes, as it would from the record's device data.
+    let savedQueue = devices[index].diskTransfers.flatMap { try? JSONEncoder().encode($0) }
     devices[index].transfers =
-      record?.deviceData.flatMap { try? JSONDecoder().decode(TransferQueue.self, from: $0) }
+      savedQueue.flatMap { try? JSONDecoder().decode(TransferQueue.self, from: $0) }
       ?? TransferQueue(seed: random.next())
+    devices[index].savedTransfers = devices[index].diskTransfers
     devices[index].shownVersion = 0
     traceLine("device \(index) restarts from its record")
     perform(devices[index].core.loaded(record, recovery: recovery, now: now), on: index)
@@ -422,13 +429,19 @@ extension SimulationWorld {
     scheduleNextOpen(index)
   }
 
-  /// The faults stop: every device comes online and opens its app; the world must now converge.
+  /// The faults stop: every device comes online and its user opens the app (again); the world must now
+  /// converge.
   mutating func stopFaults() {
     faultsOn = false
     faults = .none
     note("--- the faults stop; every app opens ---")
     for index in devices.indices {
       comesOnline(index)
+      if devices[index].appOpen {
+        // The user opens the app again: under push-only and poll-only that is what makes a device poll.
+        devices[index].appOpen = false
+        if followsLifecycle { perform(devices[index].core.enteredBackground(now: now), on: index) }
+      }
       appOpens(index)
     }
     schedule(.convergenceCheck, after: .seconds(1))
@@ -488,17 +501,29 @@ extension SimulationWorld {
       let elapsed = devices[index].lastFreshnessSample.duration(to: time).inSeconds
       guard elapsed > 0 else { continue }
       devices[index].lastFreshnessSample = time
-      guard devices[index].appOpen else { continue }
+      guard devices[index].appOpen else {
+        devices[index].wrongSince = nil
+        continue
+      }
       let name = SimulatedDevice.name(devices[index].core.freshness(now: now).freshness)
       devices[index].freshnessSeconds[name, default: 0] += elapsed
       devices[index].openSeconds += elapsed
       let server = versions[devices[index].user]!.last!.snapshot
       let shown = devices[index].core.displayedState?.outgoing ?? []
-      let behind = shown.contains { video in
-        server.outgoing.first { $0.id == video.id }.map { $0.status > video.status && video.status != .sending }
-          ?? false
+      let behind =
+        devices[index].online
+        && shown.contains { video in
+          server.outgoing.first { $0.id == video.id }.map { $0.status > video.status && video.status != .sending }
+            ?? false
+        }
+      if behind {
+        devices[index].wrongStatusSeconds += elapsed
+        let since = devices[index].wrongSince ?? time.advanced(by: .seconds(-elapsed))
+        devices[index].wrongSince = since
+        devices[index].longestWrongStatus = max(devices[index].longestWrongStatus, since.duration(to: time).inSeconds)
+      } else {
+        devices[index].wrongSince = nil
       }
-      if behind { devices[index].wrongStatusSeconds += elapsed }
     }
   }
 
@@ -517,6 +542,11 @@ extension SimulationWorld {
     return durable
   }
 
+  /// The videos in the libraries of `user`'s devices: what the user can play.
+  func libraryVideos(of user: UserID) -> Set<VideoID> {
+    Set(devices.filter { $0.user == user }.flatMap { $0.transfers.library.map(\.video.id) })
+  }
+
   /// What still keeps the world from having converged (empty once it has).
   var convergenceGaps: [String] {
     var gaps: [String] = []
@@ -533,8 +563,11 @@ extension SimulationWorld {
         )
       }
     }
-    let undelivered = durableVideos.keys.filter { !videosDelivered.contains($0) }
-    if !undelivered.isEmpty { gaps.append("\(undelivered.count) videos not delivered to their recipient") }
+    let undelivered = durableVideos.filter { !libraryVideos(of: $0.value).contains($0.key) }.map(\.key)
+    if !undelivered.isEmpty {
+      let names = undelivered.sorted().prefix(3).map { "\($0) to \(durableVideos[$0]!)" }.joined(separator: ", ")
+      gaps.append("\(undelivered.count) videos not delivered to their recipient (\(names))")
+    }
     return gaps
   }
 
@@ -556,6 +589,7 @@ extension SimulationWorld {
       foregroundStaleness: Percentiles(foregroundStaleness),
       backgroundStaleness: Percentiles(backgroundStaleness),
       wrongStatusSecondsPerOpenHour: openHours > 0 ? devices.map(\.wrongStatusSeconds).reduce(0, +) / openHours : 0,
+      longestWrongStatusSeconds: devices.map(\.longestWrongStatus).max() ?? 0,
       requestsPerDeviceHour: Double(devices.map(\.requests).reduce(0, +)) / deviceHours,
       bytesPerDeviceHour: Double(devices.map(\.bytes).reduce(0, +)) / deviceHours,
       pushesSent: pushesSent,
@@ -565,7 +599,7 @@ extension SimulationWorld {
       reregistrations: devices.map { max($0.registrations - 1, 0) }.reduce(0, +),
       freshnessShare: freshness,
       videosSent: durableVideos.count,
-      videosDelivered: videosDelivered.count,
+      videosDelivered: durableVideos.filter { libraryVideos(of: $0.value).contains($0.key) }.count,
       timeline: timeline,
       trace: trace
     )

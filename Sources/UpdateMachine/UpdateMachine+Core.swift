@@ -130,6 +130,8 @@ public struct UpdateMachineCore<
   /// Whether a poll has succeeded on the current finger's queue since it was registered.
   var queueConfirmedByPoll = false
   var inFlight: InFlight?
+  /// The latest event id named by a push that arrived during a non-blocking poll (`Int.max`: unknown).
+  var deferredPushEventID: Int?
   var saving: Saving = .saved
   var nextRequestID: UInt64 = 1
 
@@ -297,6 +299,12 @@ public struct UpdateMachineCore<
     queueConfirmedByPoll = true
     queuesLostBeforeFirstPoll = 0
     markSuccess(finger: EventFinger(queueID: finger.queueID, lastEventID: batch.lastEventID), now: now)
+    if let deferred = deferredPushEventID {
+      deferredPushEventID = nil
+      if deferred > batch.lastEventID, case .idle(let advanced, _) = phase {
+        phase = .idle(advanced, nextPollAt: now)
+      }
+    }
     return [.persist(persistedRecord())] + proceed(now: now)
   }
 

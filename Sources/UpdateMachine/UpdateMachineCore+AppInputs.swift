@@ -126,15 +126,18 @@ extension UpdateMachineCore {
       case .poll(let request, longPoll: true, _):
         inFlight = nil
         return [.cancel(request)] + startPoll(finger, dontBlock: true, now: now)
-      case .poll, .register:
+      case .poll(_, longPoll: false, _):
+        deferPush(hint)
+        return []
+      case .register:
         metrics.pushHintsRedundant += 1
         return []
       case nil:
         return proceed(now: now)
       }
     case .idle(let finger, _):
-      guard inFlight == nil else {
-        metrics.pushHintsRedundant += 1
+      if case .poll(_, longPoll: false, _) = inFlight {
+        deferPush(hint)
         return []
       }
       phase = .idle(finger, nextPollAt: now)
@@ -174,5 +177,13 @@ extension UpdateMachineCore {
     }
     outbox?.confirm(by: advanced)
     return [.persist(persistedRecord())] + proceed(now: now)
+  }
+
+  /// A push arrived while a non-blocking poll was under way. That poll may have been answered before the
+  /// pushed event existed, so the push is remembered: if the poll's answer does not reach the event, the
+  /// machine polls once more at once (``pollSucceeded(_:_:now:)``).
+  private mutating func deferPush(_ hint: PushHint) {
+    let latest = hint.lastEventID ?? Int.max
+    deferredPushEventID = max(deferredPushEventID ?? latest, latest)
   }
 }

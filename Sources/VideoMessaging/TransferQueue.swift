@@ -114,10 +114,12 @@ public struct TransferQueue: Codable, Sendable, Equatable {
 
   /// The queue was read back after a restart: transfers that were under way or waiting to retry start
   /// again at once, from their offset (the app was just opened: try now).
+  /// Completed downloads the server may not know about yet (a kill right after the completion was saved)
+  /// announce `downloaded` again; the server treats a repeat as a no-op.
   public mutating func restarted(now: Timestamp) -> [Action] {
     for index in downloads.indices { downloads[index].state = .queued }
     for index in uploads.indices { uploads[index].state = .queued }
-    return proceed(now: now)
+    return completedIDs.sorted().map { Action.submit(.downloaded($0)) } + proceed(now: now)
   }
 
   /// The confirmed state's incoming list changed: queue what is new, give up what is no longer listed,
@@ -161,7 +163,9 @@ public struct TransferQueue: Codable, Sendable, Equatable {
     completedIDs.insert(video)
     let delivered = DeliveredVideo(video: download.video, localKey: Self.localKey(for: video), viewed: false)
     library.append(delivered)
-    return [.submit(.downloaded(video)), .save, .deliver(delivered)] + proceed(now: now)
+    // Saved before `downloaded` is sent: once the server applies it, it stops listing the video, and the
+    // device must already know the video is in its library (a kill in between re-sends it, see restarted).
+    return [.save, .submit(.downloaded(video)), .deliver(delivered)] + proceed(now: now)
   }
 
   /// A download failed; a gone blob gives the video up, anything else retries after the backoff.

@@ -89,6 +89,14 @@ struct TransferQueueTests {
     #expect(queue.timerFired(now: retryAt) == [.download(incoming(vid1, from: alice), localKey: local(vid1))])
   }
 
+  @Test("a completed download is announced again after a restart, in case the kill came before it was sent")
+  func completedAnnouncedAgain() {
+    var queue = TransferQueue(seed: 1)
+    _ = queue.incomingConfirmed([incoming(vid1, from: alice)], now: t0)
+    _ = queue.downloadFinished(vid1, now: t0)
+    #expect(queue.restarted(now: t0) == [.submit(.downloaded(vid1))])
+  }
+
   @Test("transfers under way when the app was killed start again after a restart")
   func restart() throws {
     var queue = TransferQueue(seed: 1)
