@@ -79,6 +79,11 @@ let package = Package(
       swiftSettings: swiftSettings
     ),
     .testTarget(
+      name: "SimulationTests",
+      dependencies: ["EventProtocol", "Simulation"],
+      swiftSettings: swiftSettings
+    ),
+    .testTarget(
       name: "EventServerTests",
       dependencies: ["EventProtocol", "EventServer", "UpdateMachineTesting", "SampleApps"],
       swiftSettings: swiftSettings

@@ -80,4 +80,21 @@ struct UpdateMachineCorePushTests {
     let payload = PushPayload<NoteEvent>(queueID: queueA, lastEventID: 0, events: [note(0, "x")])
     #expect(Core.PushHint(payload) == Core.PushHint(queueID: queueA, lastEventID: 0, events: [note(0, "x")]))
   }
+
+  @Test("a push during a non-blocking poll that was answered before the event makes the machine poll once more")
+  func pushDuringShortPoll() {
+    var harness = CoreHarness()
+    harness.startLive()
+    _ = harness.core.enteredBackground(now: t0)
+    _ = harness.core.pushReceived(.init(), now: t0)
+    #expect(harness.core.inFlight == .poll(request(3), longPoll: false, deadline: t0.advanced(by: .seconds(30))))
+    // The server answered that poll with nothing; meanwhile an event 0 was queued and pushed.
+    #expect(harness.core.pushReceived(.init(queueID: queueA, lastEventID: 0), now: t0) == [])
+    let actions = harness.core.pollSucceeded(request(3), [], now: t0)
+    #expect(actions.last == .poll(request(4), finger, dontBlock: true, timeout: .seconds(30)))
+    // Had the answer reached the pushed event, no second poll.
+    _ = harness.core.pushReceived(.init(queueID: queueA, lastEventID: 0), now: t0)
+    let caughtUp = harness.core.pollSucceeded(request(4), [note(0, "x")], now: t0)
+    #expect(caughtUp == [.persist(harness.record)])
+  }
 }

@@ -1,0 +1,112 @@
+import EventProtocol
+import Simulation
+import Testing
+
+/// The fault mixes the property test cycles through.
+private let faultMixes: [(String, FaultRates)] = [
+  ("none", .none),
+  ("moderate", FaultRates()),
+  ("heavy", FaultRates().scaled(by: 3)),
+  (
+    "push storm",
+    {
+      var rates = FaultRates()
+      rates.pushLoss = 0.8
+      rates.pushLate = 0.5
+      rates.pushDuplicate = 0.3
+      return rates
+    }()
+  ),
+  (
+    "crashes and restarts",
+    {
+      var rates = FaultRates()
+      rates.crashesPerHour = 4
+      rates.serverRestartsPerHour = 2
+      rates.restartWithoutDump = 0.5
+      return rates
+    }()
+  ),
+]
+
+/// The small scenario seed `seed` runs: its strategy, fault mix, users and devices all follow from it.
+private func scenario(seed: UInt64) -> (Scenario, String) {
+  var scenario = Scenario(seed: seed)
+  scenario.users = 2 + Int(seed % 2)
+  scenario.devicesPerUser = 1 + Int(seed / 2 % 2)
+  scenario.duration = .seconds(45 * 60)
+  scenario.strategy = DeliveryStrategy.allCases[Int(seed % 4)]
+  let (name, rates) = faultMixes[Int(seed / 4 % UInt64(faultMixes.count))]
+  scenario.faults = rates
+  return (scenario, name)
+}
+
+@Suite("Simulation: every invariant holds and every device converges, over thousands of schedules")
+struct SimulationPropertyTests {
+  @Test(
+    "2,000 seeds across strategies and fault mixes converge with every invariant held",
+    arguments: 0..<2_000 as Range<UInt64>
+  )
+  func converges(seed: UInt64) {
+    let (scenario, mix) = scenario(seed: seed)
+    let report = Simulation.run(scenario)
+    #expect(
+      report.converged,
+      """
+      seed \(seed) (\(scenario.strategy), \(mix), \(scenario.users) users × \(scenario.devicesPerUser) devices): \
+      violations \(report.violations), gaps \(report.convergenceGaps); \
+      replay with Simulation.run on this scenario, or `swift run Demo --seed \(seed) --strategy \(scenario.strategy)`
+      """
+    )
+  }
+}
+
+@Suite("Simulation: deterministic, and the seed's argument measured")
+struct SimulationBehaviourTests {
+  @Test("the same seed gives the same run, trace and all")
+  func deterministic() {
+    var scenario = Scenario(seed: 77)
+    scenario.duration = .seconds(2 * 3600)
+    scenario.keepsFullTrace = true
+    let first = Simulation.run(scenario)
+    #expect(first == Simulation.run(scenario))
+    #expect(first.trace.count > 100)
+    var other = scenario
+    other.seed = 78
+    #expect(Simulation.run(other).trace != first.trace)
+  }
+
+  @Test(
+    "with pushes lost, push-only leaves a sender looking at a wrong status for minutes; push+poll does not",
+    arguments: 0..<5 as Range<UInt64>
+  )
+  func pushOnlyShowsWrongStatus(seed: UInt64) {
+    var scenario = Scenario(seed: seed)
+    var faults = FaultRates.none
+    faults.latencyMilliseconds = 20...300
+    faults.pushLoss = 0.5
+    scenario.faults = faults
+    scenario.duration = .seconds(4 * 3600)
+    scenario.strategy = .pushOnly
+    let pushOnly = Simulation.run(scenario)
+    scenario.strategy = .pushPlusPoll
+    let pushPlusPoll = Simulation.run(scenario)
+    #expect(pushOnly.converged && pushPlusPoll.converged)
+    #expect(pushOnly.longestWrongStatusSeconds > 60, "push-only: \(pushOnly.longestWrongStatusSeconds) s")
+    #expect(pushPlusPoll.longestWrongStatusSeconds < 5, "push+poll: \(pushPlusPoll.longestWrongStatusSeconds) s")
+    #expect(pushOnly.wrongStatusSecondsPerOpenHour > 10 * max(pushPlusPoll.wrongStatusSecondsPerOpenHour, 0.1))
+  }
+
+  @Test("pushes that carry events are applied with no request; poll-only sends no push at all")
+  func strategiesDiffer() {
+    var scenario = Scenario(seed: 5)
+    scenario.faults = .none
+    scenario.duration = .seconds(3 * 3600)
+    scenario.strategy = .pushPlusPollPayload
+    #expect(Simulation.run(scenario).pushesAppliedWithoutRequest > 0)
+    scenario.strategy = .pushPlusPoll
+    #expect(Simulation.run(scenario).pushesAppliedWithoutRequest == 0)
+    scenario.strategy = .pollOnly
+    #expect(Simulation.run(scenario).pushesSent == 0)
+  }
+}
