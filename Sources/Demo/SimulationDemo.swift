@@ -64,7 +64,10 @@ struct SimulationDemo {
       ("videos sent / delivered", "\(report.videosSent) / \(report.videosDelivered)"),
       ("staleness, app open (p50 / p99 / max)", report.foregroundStaleness.description),
       ("staleness, app closed (p50 / p99 / max)", report.backgroundStaleness.description),
-      ("wrong status shown, s per open hour", String(format: "%.1f", report.wrongStatusSecondsPerOpenHour)),
+      (
+        "wrong status shown, s per open hour (longest)",
+        "\(String(format: "%.1f", report.wrongStatusSecondsPerOpenHour)) (\(Percentiles.format(report.longestWrongStatusSeconds)))"
+      ),
       ("requests per device-hour", String(format: "%.1f", report.requestsPerDeviceHour)),
       ("kB per device-hour", String(format: "%.0f", report.bytesPerDeviceHour / 1000)),
       (
@@ -160,7 +163,7 @@ struct SimulationDemo {
     var chosen: [Int] = []
     var kinds: Set<String> = []
     for (index, line) in timeline.enumerated() {
-      let kind = String(line.dropFirst(11).prefix(22))
+      let kind = String(line.dropFirst(11).filter { !$0.isNumber }.prefix(24))
       if kinds.insert(kind).inserted { chosen.append(index) }
     }
     for index in timeline.indices where chosen.count < 30 && !chosen.contains(index) { chosen.append(index) }

@@ -29,20 +29,25 @@ public struct FaultRates: Sendable, Hashable, Codable {
   public var neverAnswer = 0.005
   /// Requests answered 503.
   public var serverError = 0.01
-  /// Offline periods per device-hour, and how long each lasts, in seconds.
+  /// Offline periods per device-hour.
   public var offlinePerHour = 0.5
+  /// How long an offline period lasts, in seconds.
   public var offlineSeconds: ClosedRange<Int> = 60...1800
-  /// Pushes lost, duplicated, and delivered late (up to 60 s, which also reorders them).
+  /// Pushes lost on the way.
   public var pushLoss = 0.2
+  /// Pushes delivered twice.
   public var pushDuplicate = 0.05
+  /// Pushes delivered late (up to 60 s, which also reorders them).
   public var pushLate = 0.2
   /// App kills per device-hour (at any point, including between two persistence steps).
   public var crashesPerHour = 0.2
-  /// Server restarts per hour, and the share of them that lose the queue dump.
+  /// Server restarts per hour.
   public var serverRestartsPerHour = 0.1
+  /// The share of server restarts that lose the queue dump.
   public var restartWithoutDump = 0.3
-  /// Transfer steps that fail, and that move fewer bytes than asked.
+  /// Transfer steps that fail.
   public var blobFailure = 0.05
+  /// Transfer steps that move fewer bytes than asked.
   public var blobTruncation = 0.02
 
   /// Moderate faults: what the demo runs by default.
@@ -86,8 +91,9 @@ public struct FaultRates: Sendable, Hashable, Codable {
 
 /// What users do.
 public struct Behaviour: Sendable, Hashable, Codable {
-  /// How often a user opens the app, per hour, and for how long, in seconds.
+  /// How often a user opens the app, per hour.
   public var opensPerHour = 3.0
+  /// How long the app stays open, in seconds.
   public var openSeconds: ClosedRange<Int> = 60...600
   /// How often a user records a video while the app is open, per hour of open app.
   public var recordingsPerOpenHour = 6.0

@@ -17,8 +17,9 @@ public struct SimulationReport: Sendable, Hashable, Codable {
   /// Simulated device-hours (devices × duration).
   public var deviceHours: Double
   /// Staleness: the time from a server change to the affected device showing it, for changes made while
-  /// the device's app was open, and while it was not.
+  /// the device's app was open.
   public var foregroundStaleness: Percentiles
+  /// Staleness for changes made while the device's app was closed.
   public var backgroundStaleness: Percentiles
   /// Seconds, per device-hour of open app, during which a sender with a working network looked at a
   /// status the server had already moved past (the seed's "status incorrect even when the user has turned
@@ -27,21 +28,26 @@ public struct SimulationReport: Sendable, Hashable, Codable {
   /// The longest stretch, in seconds, during which an open app showed a sender a status the server had
   /// already moved past.
   public var longestWrongStatusSeconds: Double
-  /// Requests and bytes (requests and answers, with 150 bytes of HTTP overhead each) per device-hour.
+  /// Requests per device-hour.
   public var requestsPerDeviceHour: Double
+  /// Bytes per device-hour: requests and answers (with 150 bytes of HTTP overhead each) and transfers.
   public var bytesPerDeviceHour: Double
-  /// Pushes sent by the server, lost on the way, redundant on arrival, and applied with no request.
+  /// Pushes sent by the server.
   public var pushesSent: Int
+  /// Pushes lost on the way.
   public var pushesLost: Int
+  /// Pushes that named events the device already had, or came while a request would fetch them.
   public var pushesRedundant: Int
+  /// Pushes whose events were applied with no request.
   public var pushesAppliedWithoutRequest: Int
   /// Registrations after the first of each device (expired queues, restarts without a dump).
   public var reregistrations: Int
   /// Share of open-app time in each freshness state (live, settling, connecting, cannot connect): what the
   /// user saw on the banner.
   public var freshnessShare: [String: Double]
-  /// Videos sent (recordings saved on their device), and delivered to their recipient.
+  /// Videos sent (recordings saved on their device).
   public var videosSent: Int
+  /// Videos in their recipient's library.
   public var videosDelivered: Int
   /// The moments that matter, in order.
   public var timeline: [String]
@@ -53,8 +59,11 @@ public struct SimulationReport: Sendable, Hashable, Codable {
 public struct Percentiles: Sendable, Hashable, Codable, CustomStringConvertible {
   /// How many samples.
   public var count: Int
+  /// The median.
   public var p50: Double
+  /// The 99th percentile.
   public var p99: Double
+  /// The largest.
   public var max: Double
 
   /// The percentiles of `samples` (seconds); all zero when there are none.

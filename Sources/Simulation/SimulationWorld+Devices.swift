@@ -489,7 +489,7 @@ extension SimulationWorld {
     }
     if let since = lostPushSince.removeValue(forKey: index) {
       note(
-        "device \(index) catches up \(Percentiles.format(since.duration(to: now).inSeconds)) after a lost push, without it"
+        "device \(index) missed a push; a poll caught it up \(Percentiles.format(since.duration(to: now).inSeconds)) later"
       )
     }
   }
