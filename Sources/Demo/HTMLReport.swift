@@ -36,6 +36,7 @@ struct HTMLReport {
       }
       body += "<p>Time in each freshness state (live, settling, connecting, cannot connect):</p>"
       body += "<svg width='600' height='24' xmlns='http://www.w3.org/2000/svg'>\(bar)</svg>"
+      body += deviceTimelines(report, colors: colors)
       body += "<ul>" + report.timeline.prefix(60).map { "<li>\(escape($0))</li>" }.joined() + "</ul>"
     }
     return """
@@ -43,6 +44,27 @@ struct HTMLReport {
       <style>body{font-family:system-ui,sans-serif;max-width:900px;margin:2em auto}li{font-family:monospace;font-size:12px}</style>
       </head><body>\(body)</body></html>
       """
+  }
+
+  /// Per device, a strip over the whole run: grey while the app is closed, else the freshness its user saw.
+  private func deviceTimelines(_ report: SimulationReport, colors: [String: String]) -> String {
+    let total = max(report.scenario.duration.inSeconds + (report.settleTime?.inSeconds ?? 0), 1)
+    var svg = ""
+    for (device, changes) in report.freshnessTimelines.enumerated() {
+      let y = device * 22
+      svg += "<text x='0' y='\(y + 14)' font-size='12'>device \(device)</text>"
+      for (index, change) in changes.enumerated() {
+        let end = index + 1 < changes.count ? changes[index + 1].seconds : total
+        let x = 70 + change.seconds / total * 700
+        let width = max((end - change.seconds) / total * 700, 0.5)
+        let color = colors[change.state] ?? "#dddddd"
+        svg +=
+          "<rect x='\(x)' y='\(y + 2)' width='\(width)' height='16' fill='\(color)'><title>\(change.state)</title></rect>"
+      }
+    }
+    let height = report.freshnessTimelines.count * 22
+    return "<p>Per device, over the run (grey: app closed):</p>"
+      + "<svg width='780' height='\(height)' xmlns='http://www.w3.org/2000/svg'>\(svg)</svg>"
   }
 
   private func barChart(title: String, _ value: (SimulationReport) -> Double) -> String {

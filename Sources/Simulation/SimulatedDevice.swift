@@ -61,6 +61,8 @@ struct SimulatedDevice {
   var wrongStatusSeconds = 0.0
   /// When the app, open, started showing a status the server had moved past.
   var wrongSince: Timestamp?
+  /// When the shown freshness changed (at most 2,000 changes are kept).
+  var freshnessChanges: [FreshnessChange] = []
   var longestWrongStatus = 0.0
   var openSeconds = 0.0
   var requests = 0

@@ -49,10 +49,27 @@ public struct SimulationReport: Sendable, Hashable, Codable {
   public var videosSent: Int
   /// Videos in their recipient's library.
   public var videosDelivered: Int
+  /// Per device, when its open app's freshness changed (seconds since the start, and the new state;
+  /// "closed" while the app is closed): what the HTML report draws.
+  public var freshnessTimelines: [[FreshnessChange]]
   /// The moments that matter, in order.
   public var timeline: [String]
   /// Every step, when the scenario asked for it.
   public var trace: [String]
+}
+
+/// A device's freshness as its user saw it changed at `seconds` after the start.
+public struct FreshnessChange: Sendable, Hashable, Codable {
+  /// Seconds since the start of the run.
+  public var seconds: Double
+  /// "live", "settling", "connecting", "cannot connect", or "closed".
+  public var state: String
+
+  /// Creates a FreshnessChange from its parts.
+  public init(seconds: Double, state: String) {
+    self.seconds = seconds
+    self.state = state
+  }
 }
 
 /// Percentiles of a set of durations, in seconds.

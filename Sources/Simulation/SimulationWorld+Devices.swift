@@ -501,11 +501,18 @@ extension SimulationWorld {
       let elapsed = devices[index].lastFreshnessSample.duration(to: time).inSeconds
       guard elapsed > 0 else { continue }
       devices[index].lastFreshnessSample = time
+      let shownState =
+        devices[index].appOpen ? SimulatedDevice.name(devices[index].core.freshness(now: now).freshness) : "closed"
+      if devices[index].freshnessChanges.last?.state != shownState, devices[index].freshnessChanges.count < 2_000 {
+        devices[index].freshnessChanges.append(
+          FreshnessChange(seconds: start.duration(to: now).inSeconds, state: shownState)
+        )
+      }
       guard devices[index].appOpen else {
         devices[index].wrongSince = nil
         continue
       }
-      let name = SimulatedDevice.name(devices[index].core.freshness(now: now).freshness)
+      let name = shownState
       devices[index].freshnessSeconds[name, default: 0] += elapsed
       devices[index].openSeconds += elapsed
       let server = versions[devices[index].user]!.last!.snapshot
@@ -600,6 +607,7 @@ extension SimulationWorld {
       freshnessShare: freshness,
       videosSent: durableVideos.count,
       videosDelivered: durableVideos.filter { libraryVideos(of: $0.value).contains($0.key) }.count,
+      freshnessTimelines: devices.map(\.freshnessChanges),
       timeline: timeline,
       trace: trace
     )
