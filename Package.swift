@@ -78,6 +78,7 @@ let package = Package(
       dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "VideoMessaging"],
       swiftSettings: swiftSettings
     ),
+    .testTarget(name: "DemoTests", dependencies: ["Demo", "Simulation"], swiftSettings: swiftSettings),
     .testTarget(
       name: "SimulationTests",
       dependencies: ["EventProtocol", "Simulation"],

@@ -127,7 +127,7 @@ struct DemoOptions {
 }
 
 /// A bad option or value, as one line.
-struct DemoOptionError: Error, CustomStringConvertible {
+struct DemoOptionError: Error, Equatable, CustomStringConvertible {
   var description: String
 
   init(_ description: String) {

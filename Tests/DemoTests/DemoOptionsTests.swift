@@ -1,0 +1,46 @@
+import Simulation
+import Testing
+
+@testable import Demo
+
+@Suite("The Demo's command line")
+struct DemoOptionsTests {
+  @Test("options set the scenario; --strategy all runs every strategy")
+  func options() throws {
+    let options = try DemoOptions.parse([
+      "--seed", "7", "--users", "4", "--devices", "2", "--hours", "3", "--strategy", "all", "--push-loss", "0.5",
+      "--seeds", "10", "--json", "--report", "out.html", "--trace",
+    ])
+    #expect(options.scenario.seed == 7)
+    #expect(options.scenario.users == 4 && options.scenario.devicesPerUser == 2)
+    #expect(options.scenario.duration == .seconds(3 * 3600))
+    #expect(options.strategies == DeliveryStrategy.allCases)
+    #expect(options.scenario.faults.pushLoss == 0.5)
+    #expect(options.seeds == 10 && options.json && options.reportPath == "out.html" && options.scenario.keepsFullTrace)
+    #expect(try DemoOptions.parse(["--faults", "none"]).scenario.faults == .none)
+    #expect(try DemoOptions.parse([]).replayCommand == "swift run Demo --seed 2026")
+  }
+
+  @Test(
+    "a bad option or value is a one-line error naming it",
+    arguments: [
+      (["--bogus"], "unknown option '--bogus' (see --help)"),
+      (["--users", "x"], "--users takes a whole number from 1 to 50, not 'x'"),
+      (["--users"], "--users needs a value"),
+      (
+        ["--strategy", "carrier-pigeon"],
+        "--strategy takes push-only, poll-only, push+poll, push+poll+payload or all, not 'carrier-pigeon'"
+      ),
+      (["--push-loss", "2"], "--push-loss takes a number from 0 to 1.0, not '2'"),
+      (["--faults", "medium"], "--faults takes none, moderate or heavy, not 'medium'"),
+    ]
+  )
+  func errors(arguments: [String], message: String) {
+    #expect(throws: DemoOptionError.self) { _ = try DemoOptions.parse(arguments) }
+    do {
+      _ = try DemoOptions.parse(arguments)
+    } catch {
+      #expect(error.description == message)
+    }
+  }
+}
