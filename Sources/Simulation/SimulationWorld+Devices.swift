@@ -582,7 +582,8 @@ extension SimulationWorld {
     let deviceHours = Double(devices.count) * scenario.duration.inSeconds / 3600
     let openHours = devices.map(\.openSeconds).reduce(0, +) / 3600
     var freshness: [String: Double] = [:]
-    let total = devices.flatMap(\.freshnessSeconds.values).reduce(0, +)
+    // Summed in a fixed order: a dictionary's order varies between runs, and so would the rounding.
+    let total = devices.flatMap { $0.freshnessSeconds.sorted { $0.key < $1.key }.map(\.value) }.reduce(0, +)
     for device in devices {
       for (name, seconds) in device.freshnessSeconds { freshness[name, default: 0] += seconds / max(total, 1) }
     }

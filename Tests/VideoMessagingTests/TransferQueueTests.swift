@@ -29,7 +29,7 @@ struct TransferQueueTests {
     let delivered = DeliveredVideo(video: incoming(vid1, from: alice), localKey: local(vid1), viewed: false)
     #expect(
       actions == [
-        .submit(.downloaded(vid1)), .save, .deliver(delivered),
+        .save, .submit(.downloaded(vid1)), .deliver(delivered),
         .download(incoming(vid2, from: alice), localKey: local(vid2)),
       ]
     )
@@ -83,9 +83,10 @@ struct TransferQueueTests {
     }
     #expect(retryAt > t0 && retryAt <= t0.advanced(by: .seconds(1)))
     #expect(transient.last == .download(incoming(vid2, from: alice), localKey: local(vid2)))
-    #expect(queue.nextRetryAt == retryAt)
+    #expect(queue.nextRetryAt == nil)  // one download at a time: vid1 waits for vid2
     let gone = queue.downloadFailed(vid2, .gone(.forVideo(vid2)), now: t0)
     #expect(gone == [.discardLocal(local(vid2)), .abandon(vid2, .blobGone), .save])
+    #expect(queue.nextRetryAt == retryAt)
     #expect(queue.timerFired(now: retryAt) == [.download(incoming(vid1, from: alice), localKey: local(vid1))])
   }
 
