@@ -360,6 +360,23 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     }
   }
 
+  /// Applies a mutation request as it came over the wire, digesting its write.
+  /// - Throws: As ``applyMutation(_:from:clientID:mutationID:digest:now:)``.
+  public mutating func applyMutation(
+    _ request: MutationRequest<Application.Command>,
+    from user: UserID,
+    now: Timestamp
+  ) throws(EventAPIError) -> (MutationReceipt, [Action]) where Application.Command: Equatable {
+    try applyMutation(
+      request.mutation,
+      from: user,
+      clientID: request.clientID,
+      mutationID: request.mutationID,
+      digest: MutationDigest(of: request.mutation),
+      now: now
+    )
+  }
+
   private mutating func remember(_ decision: MutationDecision, for source: MutationSource, now: Timestamp) {
     mutationMemory.record(
       decision,

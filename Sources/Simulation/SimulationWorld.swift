@@ -279,14 +279,7 @@ struct SimulationWorld {
       )
     case .submit(let body):
       do {
-        let (receipt, actions) = try server.applyMutation(
-          body.mutation,
-          from: user,
-          clientID: body.clientID,
-          mutationID: body.mutationID,
-          digest: MutationDigest(of: body.mutation),
-          now: now
-        )
+        let (receipt, actions) = try server.applyMutation(body, from: user, now: now)
         applyServer(actions)
         reply(
           to: index,

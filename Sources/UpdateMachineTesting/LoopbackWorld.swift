@@ -420,14 +420,7 @@ where
       )
     case .submit(let body):
       do {
-        let (receipt, actions) = try server.applyMutation(
-          body.mutation,
-          from: user,
-          clientID: body.clientID,
-          mutationID: body.mutationID,
-          digest: MutationDigest(of: body.mutation),
-          now: now
-        )
+        let (receipt, actions) = try server.applyMutation(body, from: user, now: now)
         outstanding[position].progress = .answered(.receipt(receipt))
         applyServer(actions)
       } catch {
