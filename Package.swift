@@ -22,6 +22,7 @@ let package = Package(
     .library(name: "VideoMessaging", targets: ["VideoMessaging"]),
     .library(name: "Simulation", targets: ["Simulation"]),
     .executable(name: "Demo", targets: ["Demo"]),
+    .executable(name: "Bench", targets: ["Bench"]),
   ],
   targets: [
     // The shared vocabulary: ids, event envelopes, Zulip-shaped wire JSON, API errors, time and randomness.
@@ -76,6 +77,12 @@ let package = Package(
     .testTarget(
       name: "VideoMessagingTests",
       dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "VideoMessaging"],
+      swiftSettings: swiftSettings
+    ),
+    // The performance workloads; prints figures, never a timed test.
+    .executableTarget(
+      name: "Bench",
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "VideoMessaging"],
       swiftSettings: swiftSettings
     ),
     .testTarget(name: "DemoTests", dependencies: ["Demo", "Simulation"], swiftSettings: swiftSettings),

@@ -1,0 +1,47 @@
+import Foundation
+
+/// `swift run -c release Bench [W1|W2|W3|W4|C1|all] [--quick]`: the performance issue's workloads on today's
+/// code, printing `workload metric value unit` lines after a header naming the machine.
+@main
+struct Bench {
+  static let usage = """
+    Usage: swift run -c release Bench [W1|W2|W3|W4|C1|all] [--quick]
+
+    Runs the performance workloads and prints `workload metric value unit (range)` lines. Each workload checks
+    its own result and exits non-zero when it is wrong.
+      W1   fan-out: 1,000 queues, 100,000 events to 10 queues each, drained every 1,000 events
+      W2   idle queues: 100,000 registrations, bytes per queue, sweeps
+      W3   catch-up: one queue of 100,000 events drained in one poll, in process and through JSON
+      W4   wake latency: 1,000 parked long-polls woken one by one
+      C1   client: the save after a one-event batch when the state holds 10,000 videos
+      --quick   small sizes and one repetition (what CI runs)
+    """
+
+  static func main() async {
+    var selected: Set<String> = []
+    var quick = false
+    for argument in CommandLine.arguments.dropFirst() {
+      switch argument {
+      case "--help", "-h":
+        print(usage)
+        return
+      case "--quick": quick = true
+      case "W1", "W2", "W3", "W4", "C1": selected.insert(argument)
+      case "all": selected = ["W1", "W2", "W3", "W4", "C1"]
+      default:
+        FileHandle.standardError.write(Data("Bench: unknown argument '\(argument)' (see --help)\n".utf8))
+        exit(2)
+      }
+    }
+    if selected.isEmpty { selected = ["W1", "W2", "W3", "W4", "C1"] }
+    print("# Bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(quick ? "quick sizes" : "full sizes")")
+    let workloads = Workloads(quick: quick, repeats: quick ? 1 : 5)
+    await Task.detached {
+      if selected.contains("W1") { workloads.fanOut() }
+      if selected.contains("W2") { workloads.idleQueues() }
+      if selected.contains("W3") { workloads.catchUp() }
+      if selected.contains("W4") { await workloads.wakeLatency() }
+      if selected.contains("C1") { workloads.clientSave() }
+    }.value
+  }
+}

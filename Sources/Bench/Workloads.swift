@@ -1,0 +1,235 @@
+import EventProtocol
+import EventServer
+import Foundation
+import UpdateMachine
+import VideoMessaging
+
+/// The workloads of the performance issue, on today's code, each checking its own result.
+struct Workloads {
+  let quick: Bool
+  let repeats: Int
+
+  var start: Timestamp { Timestamp(secondsSinceEpoch: 1_700_000_000) }
+
+  func report(_ workload: String, _ metric: String, _ samples: Samples, _ unit: String) {
+    print("\(workload) \(metric) \(String(format: "%.4g", samples.median)) \(unit) \(samples.range)")
+  }
+
+  func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("Bench: \(message)\n".utf8))
+    exit(1)
+  }
+
+  func seconds(_ body: () -> Void) -> Double {
+    let began = ContinuousClock.now
+    body()
+    return (ContinuousClock.now - began).inSeconds
+  }
+
+  // MARK: - W1
+
+  /// 1,000 queues; events fanned out to 10 queues each; every 1,000 events every queue is drained.
+  func fanOut() {
+    let users = 1_000
+    let events = quick ? 10_000 : 100_000
+    var rates = Samples()
+    for _ in 0..<repeats {
+      var configuration = EventServerConfiguration()
+      configuration.maximumQueuesPerUser = 1
+      var server = EventServerStateMachine(
+        application: StatusBoard(users: users),
+        configuration: configuration,
+        random: SeededRandomNumberGenerator(seed: 1),
+        now: start
+      )
+      let queues = (0..<users).map {
+        server.register(user: UserID("u\($0)"), eventTypes: nil, lifespan: nil, now: start).0.queueID
+      }
+      var lastSeen = [Int](repeating: -1, count: users)
+      var delivered = 0
+      var pollID: UInt64 = 0
+      func drain(_ server: inout EventServerStateMachine<StatusBoard>) {
+        for (index, queue) in queues.enumerated() {
+          pollID += 1
+          let actions = server.poll(
+            PollID(pollID),
+            queueID: queue,
+            user: UserID("u\(index)"),
+            lastEventID: lastSeen[index],
+            dontBlock: true,
+            now: start
+          )
+          guard case .completePoll(_, .events(let batch))? = actions.last else { fail("W1: a poll was not answered") }
+          for event in batch where event.id > lastSeen[index] {
+            lastSeen[index] = event.id
+            delivered += 1
+          }
+        }
+      }
+      let elapsed = seconds {
+        for index in 0..<events {
+          do {
+            _ = try server.handle(.fanOut(index: index, users: users, fanOut: 10), from: "u0", now: start)
+          } catch {
+            fail("W1: \(error)")
+          }
+          if (index + 1) % 1_000 == 0 { drain(&server) }
+        }
+        drain(&server)
+      }
+      guard delivered == events * 10 else { fail("W1: \(delivered) deliveries, expected \(events * 10)") }
+      guard queues.allSatisfy({ server.queues[$0]?.events.isEmpty == true }) else { fail("W1: a queue is not empty") }
+      rates.values.append(Double(delivered) / elapsed)
+    }
+    report("W1", "deliveries_per_second", rates, "1/s")
+    print("W1 peak_memory \(Memory.peak() / 1_000_000) MB")
+  }
+
+  // MARK: - W2
+
+  /// 100,000 idle queues: bytes per queue, registrations per second, sweeps.
+  func idleQueues() {
+    let count = quick ? 10_000 : 100_000
+    var server = EventServerStateMachine(
+      application: StatusBoard(users: 1),
+      random: SeededRandomNumberGenerator(seed: 2),
+      now: start
+    )
+    let users = (0..<count).map { UserID("idle\($0)") }
+    let before = Memory.resident()
+    let elapsed = seconds {
+      for user in users { _ = server.register(user: user, eventTypes: nil, lifespan: nil, now: start) }
+    }
+    let after = Memory.resident()
+    guard server.queues.count == count else { fail("W2: \(server.queues.count) queues") }
+    print("W2 bytes_per_idle_queue \((after - before) / count) B")
+    print("W2 registrations_per_second \(String(format: "%.4g", Double(count) / elapsed)) 1/s")
+    let sweepNone = seconds { _ = server.timerFired(now: start.advanced(by: .seconds(60))) }
+    guard server.queues.count == count else { fail("W2: a sweep removed live queues") }
+    print("W2 sweep_none_expired \(String(format: "%.4g", sweepNone * 1000)) ms")
+    let sweepAll = seconds { _ = server.timerFired(now: start.advanced(by: .seconds(3_600))) }
+    guard server.queues.isEmpty else { fail("W2: expired queues survived the sweep") }
+    print("W2 sweep_all_expired \(String(format: "%.4g", sweepAll * 1000)) ms")
+  }
+
+  // MARK: - W3
+
+  /// One queue holding 100,000 events, drained in one poll, in process and through JSON.
+  func catchUp() {
+    let count = quick ? 10_000 : 100_000
+    var configuration = EventServerConfiguration()
+    configuration.maximumEventsPerQueue = count + 1
+    var server = EventServerStateMachine(
+      application: StatusBoard(users: 1),
+      configuration: configuration,
+      random: SeededRandomNumberGenerator(seed: 3),
+      now: start
+    )
+    let queue = server.register(user: "u0", eventTypes: nil, lifespan: nil, now: start).0.queueID
+    for index in 0..<count {
+      do {
+        _ = try server.handle(.one(index: index, to: "u0"), from: "u0", now: start)
+      } catch {
+        fail("W3: \(error)")
+      }
+    }
+    var inProcess = Samples()
+    var throughJSON = Samples()
+    for round in 0..<repeats {
+      var batch: [EventEnvelope<StatusEvent>] = []
+      inProcess.values.append(
+        seconds {
+          let actions = server.poll(
+            PollID(UInt64(round)),
+            queueID: queue,
+            user: "u0",
+            lastEventID: -1,
+            dontBlock: true,
+            now: start
+          )
+          if case .completePoll(_, .events(let events))? = actions.last { batch = events }
+        } * 1000
+      )
+      guard batch.count == count else { fail("W3: \(batch.count) events, expected \(count)") }
+      throughJSON.values.append(
+        seconds {
+          do {
+            let body = try WireFormat.encode(EventsReply(events: batch, queueID: queue))
+            batch = try WireFormat.decode(EventsReply<StatusEvent>.self, from: body).events
+          } catch {
+            fail("W3: \(error)")
+          }
+        } * 1000
+      )
+      guard batch.count == count else { fail("W3: JSON gave \(batch.count) events") }
+    }
+    report("W3", "one_poll_in_process", inProcess, "ms")
+    report("W3", "one_poll_through_json", throughJSON, "ms")
+    print("W3 bounded_polls unsupported (the events request has no limit yet)")
+  }
+
+  // MARK: - W4
+
+  /// 1,000 parked long-polls on the actor; one event to each in turn; time to the poller resuming.
+  func wakeLatency() async {
+    let count = quick ? 200 : 1_000
+    let server = EventServer(application: StatusBoard(users: count), configuration: .init(), clock: ContinuousClock())
+    var queues: [QueueID] = []
+    for index in 0..<count { queues.append(await server.register(user: UserID("u\(index)")).queueID) }
+    let (resumed, continuation) = AsyncStream.makeStream(of: (Int, ContinuousClock.Instant).self)
+    for index in 0..<count {
+      Task.detached {
+        _ = try? await server.events(queueID: queues[index], user: UserID("u\(index)"), lastEventID: -1)
+        continuation.yield((index, ContinuousClock.now))
+      }
+    }
+    await server.waitForParkedPolls(count: count)
+    var latencies: [Double] = []
+    var iterator = resumed.makeAsyncIterator()
+    for index in 0..<count {
+      let pushed = ContinuousClock.now
+      do {
+        try await server.handle(.one(index: index, to: UserID("u\(index)")), from: "u0")
+      } catch {
+        fail("W4: \(error)")
+      }
+      guard let (woken, at) = await iterator.next(), woken == index else { fail("W4: the wrong poller woke") }
+      latencies.append((at - pushed).inSeconds * 1_000_000)
+    }
+    await server.shutdown()
+    let sorted = latencies.sorted()
+    print("W4 wake_p50 \(String(format: "%.4g", sorted[sorted.count / 2])) µs")
+    print("W4 wake_p99 \(String(format: "%.4g", sorted[min(sorted.count - 1, sorted.count * 99 / 100)])) µs")
+  }
+
+  // MARK: - C1
+
+  /// The time to save after a one-event batch when the state holds 10,000 videos.
+  func clientSave() {
+    let videos = (0..<10_000).map { index in
+      OutgoingVideo(id: VideoID(rawValue: "video-\(index)"), recipient: "bob", status: .uploaded)
+    }
+    let record = PersistedRecord<VideoSnapshot, VideoCommand>(
+      clientID: "bench",
+      state: VideoSnapshot(outgoing: videos),
+      finger: EventFinger(queueID: "q", lastEventID: 41),
+      lastContactAt: start,
+      dataAsOf: start,
+      queueLifetime: .seconds(3600),
+      longPollTimeout: .seconds(90),
+      outbox: [],
+      rejected: [],
+      nextMutationID: MutationID(1)
+    )
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID()).json")
+    defer { try? FileManager.default.removeItem(at: url) }
+    var memory = Samples()
+    var file = Samples()
+    for _ in 0..<repeats {
+      memory.values.append(seconds { _ = try? InMemoryStore().save(record.encoded()) } * 1000)
+      file.values.append(seconds { _ = try? FileStore(url: url).save(record.encoded()) } * 1000)
+    }
+    report("C1", "save_10000_videos_in_memory", memory, "ms")
+    report("C1", "save_10000_videos_file", file, "ms")
+  }
+}
