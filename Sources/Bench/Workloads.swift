@@ -165,7 +165,45 @@ struct Workloads {
     }
     report("W3", "one_poll_in_process", inProcess, "ms")
     report("W3", "one_poll_through_json", throughJSON, "ms")
-    print("W3 bounded_polls unsupported (the events request has no limit yet)")
+    // Bounded: polls of at most 1,000 events, each acknowledging the previous batch, until drained.
+    var boundedInProcess = Samples()
+    var boundedJSON = Samples()
+    var lastEventID = -1
+    var pollID: UInt64 = 1_000
+    var received = 0
+    while received < count {
+      pollID += 1
+      var batch: [EventEnvelope<StatusEvent>] = []
+      boundedInProcess.values.append(
+        seconds {
+          let actions = server.poll(
+            PollID(pollID),
+            queueID: queue,
+            user: "u0",
+            lastEventID: lastEventID,
+            dontBlock: true,
+            limit: 1_000,
+            now: start
+          )
+          if case .completePoll(_, .events(let events))? = actions.last { batch = events }
+        } * 1000
+      )
+      boundedJSON.values.append(
+        seconds {
+          if let body = try? WireFormat.encode(EventsReply(events: batch, queueID: queue)) {
+            batch = (try? WireFormat.decode(EventsReply<StatusEvent>.self, from: body).events) ?? []
+          }
+        } * 1000
+      )
+      guard let last = batch.last, batch.count <= 1_000, last.id > lastEventID else {
+        fail("W3: a bounded poll gave \(batch.count)")
+      }
+      received += batch.count
+      lastEventID = last.id
+    }
+    guard received == count else { fail("W3: bounded polls gave \(received) events, expected \(count)") }
+    report("W3", "bounded_poll_in_process", boundedInProcess, "ms")
+    report("W3", "bounded_poll_through_json", boundedJSON, "ms")
   }
 
   // MARK: - W4

@@ -6,7 +6,7 @@
 ///
 /// ```swift
 /// let registration = try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil)
-/// let events = try await transport.poll(after: registration.finger, dontBlock: false)
+/// let events = try await transport.poll(after: registration.finger, dontBlock: false, limit: 1_000)
 /// ```
 public protocol EventTransport<State, Event, Mutation>: Sendable {
   /// What a registration's snapshot holds: the client's whole state.
@@ -30,8 +30,16 @@ public protocol EventTransport<State, Event, Mutation>: Sendable {
   ) async throws(TransportError) -> Registration<State>
 
   /// Polls for the events after `finger`, acknowledging everything up to it.
+  /// - Parameters:
+  ///   - finger: The queue and the last event applied.
+  ///   - dontBlock: Answer at once even with nothing to deliver.
+  ///   - limit: The most events to answer with, oldest first; `nil` for all.
   /// - Throws: ``TransportError``; `CancellationError`-like cancellation surfaces as ``TransportError/cancelled``.
-  func poll(after finger: EventFinger, dontBlock: Bool) async throws(TransportError) -> [EventEnvelope<Event>]
+  func poll(
+    after finger: EventFinger,
+    dontBlock: Bool,
+    limit: Int?
+  ) async throws(TransportError) -> [EventEnvelope<Event>]
 
   /// Sends one mutation; the server applies each (client, mutation id) at most once.
   /// - Throws: ``TransportError``.

@@ -33,6 +33,8 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     public var pollID: PollID
     /// When a heartbeat ends the poll if no event came first.
     public var heartbeatAt: Timestamp
+    /// The most events its answer may carry; `nil` for all.
+    public var limit: Int?
   }
 
   init(id: QueueID, user: UserID, clientID: ClientID?, eventTypes: Set<String>?, idleTimeout: Duration, now: Timestamp)
@@ -71,6 +73,12 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     let firstKept = events.firstIndex { $0.id > lastEventID } ?? events.endIndex
     events.removeFirst(firstKept)
     prunedThrough = lastEventID
+  }
+
+  /// The first `limit` events not yet acknowledged (all of them when `limit` is `nil`).
+  public func events(limit: Int?) -> [EventEnvelope<Event>] {
+    guard let limit, limit < events.count else { return events }
+    return Array(events.prefix(max(limit, 1)))
   }
 
   /// Appends an event with the next id.

@@ -154,6 +154,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   ///   - user: The authenticated caller.
   ///   - lastEventID: The last event the caller has applied; everything up to it is acknowledged.
   ///   - dontBlock: Answer at once even when there is nothing to deliver.
+  ///   - limit: The most events the answer may carry (the oldest first); `nil` for all. A client catching up
+  ///     on a long backlog polls again with the last id it got.
   ///   - now: The current time.
   /// - Returns: The actions: this poll's completion unless it parked, and a displaced poll's completion.
   public mutating func poll(
@@ -162,6 +164,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     user: UserID,
     lastEventID: Int,
     dontBlock: Bool,
+    limit: Int? = nil,
     now: Timestamp
   ) -> [Action] {
     precondition(parkedPolls[pollID] == nil, "\(pollID) is already parked; the shell reused a poll id")
@@ -178,11 +181,10 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     if let displaced = queues[queueID]!.parkedPoll {
       completeParkedPoll(displaced.pollID, on: queueID, now: now, actions: &actions)
     }
-    let pending = queues[queueID]!.events
-    if !pending.isEmpty || dontBlock {
-      actions.append(.completePoll(pollID, .events(pending)))
+    if !queues[queueID]!.events.isEmpty || dontBlock {
+      actions.append(.completePoll(pollID, .events(queues[queueID]!.events(limit: limit))))
     } else {
-      queues[queueID]!.parkedPoll = .init(pollID: pollID, heartbeatAt: heartbeatDeadline(after: now))
+      queues[queueID]!.parkedPoll = .init(pollID: pollID, heartbeatAt: heartbeatDeadline(after: now), limit: limit)
       parkedPolls[pollID] = queueID
     }
     return actions
@@ -507,17 +509,18 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     }
   }
 
-  /// Completes a parked poll with the queue's whole contents.
+  /// Completes a parked poll with the queue's contents, up to the poll's limit.
   private mutating func completeParkedPoll(
     _ pollID: PollID,
     on queueID: QueueID,
     now: Timestamp,
     actions: inout [Action]
   ) {
+    let limit = queues[queueID]!.parkedPoll?.limit
     parkedPolls[pollID] = nil
     queues[queueID]!.parkedPoll = nil
     queues[queueID]!.lastContact = now
-    actions.append(.completePoll(pollID, .events(queues[queueID]!.events)))
+    actions.append(.completePoll(pollID, .events(queues[queueID]!.events(limit: limit))))
   }
 
   /// Removes a queue, failing its parked poll, and tells the application when it was the user's last.

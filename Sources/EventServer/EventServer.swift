@@ -96,6 +96,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ///   - user: The authenticated caller.
   ///   - lastEventID: The last event applied.
   ///   - dontBlock: Answer at once even with nothing to deliver.
+  ///   - limit: The most events to answer with, oldest first; `nil` for all.
   /// - Returns: The events, in increasing id order.
   /// - Throws: ``EventAPIError`` (`BAD_EVENT_QUEUE_ID`, or `BAD_REQUEST` for an id already pruned or never in
   ///   the queue); `CancellationError` when the task is cancelled or the server shuts down while waiting.
@@ -103,7 +104,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     queueID: QueueID,
     user: UserID,
     lastEventID: Int,
-    dontBlock: Bool = false
+    dontBlock: Bool = false,
+    limit: Int? = nil
   ) async throws -> [EventEnvelope<Event>] {
     let pollID = PollID(nextPollID)
     nextPollID += 1
@@ -117,6 +119,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
             user: user,
             lastEventID: lastEventID,
             dontBlock: dontBlock || isShutDown,
+            limit: limit,
             now: timeline.now()
           )
         )

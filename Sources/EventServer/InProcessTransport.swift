@@ -40,13 +40,18 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     return try wire(registration)
   }
 
-  public func poll(after finger: EventFinger, dontBlock: Bool) async throws(TransportError) -> [EventEnvelope<Event>] {
+  public func poll(
+    after finger: EventFinger,
+    dontBlock: Bool,
+    limit: Int?
+  ) async throws(TransportError) -> [EventEnvelope<Event>] {
     do {
       let events = try await server.events(
         queueID: finger.queueID,
         user: user,
         lastEventID: finger.lastEventID,
-        dontBlock: dontBlock
+        dontBlock: dontBlock,
+        limit: limit
       )
       return try wire(EventsReply(events: events, queueID: finger.queueID)).events
     } catch let error as EventAPIError {

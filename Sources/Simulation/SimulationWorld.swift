@@ -274,6 +274,7 @@ struct SimulationWorld {
           user: user,
           lastEventID: finger.lastEventID,
           dontBlock: dontBlock,
+          limit: engineConfiguration.pollBatchLimit,
           now: now
         )
       )

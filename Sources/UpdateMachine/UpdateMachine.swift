@@ -339,8 +339,9 @@ public actor UpdateMachine<
           }
         }
       case .poll(let request, let finger, let dontBlock, _):
+        let limit = core.configuration.pollBatchLimit
         send(request, .poll(finger, dontBlock: dontBlock)) { [transport] () async throws(TransportError) in
-          try await transport.poll(after: finger, dontBlock: dontBlock)
+          try await transport.poll(after: finger, dontBlock: dontBlock, limit: limit)
         } completion: { core, result, now in
           switch result {
           case .success(let events): core.pollSucceeded(request, events, now: now)

@@ -31,6 +31,9 @@ public struct UpdateMachineConfiguration: Hashable, Sendable {
   /// The range a server's recommended long-poll timeout is clamped to (10 s to 10 minutes): a timeout of
   /// zero would fail every long-poll at once, a huge one would hide a dead connection.
   public var longPollTimeoutRange: ClosedRange<Duration> = .seconds(10) ... .seconds(600)
+  /// The most events one poll asks for (1,000), so a device back from a long absence catches up in bounded
+  /// batches (each applied, saved and acknowledged before the next); `nil` asks for everything at once.
+  public var pollBatchLimit: Int? = 1_000
   /// The deadline of a register request (60 s: a snapshot can be large).
   public var registerTimeout: Duration = .seconds(60)
   /// The deadline of a non-blocking poll (30 s).
@@ -76,6 +79,7 @@ public struct UpdateMachineConfiguration: Hashable, Sendable {
     if longPollTimeoutRange.lowerBound <= .zero { problems.append("longPollTimeoutRange must start above zero") }
     if maximumRetryAfter < .zero { problems.append("maximumRetryAfter must not be negative") }
     if failuresBeforeCannotConnect < 1 { problems.append("failuresBeforeCannotConnect must be at least 1") }
+    if let limit = pollBatchLimit, limit < 1 { problems.append("pollBatchLimit must be at least 1, or nil for all") }
     return problems
   }
 

@@ -114,9 +114,13 @@ where C.Duration == Duration {
     }
   }
 
-  public func poll(after finger: EventFinger, dontBlock: Bool) async throws(TransportError) -> [EventEnvelope<Event>] {
+  public func poll(
+    after finger: EventFinger,
+    dontBlock: Bool,
+    limit: Int?
+  ) async throws(TransportError) -> [EventEnvelope<Event>] {
     try await perform("poll \(finger)") { () async throws(TransportError) in
-      try await base.poll(after: finger, dontBlock: dontBlock)
+      try await base.poll(after: finger, dontBlock: dontBlock, limit: limit)
     }
   }
 

@@ -415,6 +415,7 @@ where
           user: user,
           lastEventID: finger.lastEventID,
           dontBlock: dontBlock,
+          limit: configuration.pollBatchLimit,
           now: now
         )
       )

@@ -191,3 +191,58 @@ struct MutationMemoryTests {
     }
   }
 }
+
+@Suite("EventServer: bounded polls")
+struct BoundedPollTests {
+  @Test("a poll with a limit answers at most that many events, oldest first; the next poll continues from there")
+  func limit() throws {
+    var machine = makeMachine()
+    let queue = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID
+    for index in 0..<5 { _ = try machine.handle(.post("n\(index)", to: [alice]), from: bob, now: t0) }
+    let first = machine.poll(
+      PollID(1),
+      queueID: queue,
+      user: alice,
+      lastEventID: -1,
+      dontBlock: true,
+      limit: 2,
+      now: t0
+    )
+    #expect(
+      first.compactMap { if case .completePoll(_, .events(let events)) = $0 { events.map(\.id) } else { nil } } == [
+        [0, 1]
+      ]
+    )
+    let second = machine.poll(
+      PollID(2),
+      queueID: queue,
+      user: alice,
+      lastEventID: 1,
+      dontBlock: false,
+      limit: 2,
+      now: t0
+    )
+    #expect(
+      second.compactMap { if case .completePoll(_, .events(let events)) = $0 { events.map(\.id) } else { nil } } == [
+        [2, 3]
+      ]
+    )
+    let all = machine.poll(PollID(3), queueID: queue, user: alice, lastEventID: 3, dontBlock: true, now: t0)
+    #expect(
+      all.compactMap { if case .completePoll(_, .events(let events)) = $0 { events.map(\.id) } else { nil } } == [[4]]
+    )
+  }
+
+  @Test("a parked poll with a limit is woken with at most that many events")
+  func parkedLimit() throws {
+    var machine = makeMachine()
+    let queue = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID
+    #expect(
+      machine.poll(PollID(1), queueID: queue, user: alice, lastEventID: -1, dontBlock: false, limit: 1, now: t0).isEmpty
+    )
+    let actions = try machine.handle(.post("one", to: [alice]), from: bob, now: t0)
+    #expect(
+      actions.compactMap { if case .completePoll(_, .events(let events)) = $0 { events.count } else { nil } } == [1]
+    )
+  }
+}

@@ -218,4 +218,19 @@ struct UpdateMachineShellRealAppTests {
     #expect(snapshot?.metrics.registers == 0)
     await machine.stop()
   }
+
+  @Test("a device back from a long absence catches up in bounded batches, each applied and acknowledged")
+  func catchesUpInBatches() async throws {
+    let world = World()
+    defer { world.cleanUp() }
+    let first = await world.startLiveMachine { $0.pollBatchLimit = 10 }
+    await first.stop()
+    for index in 0..<25 { try await world.post("n\(index)") }
+    let machine = world.makeMachine(configure: { $0.pollBatchLimit = 10 })
+    await machine.start()
+    let caughtUp = await waitFor(machine) { $0.confirmedState?.notes.count == 25 }
+    #expect(caughtUp?.state?.notes == (0..<25).map { "n\($0)" })
+    #expect((caughtUp?.metrics.polls ?? 0) >= 3)
+    await machine.stop()
+  }
 }
