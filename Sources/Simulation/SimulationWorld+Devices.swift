@@ -210,7 +210,6 @@ extension SimulationWorld {
         )
       case .deliver(let delivered):
         traceLine("device \(index) delivers \(delivered.video.id)")
-        videosDelivered.insert(delivered.video.id)
         if devices[index].appOpen {
           schedule(
             .watch(device: index, video: delivered.video.id),
@@ -355,7 +354,6 @@ extension SimulationWorld {
     let size = Int.random(in: scenario.behaviour.videoKilobytes, using: &random) * 1000
     let localKey = BlobKey(rawValue: "outgoing/\(video.rawValue)")
     devices[index].files[localKey] = .init(bytes: size, complete: true)
-    videosSent[video] = recipient
     traceLine("device \(index) records \(video) for \(recipient)")
     let notice = VideoUpload(video: video, recipient: recipient, blobKey: .forVideo(video), size: size)
     performTransfers(devices[index].transfers.recorded(notice, localKey: localKey, now: now), on: index)

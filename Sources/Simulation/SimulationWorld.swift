@@ -59,8 +59,6 @@ struct SimulationWorld {
   var unshown: [[(version: Int, time: Timestamp, open: Bool)]] = []
   var foregroundStaleness: [Double] = []
   var backgroundStaleness: [Double] = []
-  var videosSent: [VideoID: UserID] = [:]
-  var videosDelivered: Set<VideoID> = []
   var pushesSent = 0
   var violations: [String] = []
   var timeline: [String] = []
