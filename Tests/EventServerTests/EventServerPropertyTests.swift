@@ -25,8 +25,6 @@ struct EventServerPropertyTests {
   }
 }
 
-private typealias Machine = EventServerStateMachine<NoteBoard>
-
 /// Holds the first failure of a run, so checks need not mutate the run they read.
 private final class FailureBox {
   var failure: String?

@@ -6,9 +6,6 @@ import UpdateMachineTesting
 
 @testable import EventServer
 
-private let alice: UserID = "alice"
-private let bob: UserID = "bob"
-
 private func makeServer(seed: UInt64 = 1) -> (EventServer<NoteBoard, ManualClock>, ManualClock) {
   let clock = ManualClock()
   let server = EventServer(

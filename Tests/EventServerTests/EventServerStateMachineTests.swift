@@ -6,26 +6,6 @@ import UpdateMachineTesting
 
 @testable import EventServer
 
-private typealias Machine = EventServerStateMachine<NoteBoard>
-
-private let t0 = Timestamp(secondsSinceEpoch: 1_700_000_000)
-private let alice: UserID = "alice"
-private let bob: UserID = "bob"
-
-private func makeMachine(
-  _ configure: (inout EventServerConfiguration) -> Void = { _ in },
-  seed: UInt64 = 7
-) -> Machine {
-  var configuration = EventServerConfiguration()
-  configure(&configuration)
-  return Machine(
-    application: NoteBoard(),
-    configuration: configuration,
-    random: SeededRandomNumberGenerator(seed: seed),
-    now: t0
-  )
-}
-
 private func note(_ id: Int, _ text: String) -> EventEnvelope<NoteEvent> {
   EventEnvelope(id: id, body: .payload(.note(text: text)))
 }

@@ -5,23 +5,7 @@ import Testing
 
 @testable import EventServer
 
-private typealias Machine = EventServerStateMachine<NoteBoard>
-
-private let t0 = Timestamp(secondsSinceEpoch: 1_700_000_000)
-private let alice: UserID = "alice"
-private let bob: UserID = "bob"
 private let phone: ClientID = "phone"
-
-private func makeMachine(_ configure: (inout EventServerConfiguration) -> Void = { _ in }) -> Machine {
-  var configuration = EventServerConfiguration()
-  configure(&configuration)
-  return Machine(
-    application: NoteBoard(),
-    configuration: configuration,
-    random: SeededRandomNumberGenerator(seed: 3),
-    now: t0
-  )
-}
 
 extension Machine {
   /// Applies a post from alice's `client` as mutation `id`, digesting it as a shell would.

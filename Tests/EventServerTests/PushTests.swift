@@ -5,24 +5,8 @@ import Testing
 
 @testable import EventServer
 
-private typealias Machine = EventServerStateMachine<NoteBoard>
-
-private let t0 = Timestamp(secondsSinceEpoch: 1_700_000_000)
-private let alice: UserID = "alice"
-private let bob: UserID = "bob"
 private let phone: ClientID = "phone"
 private let tablet: ClientID = "tablet"
-
-private func makeMachine(_ configure: (inout EventServerConfiguration) -> Void = { _ in }) -> Machine {
-  var configuration = EventServerConfiguration()
-  configure(&configuration)
-  return Machine(
-    application: NoteBoard(),
-    configuration: configuration,
-    random: SeededRandomNumberGenerator(seed: 5),
-    now: t0
-  )
-}
 
 /// The pushes among `actions`, decoded.
 private func pushes(_ actions: [Machine.Action]) -> [(MutationSource, PushPayload<NoteEvent>)] {

@@ -1,0 +1,26 @@
+import EventProtocol
+import SampleApps
+
+@testable import EventServer
+
+/// The server core over the sample note board, as the EventServer tests drive it.
+typealias Machine = EventServerStateMachine<NoteBoard>
+
+let t0 = Timestamp(secondsSinceEpoch: 1_700_000_000)
+let alice: UserID = "alice"
+let bob: UserID = "bob"
+
+/// A server core at `t0` with the default configuration, changed by `configure`.
+func makeMachine(
+  _ configure: (inout EventServerConfiguration) -> Void = { _ in },
+  seed: UInt64 = 7
+) -> Machine {
+  var configuration = EventServerConfiguration()
+  configure(&configuration)
+  return Machine(
+    application: NoteBoard(),
+    configuration: configuration,
+    random: SeededRandomNumberGenerator(seed: seed),
+    now: t0
+  )
+}
