@@ -245,12 +245,13 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     }
     var actions: [Action] = []
     var notified: [UserID] = []
+    var notifiedSet: Set<UserID> = []
     var servedByPoll: Set<MutationSource> = []
     for delivery in deliveries {
       let fits = fitsSizeLimit(delivery.event)
       var seen: Set<UserID> = []
       for recipient in delivery.recipients where seen.insert(recipient).inserted {
-        if !notified.contains(recipient) { notified.append(recipient) }
+        if notifiedSet.insert(recipient).inserted { notified.append(recipient) }
         for queueID in queueIDs(of: recipient) where queues[queueID]!.accepts(delivery.event.eventType) {
           guard fits else {
             // Too big to queue: the client re-registers and finds the change in its snapshot.
