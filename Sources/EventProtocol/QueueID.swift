@@ -1,7 +1,7 @@
 /// The id of an event queue on the server.
 ///
 /// Clients treat queue ids as opaque strings, as Zulip's clients do (Zulip has used both `"1514938867:1"`
-/// and UUIDs). ``EventServer`` makes 128-bit random ids, written like a UUID, with ``random(using:)``.
+/// and UUIDs). ``EventServer`` makes random 15-character ids with ``random(using:)``.
 public struct QueueID: RawRepresentable, Hashable, Comparable, Codable, CodingKeyRepresentable, Sendable,
   ExpressibleByStringLiteral, CustomStringConvertible
 {
@@ -28,23 +28,14 @@ public struct QueueID: RawRepresentable, Hashable, Comparable, Codable, CodingKe
     init?(intValue: Int) { nil }
   }
 
-  /// A new id carrying 128 random bits from `generator`, formatted `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+  /// A new id of 15 characters from `[0-9A-Za-z]`, carrying 89 random bits from `generator`.
+  ///
+  /// Fifteen ASCII characters is the longest string Swift stores inline, so an id costs no allocation of its
+  /// own: the server keeps one per queue, and looks one up per request.
   public static func random(using generator: inout some RandomNumberGenerator) -> QueueID {
-    let high = generator.next()
-    let low = generator.next()
-    let hex = hexDigits(high) + hexDigits(low)
-    var text = ""
-    text.reserveCapacity(36)
-    for (offset, character) in hex.enumerated() {
-      if offset == 8 || offset == 12 || offset == 16 || offset == 20 { text.append("-") }
-      text.append(character)
-    }
-    return QueueID(rawValue: text)
-  }
-
-  private static func hexDigits(_ value: UInt64) -> String {
-    let digits = String(value, radix: 16)
-    return String(repeating: "0", count: 16 - digits.count) + digits
+    let alphabet = Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
+    let bytes = (0..<15).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &generator)] }
+    return QueueID(rawValue: String(decoding: bytes, as: UTF8.self))
   }
 
   public static func < (lhs: QueueID, rhs: QueueID) -> Bool {

@@ -40,12 +40,13 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   public private(set) var application: Application
   /// Limits and timings.
   public let configuration: EventServerConfiguration
-  /// Every queue, by id.
-  public private(set) var queues: [QueueID: EventQueue<Event>] = [:]
-  /// Each user's queues, oldest first; the order in which events are delivered and queues evicted.
-  private var queueIDsByUser: [UserID: [QueueID]] = [:]
-  /// Where each parked poll waits.
-  private var parkedPolls: [PollID: QueueID] = [:]
+  /// The queues: by slot, by id and by user (oldest first: the order in which events are delivered and
+  /// queues evicted), with their expiry index.
+  private var table = QueueTable<Event>()
+  /// The slot of the queue each parked poll waits on.
+  private var parkedPolls: [PollID: Int] = [:]
+  /// The heartbeat deadline of each parked poll; entries of polls that ended earlier are skipped.
+  private var heartbeats = DeadlineHeap<PollID>()
   /// The recent mutation decisions of each (user, client), so a retried mutation is applied at most once.
   public private(set) var mutationMemory = MutationMemory()
   /// Which installations get push notifications, and when.
@@ -72,14 +73,23 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     self.nextSweepAt = now.advanced(by: configuration.sweepInterval)
   }
 
-  /// The earliest time at which ``timerFired(now:)`` has work: a heartbeat or a sweep.
-  /// - Complexity: O(*p*) in the parked polls.
+  /// The earliest time at which ``timerFired(now:)`` has work: a heartbeat, a sweep or a coalesced push.
+  /// - Complexity: O(1).
   public var nextDeadline: Timestamp {
-    let earliest = parkedPolls.values.reduce(nextSweepAt) { earliest, queueID in
-      min(earliest, queues[queueID]?.parkedPoll?.heartbeatAt ?? earliest)
-    }
-    return min(earliest, pushRegistry.nextDueAt ?? earliest)
+    min(nextSweepAt, heartbeats.nextTime ?? nextSweepAt, pushRegistry.nextDueAt ?? nextSweepAt)
   }
+
+  /// Every queue, by id, for inspection.
+  /// - Complexity: O(*n*) in the queues: use ``queue(_:)`` to look one up.
+  public var queues: [QueueID: EventQueue<Event>] { table.byID }
+
+  /// The queue `queueID` as it stands, if it exists (expired or not).
+  /// - Complexity: O(1).
+  public func queue(_ queueID: QueueID) -> EventQueue<Event>? { table[queueID] }
+
+  /// How many queues exist (some may have expired and not been swept yet).
+  /// - Complexity: O(1).
+  public var queueCount: Int { table.count }
 
   /// How many polls are parked.
   /// - Complexity: O(1).
@@ -87,7 +97,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   /// The queues of `user`, oldest first.
   public func queueIDs(of user: UserID) -> [QueueID] {
-    queueIDsByUser[user] ?? []
+    table.slots(of: user).map { table.slots[$0]!.id }
   }
 
   // MARK: - Inputs
@@ -111,17 +121,17 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     now: Timestamp
   ) -> (Registration<Application.Snapshot>, [Action]) {
     var actions: [Action] = []
-    for queueID in queueIDs(of: user) where queues[queueID]?.isExpired(at: now) == true {
-      removeQueue(queueID, actions: &actions)
+    for slot in table.slots(of: user) where table.slots[slot]!.isExpired(at: now) {
+      removeQueue(slot, actions: &actions)
     }
-    while queueIDs(of: user).count >= max(configuration.maximumQueuesPerUser, 1) {
-      let leastRecentlyUsed = queueIDs(of: user).min { lhs, rhs in
+    while table.slots(of: user).count >= max(configuration.maximumQueuesPerUser, 1) {
+      let leastRecentlyUsed = table.slots(of: user).min { lhs, rhs in
         effectiveContact(lhs, now: now) < effectiveContact(rhs, now: now)
       }!
       removeQueue(leastRecentlyUsed, actions: &actions)
     }
     var queueID = QueueID.random(using: &random)
-    while queues[queueID] != nil { queueID = QueueID.random(using: &random) }
+    while table.slot(of: queueID) != nil { queueID = QueueID.random(using: &random) }
     let queue = EventQueue<Event>(
       id: queueID,
       user: user,
@@ -130,8 +140,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       idleTimeout: configuration.idleTimeout(forLifespan: lifespan),
       now: now
     )
-    queues[queueID] = queue
-    queueIDsByUser[user, default: []].append(queueID)
+    _ = table.insert(queue)
     let registration = Registration(
       queueID: queueID,
       lastEventID: queue.lastEventID,
@@ -169,23 +178,26 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   ) -> [Action] {
     precondition(parkedPolls[pollID] == nil, "\(pollID) is already parked; the shell reused a poll id")
     var actions: [Action] = []
+    let slot: Int
     do {
-      let queue = try liveQueue(queueID, of: user, now: now, actions: &actions)
-      try queue.validateAcknowledgement(lastEventID)
+      slot = try liveQueue(queueID, of: user, now: now, actions: &actions)
+      try table.slots[slot]!.validateAcknowledgement(lastEventID)
     } catch {
       actions.append(.completePoll(pollID, .failed(error)))
       return actions
     }
-    queues[queueID]!.prune(through: lastEventID)
-    queues[queueID]!.lastContact = now
-    if let displaced = queues[queueID]!.parkedPoll {
-      completeParkedPoll(displaced.pollID, on: queueID, now: now, actions: &actions)
+    table.slots[slot]!.prune(through: lastEventID)
+    table.slots[slot]!.lastContact = now
+    if let displaced = table.slots[slot]!.parkedPoll {
+      completeParkedPoll(displaced.pollID, on: slot, now: now, actions: &actions)
     }
-    if !queues[queueID]!.events.isEmpty || dontBlock {
-      actions.append(.completePoll(pollID, .events(queues[queueID]!.events(limit: limit))))
+    if !table.slots[slot]!.events.isEmpty || dontBlock {
+      actions.append(.completePoll(pollID, .events(table.slots[slot]!.events(limit: limit))))
     } else {
-      queues[queueID]!.parkedPoll = .init(pollID: pollID, heartbeatAt: heartbeatDeadline(after: now), limit: limit)
-      parkedPolls[pollID] = queueID
+      let heartbeatAt = heartbeatDeadline(after: now)
+      table.slots[slot]!.parkedPoll = .init(pollID: pollID, heartbeatAt: heartbeatAt, limit: limit)
+      parkedPolls[pollID] = slot
+      heartbeats.push(pollID, at: heartbeatAt)
     }
     return actions
   }
@@ -193,9 +205,10 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// The caller of a parked poll went away. The poll completes as cancelled; every event stays queued.
   /// A poll that is no longer parked (already completed) is ignored.
   public mutating func pollCancelled(_ pollID: PollID, now: Timestamp) -> [Action] {
-    guard let queueID = parkedPolls.removeValue(forKey: pollID) else { return [] }
-    queues[queueID]!.parkedPoll = nil
-    queues[queueID]!.lastContact = now
+    guard let slot = parkedPolls.removeValue(forKey: pollID) else { return [] }
+    table.slots[slot]!.parkedPoll = nil
+    table.slots[slot]!.lastContact = now
+    discardEndedHeartbeats()
     return [.completePoll(pollID, .cancelled)]
   }
 
@@ -209,13 +222,14 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// - Throws: `BAD_EVENT_QUEUE_ID` for an unknown, expired or other user's queue; nothing changes.
   public mutating func deleteQueue(_ queueID: QueueID, user: UserID, now: Timestamp) throws(EventAPIError) -> [Action] {
     var actions: [Action] = []
+    let slot: Int
     do {
-      _ = try liveQueue(queueID, of: user, now: now, actions: &actions)
+      slot = try liveQueue(queueID, of: user, now: now, actions: &actions)
     } catch {
       if actions.isEmpty { throw error }
       return actions
     }
-    removeQueue(queueID, actions: &actions)
+    removeQueue(slot, actions: &actions)
     return actions
   }
 
@@ -244,25 +258,29 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       throw .badRequest(error.reason)
     }
     var actions: [Action] = []
+    // Push bookkeeping only when some installation has a token: the common server path skips it.
+    let tracksPushes = !pushRegistry.isEmpty
     var notified: [UserID] = []
     var notifiedSet: Set<UserID> = []
     var servedByPoll: Set<MutationSource> = []
     for delivery in deliveries {
-      let fits = fitsSizeLimit(delivery.event)
-      var seen: Set<UserID> = []
-      for recipient in delivery.recipients where seen.insert(recipient).inserted {
-        if notifiedSet.insert(recipient).inserted { notified.append(recipient) }
-        for queueID in queueIDs(of: recipient) where queues[queueID]!.accepts(delivery.event.eventType) {
-          guard fits else {
+      let eventType = delivery.event.eventType
+      // Measured once per event, and only when some queue takes it.
+      var fits: Bool?
+      for recipient in Self.distinct(delivery.recipients) {
+        if tracksPushes, notifiedSet.insert(recipient).inserted { notified.append(recipient) }
+        for slot in table.slots(of: recipient) where table.slots[slot]!.accepts(eventType) {
+          if fits == nil { fits = fitsSizeLimit(delivery.event) }
+          guard fits! else {
             // Too big to queue: the client re-registers and finds the change in its snapshot.
-            removeQueue(queueID, actions: &actions)
+            removeQueue(slot, actions: &actions)
             continue
           }
-          if queues[queueID]!.parkedPoll != nil, let clientID = queues[queueID]!.clientID {
+          if tracksPushes, table.slots[slot]!.parkedPoll != nil, let clientID = table.slots[slot]!.clientID {
             servedByPoll.insert(MutationSource(user: recipient, clientID: clientID))
           }
           let eventOrigin = recipient == user ? origin : nil
-          push(.payload(delivery.event), origin: eventOrigin, to: queueID, now: now, actions: &actions)
+          push(.payload(delivery.event), origin: eventOrigin, to: slot, now: now, actions: &actions)
         }
       }
     }
@@ -294,7 +312,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// the payload limit, the bare hint when they do not, and an empty hint when its queue has expired.
   private func composePush(for installation: MutationSource, now: Timestamp) -> PushNotification {
     let token = pushRegistry.entries[installation]!.token
-    let liveQueue = queueIDs(of: installation.user).reversed().lazy.compactMap { self.queues[$0] }
+    let liveQueue = Array(table.slots(of: installation.user)).reversed().lazy.compactMap { self.table.slots[$0] }
       .first { $0.clientID == installation.clientID && !$0.isExpired(at: now) }
     var payload = PushPayload<Event>(queueID: nil, lastEventID: nil, events: nil)
     if let liveQueue {
@@ -306,6 +324,21 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       bytes = (try? WireFormat.encode(payload)).map { [UInt8]($0) } ?? []
     }
     return PushNotification(token: token, installation: installation, payload: bytes)
+  }
+
+  /// `users` without repeats, in first-seen order; the array itself when it has none (the usual case).
+  static func distinct(_ users: [UserID]) -> [UserID] {
+    if users.count <= 16 {
+      // Comparing a handful of short ids beats hashing them into a fresh set.
+      var hasRepeat = false
+      for index in users.indices.dropFirst() where users[..<index].contains(users[index]) {
+        hasRepeat = true
+        break
+      }
+      if !hasRepeat { return users }
+    }
+    var seen: Set<UserID> = []
+    return users.filter { seen.insert($0).inserted }
   }
 
   private func fitsSizeLimit(_ event: Event) -> Bool {
@@ -392,7 +425,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   private func receipt(for user: UserID, applied: Bool) -> MutationReceipt {
     var through: [QueueID: Int] = [:]
-    for queueID in queueIDs(of: user) { through[queueID] = queues[queueID]!.lastEventID }
+    for slot in table.slots(of: user) { through[table.slots[slot]!.id] = table.slots[slot]!.lastEventID }
     return MutationReceipt(applied: applied, eventsThrough: through)
   }
 
@@ -400,18 +433,17 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// queues when the sweep is due.
   public mutating func timerFired(now: Timestamp) -> [Action] {
     var actions: [Action] = []
-    let due = parkedPolls.compactMap { pollID, queueID -> (Timestamp, PollID, QueueID)? in
-      guard let heartbeatAt = queues[queueID]?.parkedPoll?.heartbeatAt, heartbeatAt <= now else { return nil }
-      return (heartbeatAt, pollID, queueID)
-    }
-    for (_, _, queueID) in due.sorted(by: { ($0.0, $0.1) < ($1.0, $1.1) }) {
-      push(.heartbeat, to: queueID, now: now, actions: &actions)
+    while let (_, pollID) = heartbeats.pop(dueAt: now) {
+      // Entries of polls that already ended are skipped.
+      guard let slot = parkedPolls[pollID] else { continue }
+      push(.heartbeat, to: slot, now: now, actions: &actions)
     }
     if now >= nextSweepAt {
-      // Only the expired ids are sorted (for a deterministic order): a sweep that finds nothing costs one pass.
-      let expired = queues.values.filter { $0.isExpired(at: now) }.map(\.id)
-      for queueID in expired.sorted() {
-        removeQueue(queueID, actions: &actions)
+      // The expiry index yields only what came due, so a sweep that finds nothing costs next to nothing; the
+      // expired are removed in id order, so the application hears of them in a deterministic order.
+      let expired = table.expired(at: now).map { (id: table.slots[$0]!.id, slot: $0) }
+      for (_, slot) in expired.sorted(by: { $0.id < $1.id }) {
+        removeQueue(slot, actions: &actions)
       }
       mutationMemory.forget(seenBefore: now.advanced(by: configuration.mutationMemoryLifetime.saturatingNegated))
       nextSweepAt = now.advanced(by: configuration.sweepInterval)
@@ -425,7 +457,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// Every connection dropped (the server is shutting down): each parked poll completes as cancelled, and
   /// its events stay queued for the client's next poll.
   public mutating func connectionsDropped(now: Timestamp) -> [Action] {
-    parkedPolls.sorted { $0.key < $1.key }.flatMap { pollCancelled($0.key, now: now) }
+    parkedPolls.keys.sorted().flatMap { pollCancelled($0, now: now) }
   }
 
   // MARK: - Restart
@@ -434,7 +466,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// Parked polls are not included; their connections do not survive the restart.
   public func dump() -> QueueDump<Event> {
     QueueDump(
-      queues: queues.keys.sorted().map { queues[$0]! },
+      queues: table.sortedIDs.map { table[$0]! },
       mutations: mutationMemory.records,
       pushes: pushRegistry.records
     )
@@ -447,38 +479,40 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   public mutating func restore(_ dump: QueueDump<Event>, now: Timestamp) throws(QueueDumpError) -> [Action] {
     try dump.validate()
     var actions: [Action] = []
-    for queueID in queues.keys.sorted() {
-      removeQueue(queueID, notifyApplication: false, actions: &actions)
+    for queueID in table.sortedIDs {
+      removeQueue(table.slot(of: queueID)!, notifyApplication: false, actions: &actions)
     }
     mutationMemory = MutationMemory(records: dump.mutations)
     pushRegistry = PushRegistry(records: dump.pushes)
     for var queue in dump.queues {
       queue.lastContact = now
       queue.parkedPoll = nil
-      queues[queue.id] = queue
-      queueIDsByUser[queue.user, default: []].append(queue.id)
+      _ = table.insert(queue)
     }
+    // Only once every queue is back: a full queue dropped here must not look like its user's last.
     for queue in dump.queues where queue.accepts(EventBody<Event>.restartType) {
-      push(.restart, to: queue.id, now: now, actions: &actions)
+      push(.restart, to: table.slot(of: queue.id)!, now: now, actions: &actions)
     }
     return actions
   }
 
   // MARK: - Helpers
 
-  /// The queue `queueID` when it exists, is `user`'s and has not expired; an expired queue is removed.
+  /// The slot of queue `queueID` when it exists, is `user`'s and has not expired; an expired queue is removed.
   private mutating func liveQueue(
     _ queueID: QueueID,
     of user: UserID,
     now: Timestamp,
     actions: inout [Action]
-  ) throws(EventAPIError) -> EventQueue<Event> {
-    guard let queue = queues[queueID], queue.user == user else { throw .badEventQueueID(queueID) }
-    if queue.isExpired(at: now) {
-      removeQueue(queueID, actions: &actions)
+  ) throws(EventAPIError) -> Int {
+    guard let slot = table.slot(of: queueID), table.slots[slot]!.user == user else {
       throw .badEventQueueID(queueID)
     }
-    return queue
+    if table.slots[slot]!.isExpired(at: now) {
+      removeQueue(slot, actions: &actions)
+      throw .badEventQueueID(queueID)
+    }
+    return slot
   }
 
   /// A heartbeat deadline drawn uniformly, to the millisecond, from the configured window after `now`.
@@ -489,54 +523,60 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   }
 
   /// When a queue was last used, counting a parked poll as use right now.
-  private func effectiveContact(_ queueID: QueueID, now: Timestamp) -> Timestamp {
-    let queue = queues[queueID]!
-    return queue.parkedPoll == nil ? queue.lastContact : now
+  private func effectiveContact(_ slot: Int, now: Timestamp) -> Timestamp {
+    table.slots[slot]!.parkedPoll == nil ? table.slots[slot]!.lastContact : now
+  }
+
+  /// Drops heartbeat entries of polls that have ended from the front of the heap, so ``nextDeadline`` names
+  /// a poll still waiting (entries further back are skipped when they come due).
+  private mutating func discardEndedHeartbeats() {
+    while let (_, pollID) = heartbeats.first, parkedPolls[pollID] == nil {
+      heartbeats.pop()
+    }
+    if parkedPolls.isEmpty { heartbeats = DeadlineHeap() }
   }
 
   /// Appends an event to a queue, dropping the queue instead if it is full, and wakes its parked poll.
   private mutating func push(
     _ body: EventBody<Event>,
     origin: MutationOrigin? = nil,
-    to queueID: QueueID,
+    to slot: Int,
     now: Timestamp,
     actions: inout [Action]
   ) {
-    guard queues[queueID]!.events.count < configuration.maximumEventsPerQueue else {
-      removeQueue(queueID, actions: &actions)
+    guard table.slots[slot]!.events.count < configuration.maximumEventsPerQueue else {
+      removeQueue(slot, actions: &actions)
       return
     }
-    queues[queueID]!.append(body, origin: origin)
-    if let parked = queues[queueID]!.parkedPoll {
-      completeParkedPoll(parked.pollID, on: queueID, now: now, actions: &actions)
+    table.slots[slot]!.append(body, origin: origin)
+    if let parked = table.slots[slot]!.parkedPoll {
+      completeParkedPoll(parked.pollID, on: slot, now: now, actions: &actions)
     }
   }
 
   /// Completes a parked poll with the queue's contents, up to the poll's limit.
   private mutating func completeParkedPoll(
     _ pollID: PollID,
-    on queueID: QueueID,
+    on slot: Int,
     now: Timestamp,
     actions: inout [Action]
   ) {
-    let limit = queues[queueID]!.parkedPoll?.limit
+    let limit = table.slots[slot]!.parkedPoll?.limit
     parkedPolls[pollID] = nil
-    queues[queueID]!.parkedPoll = nil
-    queues[queueID]!.lastContact = now
-    actions.append(.completePoll(pollID, .events(queues[queueID]!.events(limit: limit))))
+    table.slots[slot]!.parkedPoll = nil
+    table.slots[slot]!.lastContact = now
+    actions.append(.completePoll(pollID, .events(table.slots[slot]!.events(limit: limit))))
+    discardEndedHeartbeats()
   }
 
   /// Removes a queue, failing its parked poll, and tells the application when it was the user's last.
-  private mutating func removeQueue(_ queueID: QueueID, notifyApplication: Bool = true, actions: inout [Action]) {
-    guard let queue = queues.removeValue(forKey: queueID) else { return }
+  private mutating func removeQueue(_ slot: Int, notifyApplication: Bool = true, actions: inout [Action]) {
+    let (queue, wasUsersLast) = table.remove(slot: slot)
     if let parked = queue.parkedPoll {
       parkedPolls[parked.pollID] = nil
-      actions.append(.completePoll(parked.pollID, .failed(.badEventQueueID(queueID))))
+      actions.append(.completePoll(parked.pollID, .failed(.badEventQueueID(queue.id))))
+      discardEndedHeartbeats()
     }
-    queueIDsByUser[queue.user]?.removeAll { $0 == queueID }
-    if queueIDsByUser[queue.user]?.isEmpty == true {
-      queueIDsByUser[queue.user] = nil
-      if notifyApplication { application.lastQueueRemoved(for: queue.user) }
-    }
+    if wasUsersLast, notifyApplication { application.lastQueueRemoved(for: queue.user) }
   }
 }

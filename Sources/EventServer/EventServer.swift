@@ -57,13 +57,13 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   public var application: Application { machine.application }
 
   /// How many queues exist.
-  public var queueCount: Int { machine.queues.count }
+  public var queueCount: Int { machine.queueCount }
 
   /// How many polls are parked.
   public var parkedPollCount: Int { machine.parkedPollCount }
 
   /// The queue `queueID` as it stands, for inspection.
-  public func queue(_ queueID: QueueID) -> EventQueue<Event>? { machine.queues[queueID] }
+  public func queue(_ queueID: QueueID) -> EventQueue<Event>? { machine.queue(queueID) }
 
   /// Registers `user`: creates a queue and takes the snapshot atomically.
   /// - Parameters:

@@ -36,13 +36,38 @@ public struct PushRegistry: Sendable, Equatable {
 
   /// The registrations, by installation.
   public private(set) var entries: [MutationSource: Entry] = [:]
+  /// Each user's installations with a token, sorted: what a delivery looks up.
+  private var clientsByUser: [UserID: [ClientID]] = [:]
+  /// When each waiting coalesced push is due: few at a time, so the earliest is found without visiting every
+  /// registration.
+  private var dueAt: [MutationSource: Timestamp] = [:]
+
+  /// Whether no installation has a token.
+  public var isEmpty: Bool { entries.isEmpty }
 
   /// An empty registry.
   public init() {}
 
   /// Registers (or replaces) the token of an installation.
   public mutating func register(token: PushToken, for installation: MutationSource) {
+    if entries[installation] == nil { index(installation) }
     entries[installation] = Entry(token: token, lastSentAt: entries[installation]?.lastSentAt, dueAt: nil)
+    dueAt[installation] = nil
+  }
+
+  private mutating func index(_ installation: MutationSource) {
+    var clients = clientsByUser[installation.user, default: []]
+    clients.insert(
+      installation.clientID,
+      at: clients.firstIndex { $0.rawValue > installation.clientID.rawValue } ?? clients.endIndex
+    )
+    clientsByUser[installation.user] = clients
+  }
+
+  private mutating func unindex(_ installation: MutationSource) {
+    clientsByUser[installation.user]?.removeAll { $0 == installation.clientID }
+    if clientsByUser[installation.user]?.isEmpty == true { clientsByUser[installation.user] = nil }
+    dueAt[installation] = nil
   }
 
   /// Drops every installation using `token` (the platform said it is no longer valid).
@@ -50,13 +75,16 @@ public struct PushRegistry: Sendable, Equatable {
   @discardableResult
   public mutating func tokenInvalid(_ token: PushToken) -> [MutationSource] {
     let dropped = entries.filter { $0.value.token == token }.map(\.key).sorted()
-    for installation in dropped { entries[installation] = nil }
+    for installation in dropped {
+      entries[installation] = nil
+      unindex(installation)
+    }
     return dropped
   }
 
   /// The installations of `user` that have a token, in a stable order.
   public func installations(of user: UserID) -> [MutationSource] {
-    entries.keys.filter { $0.user == user }.sorted()
+    (clientsByUser[user] ?? []).map { MutationSource(user: user, clientID: $0) }
   }
 
   /// An event was queued for the installation's user while it was not long-polling.
@@ -65,9 +93,10 @@ public struct PushRegistry: Sendable, Equatable {
     defer { entries[installation] = entry }
     if let dueAt = entry.dueAt { return .deferred(until: dueAt) }
     if let lastSentAt = entry.lastSentAt, lastSentAt.advanced(by: interval) > now {
-      let dueAt = lastSentAt.advanced(by: interval)
-      entry.dueAt = dueAt
-      return .deferred(until: dueAt)
+      let due = lastSentAt.advanced(by: interval)
+      entry.dueAt = due
+      dueAt[installation] = due
+      return .deferred(until: due)
     }
     entry.lastSentAt = now
     return .sendNow
@@ -76,20 +105,23 @@ public struct PushRegistry: Sendable, Equatable {
   /// The installation was served by a long-poll: a waiting push is no longer needed.
   public mutating func servedByPoll(_ installation: MutationSource) {
     entries[installation]?.dueAt = nil
+    dueAt[installation] = nil
   }
 
   /// The installations whose coalesced push is due at `now`; each is marked sent.
   public mutating func duePushes(now: Timestamp) -> [MutationSource] {
-    let due = entries.filter { ($0.value.dueAt ?? .distantFuture) <= now }.map(\.key).sorted()
+    let due = dueAt.filter { $0.value <= now }.map(\.key).sorted()
     for installation in due {
       entries[installation]?.dueAt = nil
+      dueAt[installation] = nil
       entries[installation]?.lastSentAt = now
     }
     return due
   }
 
   /// The earliest time a coalesced push is due.
-  public var nextDueAt: Timestamp? { entries.values.compactMap(\.dueAt).min() }
+  /// - Complexity: O(*d*) in the pushes waiting, not in the registrations.
+  public var nextDueAt: Timestamp? { dueAt.values.min() }
 
   /// The registrations as dump records, sorted.
   public var records: [PushRecord] {
@@ -98,7 +130,10 @@ public struct PushRegistry: Sendable, Equatable {
 
   /// A registry holding `records` (nothing due, nothing sent yet).
   public init(records: [PushRecord]) {
-    for record in records { entries[record.installation] = Entry(token: record.token) }
+    for record in records {
+      if entries[record.installation] == nil { index(record.installation) }
+      entries[record.installation] = Entry(token: record.token)
+    }
   }
 }
 

@@ -41,7 +41,7 @@ struct SimulationWorld {
   var random: SeededRandomNumberGenerator
   var now: Timestamp
   let start: Timestamp
-  var events = EventHeap<Event>()
+  var events = DeadlineHeap<Event>()
   var server: Server
   var devices: [SimulatedDevice] = []
   let users: [UserID]

@@ -261,7 +261,7 @@ where
         setLifecycle(devices[index].core.lifecycle == .foreground ? .background : .foreground, on: index)
       } else {
         let finger = devices[index].core.phase.finger
-        let latest = finger.flatMap { server.queues[$0.queueID]?.lastEventID }
+        let latest = finger.flatMap { server.queue($0.queueID)?.lastEventID }
         let hint = Core.PushHint(queueID: finger?.queueID, lastEventID: Bool.random(using: &random) ? latest : nil)
         trace.append("\(now) device \(index) gets a push \(hint)")
         perform(devices[index].core.pushReceived(hint, now: now), on: index)
@@ -306,7 +306,7 @@ where
   public func isSettled(_ index: Int) -> Bool {
     let device = devices[index]
     guard case .polling(let finger) = device.core.phase, device.core.pendingMutations.isEmpty,
-      let queue = server.queues[finger.queueID], queue.lastEventID == finger.lastEventID,
+      let queue = server.queue(finger.queueID), queue.lastEventID == finger.lastEventID,
       outstanding.contains(where: { $0.device == index })
     else { return false }
     return device.core.confirmedState == server.application.snapshot(for: device.user)

@@ -384,6 +384,9 @@ private struct ServerScheduleRun {
     for user in Self.users {
       check(machine.queueIDs(of: user) == (order[user] ?? []), "\(user)'s queue order")
     }
-    check(machine.application.usersWhoseLastQueueWentAway == lastQueueGone, "last-queue notices")
+    check(
+      machine.application.usersWhoseLastQueueWentAway == lastQueueGone,
+      "last-queue notices \(machine.application.usersWhoseLastQueueWentAway) vs \(lastQueueGone)"
+    )
   }
 }

@@ -1,0 +1,92 @@
+/// A min-heap of items ordered by time, then by the order they were pushed, so equal times come out in the
+/// order they went in (and a seeded run stays deterministic).
+///
+/// The server keeps its heartbeat deadlines and queue expiries in one, and the simulation its scheduled
+/// happenings: finding the earliest is O(1), adding or taking one O(log *n*).
+///
+/// ```swift
+/// var heap = DeadlineHeap<String>()
+/// heap.push("later", at: t0.advanced(by: .seconds(2)))
+/// heap.push("sooner", at: t0.advanced(by: .seconds(1)))
+/// heap.pop()?.item   // "sooner"
+/// ```
+public struct DeadlineHeap<Item> {
+  fileprivate struct Entry {
+    var time: Timestamp
+    var sequence: UInt64
+    var item: Item
+
+    func isBefore(_ other: Entry) -> Bool {
+      (time, sequence) < (other.time, other.sequence)
+    }
+  }
+
+  private var entries: [Entry] = []
+  private var nextSequence: UInt64 = 0
+
+  /// An empty heap.
+  public init() {}
+
+  /// Whether the heap holds nothing.
+  public var isEmpty: Bool { entries.isEmpty }
+  /// How many items the heap holds.
+  public var count: Int { entries.count }
+  /// The earliest time held, if any.
+  /// - Complexity: O(1).
+  public var nextTime: Timestamp? { entries.first?.time }
+  /// The earliest item and its time, if any, without removing it.
+  /// - Complexity: O(1).
+  public var first: (time: Timestamp, item: Item)? { entries.first.map { ($0.time, $0.item) } }
+
+  /// Adds `item` at `time`, after any item already held at the same time.
+  /// - Complexity: O(log *n*).
+  public mutating func push(_ item: Item, at time: Timestamp) {
+    entries.append(Entry(time: time, sequence: nextSequence, item: item))
+    nextSequence += 1
+    var child = entries.count - 1
+    while child > 0 {
+      let parent = (child - 1) / 2
+      guard entries[child].isBefore(entries[parent]) else { break }
+      entries.swapAt(child, parent)
+      child = parent
+    }
+  }
+
+  /// Removes and returns the earliest item and its time.
+  /// - Complexity: O(log *n*).
+  @discardableResult
+  public mutating func pop() -> (time: Timestamp, item: Item)? {
+    guard !entries.isEmpty else { return nil }
+    entries.swapAt(0, entries.count - 1)
+    let top = entries.removeLast()
+    var parent = 0
+    while true {
+      let left = 2 * parent + 1
+      let right = left + 1
+      var smallest = parent
+      if left < entries.count, entries[left].isBefore(entries[smallest]) { smallest = left }
+      if right < entries.count, entries[right].isBefore(entries[smallest]) { smallest = right }
+      guard smallest != parent else { break }
+      entries.swapAt(parent, smallest)
+      parent = smallest
+    }
+    return (top.time, top.item)
+  }
+
+  /// Removes and returns the earliest item when its time is at or before `now`.
+  /// - Complexity: O(log *n*).
+  public mutating func pop(dueAt now: Timestamp) -> (time: Timestamp, item: Item)? {
+    guard let time = nextTime, time <= now else { return nil }
+    return pop()
+  }
+
+  /// Removes every item for which `isRemoved` holds; the rest keep their order.
+  /// - Complexity: O(*n* log *n*).
+  public mutating func removeAll(where isRemoved: (Item) -> Bool) {
+    // A sorted array is a valid heap, and each entry keeps its sequence number.
+    entries = entries.filter { !isRemoved($0.item) }.sorted { $0.isBefore($1) }
+  }
+}
+
+extension DeadlineHeap: Sendable where Item: Sendable {}
+extension DeadlineHeap.Entry: Sendable where Item: Sendable {}
