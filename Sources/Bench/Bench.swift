@@ -13,7 +13,8 @@ struct Bench {
       W2   idle queues: 100,000 registrations, bytes per queue, sweeps
       W3   catch-up: one queue of 100,000 events drained in one poll, in process and through JSON
       W4   wake latency: 1,000 parked long-polls woken one by one
-      C1   client: the save after a one-event batch when the state holds 10,000 videos
+      C1   client: an UpdateMachine draining 100,000 events (memory store, file store, through JSON), and
+           the save after a one-event batch when the state holds 10,000 videos
       --quick   small sizes and one repetition (what CI runs)
     """
 
@@ -41,7 +42,10 @@ struct Bench {
       if selected.contains("W2") { workloads.idleQueues() }
       if selected.contains("W3") { workloads.catchUp() }
       if selected.contains("W4") { await workloads.wakeLatency() }
-      if selected.contains("C1") { workloads.clientSave() }
+      if selected.contains("C1") {
+        await workloads.clientDrain()
+        workloads.clientSave()
+      }
     }.value
   }
 }

@@ -1,17 +1,23 @@
 import EventProtocol
 import EventServer
 import Foundation
+import UpdateMachine
 
 /// The benchmark's server application: a status event fanned out to ten users per command (W1), or to
 /// one user (W3, W4, C1).
 struct StatusBoard: ServerApplication {
-  struct Snapshot: Codable, Sendable, Equatable {}
+  /// Each video's latest status; the server keeps none (its snapshot is empty), clients build it from events.
+  struct Snapshot: Codable, Sendable, Equatable {
+    var statuses: [String: String] = [:]
+  }
 
   enum Command: Codable, Sendable, Equatable {
     /// Event `index` to the users (index × 10 + k) mod `users`, k in 0..<fanOut.
     case fanOut(index: Int, users: Int, fanOut: Int)
     /// One event to one user.
     case one(index: Int, to: UserID)
+    /// Events `first..<first + count` to one user, in one step (a backlog that arrives at once).
+    case many(first: Int, count: Int, to: UserID)
   }
 
   /// The users, made once: "u0", "u1", …
@@ -30,8 +36,23 @@ struct StatusBoard: ServerApplication {
       return [Delivery(to: recipients, event: StatusEvent(videoID: "v\(index)", status: "viewed"))]
     case .one(let index, let user):
       return [Delivery(to: [user], event: StatusEvent(videoID: "v\(index)", status: "viewed"))]
+    case .many(let first, let count, let user):
+      return (first..<first + count).map {
+        Delivery(to: [user], event: StatusEvent(videoID: "v\($0)", status: "viewed"))
+      }
     }
   }
+}
+
+/// The client side of the status board: each event sets its video's status. The benchmark sends no writes.
+struct StatusReducer: UpdateReducer {
+  var initialState: StatusBoard.Snapshot { StatusBoard.Snapshot() }
+
+  func apply(_ event: StatusEvent, to state: inout StatusBoard.Snapshot) throws(ReducerError) {
+    state.statuses[event.videoID] = event.status
+  }
+
+  func applyOptimistically(_ mutation: StatusBoard.Command, to state: inout StatusBoard.Snapshot) {}
 }
 
 /// `{type: video_status, video_id: "v<i>", status: viewed}`.

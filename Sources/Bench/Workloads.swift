@@ -242,7 +242,8 @@ struct Workloads {
 
   // MARK: - C1
 
-  /// The time to save after a one-event batch when the state holds 10,000 videos.
+  /// The save after a one-event batch when the state holds 10,000 videos: the journal entry a machine appends
+  /// now, beside the whole record it used to write (and still writes at each compaction).
   func clientSave() {
     let videos = (0..<10_000).map { index in
       OutgoingVideo(id: VideoID(rawValue: "video-\(index)"), recipient: "bob", status: .uploaded)
@@ -259,15 +260,35 @@ struct Workloads {
       rejected: [],
       nextMutationID: MutationID(1)
     )
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID()).json")
-    defer { try? FileManager.default.removeItem(at: url) }
-    var memory = Samples()
-    var file = Samples()
+    let event = VideoEvent.status(VideoStatusChanged(video: VideoID(rawValue: "video-7"), status: .viewed))
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID())")
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let store = FileStore(url: folder.appendingPathComponent("record.json"))
+    var whole = Samples()
+    var wholeFile = Samples()
+    var entry = Samples()
+    var entryFile = Samples()
+    var fsyncOnly = Samples()
     for _ in 0..<repeats {
-      memory.values.append(seconds { _ = try? InMemoryStore().save(record.encoded()) } * 1000)
-      file.values.append(seconds { _ = try? FileStore(url: url).save(record.encoded()) } * 1000)
+      whole.values.append(seconds { _ = try? InMemoryStore().save(record.encoded()) } * 1000)
+      wholeFile.values.append(seconds { _ = try? store.save(record.encoded()) } * 1000)
+      let memory = InMemoryStore()
+      try? memory.save(Data())
+      entry.values.append(
+        seconds { _ = try? memory.appendToJournal(record.journalEntry(appending: [event])) } * 1000
+      )
+      entryFile.values.append(
+        seconds { _ = try? store.appendToJournal(record.journalEntry(appending: [event])) } * 1000
+      )
+      fsyncOnly.values.append(seconds { _ = try? store.appendToJournal(Data()) } * 1000)
     }
-    report("C1", "save_10000_videos_in_memory", memory, "ms")
-    report("C1", "save_10000_videos_file", file, "ms")
+    guard let saved = try? store.load(), let entries = try? store.loadJournal(after: saved),
+      entries.count == 2, entries[1].isEmpty
+    else { fail("C1: the journal does not hold the entries appended after the last whole save") }
+    report("C1", "save_whole_record_10000_videos_in_memory", whole, "ms")
+    report("C1", "save_whole_record_10000_videos_file", wholeFile, "ms")
+    report("C1", "save_one_event_batch_10000_videos_in_memory", entry, "ms")
+    report("C1", "save_one_event_batch_10000_videos_file_with_fsync", entryFile, "ms")
+    report("C1", "fsync_of_an_empty_append", fsyncOnly, "ms")
   }
 }

@@ -63,7 +63,7 @@ extension SimulationWorld {
         return
       }
       switch action {
-      case .persist(let record):
+      case .persist(let record, _):
         devices[index].disk = record
         devices[index].diskTransfers = devices[index].savedTransfers
         actions += devices[index].core.persistSucceeded(record, now: now)

@@ -9,6 +9,10 @@ import Foundation
 /// A store that keeps the record in one file, replaced atomically: the bytes go to a temporary file in the
 /// same folder, which is flushed to disk (`fsync`) and renamed over the old one, and the folder is flushed.
 ///
+/// Beside it, `<name>.journal` holds the entries appended since (see ``JournalingUpdateStore``): each append
+/// writes one framed entry at the end and flushes it; each whole save starts a new journal bound to the new
+/// record by its digest, so a journal left from an older record is never replayed onto a newer one.
+///
 /// The folder is created on the first save if it does not exist (Application Support does not exist on a
 /// new iOS install). Temporary files left by a crash in the middle of a save are removed by ``load()``.
 ///
@@ -18,7 +22,7 @@ import Foundation
 ///   protection: .completeUntilFirstUserAuthentication
 /// )
 /// ```
-public struct FileStore: UpdateStore {
+public struct FileStore: JournalingUpdateStore {
   /// The data protection class of the file, on the platforms that have one (iOS, watchOS, tvOS, visionOS);
   /// ignored elsewhere.
   public enum Protection: Sendable, Hashable {
@@ -43,6 +47,9 @@ public struct FileStore: UpdateStore {
     self.url = url
     self.protection = protection
   }
+
+  /// The journal of entries appended after the record.
+  public var journalURL: URL { url.appendingPathExtension("journal") }
 
   private var folder: URL { url.deletingLastPathComponent() }
   private var temporaryPrefix: String { ".\(url.lastPathComponent)." }
@@ -71,6 +78,14 @@ public struct FileStore: UpdateStore {
     } catch {
       throw .writeFailed("cannot create the folder \(folder.path): \(error)")
     }
+    try replace(url, with: data)
+    // The record's rename is on disk before the new journal's: a crash between them leaves the new record
+    // with the old journal (bound to the old record, so ignored), never the old record with the new journal.
+    try replace(journalURL, with: JournalFormat.header(for: data))
+  }
+
+  /// Writes `data` to a temporary file, flushes it, renames it over `destination` and flushes the folder.
+  private func replace(_ destination: URL, with data: Data) throws(PersistenceError) {
     let temporary = folder.appendingPathComponent("\(temporaryPrefix)\(UUID().uuidString).tmp")
     guard FileManager.default.createFile(atPath: temporary.path, contents: data, attributes: attributes) else {
       throw .writeFailed("cannot create \(temporary.path)")
@@ -83,16 +98,57 @@ public struct FileStore: UpdateStore {
       try? FileManager.default.removeItem(at: temporary)
       throw .writeFailed("cannot flush \(temporary.path): \(error)")
     }
-    guard rename(temporary.path, url.path) == 0 else {
+    guard rename(temporary.path, destination.path) == 0 else {
       let reason = String(cString: strerror(errno))
       try? FileManager.default.removeItem(at: temporary)
-      throw .writeFailed("cannot rename over \(url.path): \(reason)")
+      throw .writeFailed("cannot rename over \(destination.path): \(reason)")
     }
     let directory = open(folder.path, O_RDONLY)
     if directory >= 0 {
       _ = fsync(directory)
       _ = close(directory)
     }
+  }
+
+  public func appendToJournal(_ entry: Data) throws(PersistenceError) {
+    let descriptor = open(journalURL.path, O_WRONLY | O_APPEND)
+    guard descriptor >= 0 else {
+      throw .writeFailed("no journal at \(journalURL.path): \(String(cString: strerror(errno)))")
+    }
+    defer { _ = close(descriptor) }
+    let frame = JournalFormat.frame(entry)
+    let written = frame.withUnsafeBytes { buffer -> Bool in
+      var offset = 0
+      while offset < buffer.count {
+        let count = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+        if count < 0, errno == EINTR { continue }
+        guard count > 0 else { return false }
+        offset += count
+      }
+      return true
+    }
+    // A short write leaves a torn frame, which the next load drops (and cuts off).
+    guard written, fsync(descriptor) == 0 else {
+      throw .writeFailed("cannot append to \(journalURL.path): \(String(cString: strerror(errno)))")
+    }
+  }
+
+  public func loadJournal(after record: Data) throws(PersistenceError) -> [Data]? {
+    guard FileManager.default.fileExists(atPath: journalURL.path) else { return nil }
+    let journal: Data
+    do {
+      journal = try Data(contentsOf: journalURL)
+    } catch {
+      throw .unreadable("cannot read \(journalURL.path): \(error)")
+    }
+    guard let (entries, goodLength) = JournalFormat.parse(journal, boundTo: record) else { return nil }
+    if goodLength < journal.count {
+      // Cut the torn tail off, so the next entry follows the last good one.
+      guard truncate(journalURL.path, off_t(goodLength)) == 0 else {
+        throw .writeFailed("cannot cut the torn tail of \(journalURL.path): \(String(cString: strerror(errno)))")
+      }
+    }
+    return entries
   }
 
   private var attributes: [FileAttributeKey: Any]? {
@@ -120,6 +176,8 @@ public struct FileStore: UpdateStore {
     } catch {
       throw .writeFailed("cannot move \(url.path) aside: \(error)")
     }
+    // The journal goes with its record (it is bound to it, and useless to any other).
+    try? FileManager.default.moveItem(at: journalURL, to: destination.appendingPathExtension("journal"))
     return destination.path
   }
 }

@@ -31,8 +31,10 @@ public struct UpdateMachineCore<
     case submit(RequestID, MutationRequest<Mutation>, queueID: QueueID?)
     /// Cancel a request under way; its answer, if any, will be ignored.
     case cancel(RequestID)
-    /// Write the record atomically, then report the result before performing the next action.
-    case persist(PersistedRecord<State, Mutation>)
+    /// Write the record atomically, then report the result before performing the next action. The change
+    /// says how its state differs from the previous `.persist`'s, so a journaling store can append the events
+    /// instead of rewriting the record.
+    case persist(PersistedRecord<State, Mutation>, StateChange<Event>)
   }
 
   /// A push notification's hint that something changed.
@@ -63,6 +65,8 @@ public struct UpdateMachineCore<
     var lastEventID: Int
     var applied: Int
     var origins: [MutationOrigin]
+    /// The payloads applied, in order: what a journal entry records.
+    var payloads: [Event] = []
   }
 
   struct Failure: Hashable, Sendable {
@@ -107,6 +111,8 @@ public struct UpdateMachineCore<
   public internal(set) var phase: Phase = .stale
   /// The state as the server confirmed it; `nil` until persisted data is loaded.
   public internal(set) var confirmedState: State?
+  /// How the confirmed state changed since the last `.persist` action was emitted.
+  var unsavedChange: StateChange<Event> = .replaced
   /// Whether the app is in the foreground.
   public internal(set) var lifecycle: AppLifecycle
   /// The outbox; `nil` until persisted data is loaded.
@@ -204,6 +210,7 @@ public struct UpdateMachineCore<
     if let record {
       deviceData = record.deviceData
       confirmedState = record.state
+      unsavedChange = .replaced
       lastContactAt = record.lastContactAt
       dataAsOf = record.dataAsOf
       queueLifetime = record.queueLifetime
@@ -218,13 +225,20 @@ public struct UpdateMachineCore<
         phase = lifecycle == .foreground ? .polling(finger) : .idle(finger, nextPollAt: now)
         queueConfirmedByPoll = true
       }
-      if !recovery.isEmpty { actions.append(.persist(persistedRecord())) }
+      if !recovery.isEmpty { actions.append(persistAction()) }
     } else {
       outbox = Outbox(clientID: .random(using: &random))
       confirmedState = reducer.initialState
-      actions.append(.persist(persistedRecord()))
+      unsavedChange = .replaced
+      actions.append(persistAction())
     }
     return actions + proceed(now: now)
+  }
+
+  /// A `.persist` of the record as it stands, carrying the state's change since the previous one.
+  mutating func persistAction() -> Action {
+    defer { unsavedChange = .applied([]) }
+    return .persist(persistedRecord(), unsavedChange)
   }
 
   /// The shell saved `record`: the writes it holds may now be sent, and any save issue is cleared.
@@ -244,6 +258,8 @@ public struct UpdateMachineCore<
       }
     let retryAt = now.advanced(by: configuration.outboxBackoff.delay(attempt: failures, using: &random))
     saving = .failing(first, failures: failures, retryAt: retryAt)
+    // The failed save's change is not in the store: only a whole record brings it back in line.
+    unsavedChange = .replaced
     return []
   }
 
@@ -258,12 +274,13 @@ public struct UpdateMachineCore<
     guard case .register(request, _) = inFlight else { return [] }
     inFlight = nil
     confirmedState = registration.snapshot
+    unsavedChange = .replaced
     queueLifetime = configuration.assumedQueueLifetime
     longPollTimeout = (registration.longPollTimeout ?? configuration.defaultLongPollTimeout)
       .clamped(to: configuration.longPollTimeoutRange)
     queueConfirmedByPoll = false
     markSuccess(finger: registration.finger, now: now)
-    return [.persist(persistedRecord())] + proceed(now: now)
+    return [persistAction()] + proceed(now: now)
   }
 
   /// A register request failed. Unauthorized stops the machine; anything else is retried after backoff.
@@ -305,7 +322,7 @@ public struct UpdateMachineCore<
         phase = .idle(advanced, nextPollAt: now)
       }
     }
-    return [.persist(persistedRecord())] + proceed(now: now)
+    return [persistAction()] + proceed(now: now)
   }
 
   /// Applies `events` after `finger` to a copy of the confirmed state: events at or below the finger are
@@ -326,6 +343,7 @@ public struct UpdateMachineCore<
           return .failure(error)
         }
         batch.applied += 1
+        batch.payloads.append(payload)
       }
       if let origin = event.origin { batch.origins.append(origin) }
       batch.lastEventID = event.id
@@ -336,6 +354,7 @@ public struct UpdateMachineCore<
   /// Makes an applied batch the confirmed state, retiring the outbox entries its events came from.
   mutating func adopt(_ batch: AppliedBatch) {
     confirmedState = batch.state
+    unsavedChange = unsavedChange.appending(batch.payloads)
     metrics.eventsApplied += batch.applied
     if !batch.origins.isEmpty { outbox?.eventsApplied(batch.origins) }
     if batch.applied > 0 { protocolFailures = 0 }
@@ -360,7 +379,7 @@ public struct UpdateMachineCore<
         }
         phase = .stale
         disconnectedSince = disconnectedSince ?? now
-        return [.persist(persistedRecord())] + proceed(now: now)
+        return [persistAction()] + proceed(now: now)
       }
     }
     let (kind, retryAfter) = classify(error)
@@ -379,7 +398,7 @@ public struct UpdateMachineCore<
   public mutating func submitSucceeded(_ request: RequestID, _ receipt: MutationReceipt, now: Timestamp) -> [Action] {
     guard outbox?.acknowledged(request, receipt) == true else { return [] }
     if let finger = phase.finger { outbox?.confirm(by: finger) }
-    return [.persist(persistedRecord())] + proceed(now: now)
+    return [persistAction()] + proceed(now: now)
   }
 
   /// Sending the write in flight failed: refused ones are dropped and reported, a reused id makes the
@@ -395,11 +414,11 @@ public struct UpdateMachineCore<
     case .ignored:
       return []
     case .rejected:
-      return [.persist(persistedRecord())] + proceed(now: now)
+      return [persistAction()] + proceed(now: now)
     case .needsNewClientID:
       outbox!.adoptClientID(.random(using: &random))
       metrics.clientIDResets += 1
-      return [.persist(persistedRecord())] + proceed(now: now)
+      return [persistAction()] + proceed(now: now)
     case .willRetry:
       metrics.failures += 1
       return proceed(now: now)

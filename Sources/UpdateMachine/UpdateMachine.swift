@@ -32,6 +32,11 @@ public actor UpdateMachine<
   private let transport: any EventTransport<State, Event, Mutation>
   private let store: any UpdateStore
   private let restore: @Sendable (Data) -> PersistedRecord<State, Mutation>.Restoration
+  private let replayJournal:
+    @Sendable ([Data], PersistedRecord<State, Mutation>) -> (record: PersistedRecord<State, Mutation>, replayed: Int)
+  /// The store, when it keeps a journal: saves after a batch then append the batch instead of the record.
+  private let journalingStore: (any JournalingUpdateStore)?
+  private var journal = JournalProgress()
   private let readClock: @Sendable () -> Timestamp
   private let sleepUntil: @Sendable (Timestamp) async throws -> Void
   private let log: (@Sendable (UpdateMachineLogEvent) -> Void)?
@@ -81,6 +86,8 @@ public actor UpdateMachine<
     self.transport = transport
     self.store = store
     self.restore = { PersistedRecord<State, Mutation>.restore(from: $0, for: reducer) }
+    self.replayJournal = { JournalEntry.replay($0, onto: $1, with: reducer) }
+    self.journalingStore = store as? any JournalingUpdateStore
     self.readClock = { timeline.now() }
     self.sleepUntil = { try await timeline.sleep(until: $0) }
     self.log = log
@@ -141,7 +148,11 @@ public actor UpdateMachine<
     }
     guard let data else { return (nil, []) }
     let restoration = restore(data)
-    guard restoration.mustSetAside else { return (restoration.record, restoration.notes) }
+    guard restoration.mustSetAside else {
+      guard let record = restoration.record else { return (nil, restoration.notes) }
+      let (replayed, journalNotes) = replayingJournal(onto: record, of: data, notes: restoration.notes)
+      return (replayed, restoration.notes + journalNotes)
+    }
     let location = setAside(restoration.notes.map(\.description).joined(separator: "; "))
     let notes = restoration.notes.map { note -> StoreRecovery in
       if case .setAside(let problem, nil, let stranded) = note {
@@ -150,6 +161,59 @@ public actor UpdateMachine<
       return note
     }
     return (restoration.record, notes)
+  }
+
+  /// `record` with the journal appended after `data` replayed onto it. A record whose state was discarded
+  /// (it no longer decodes) gets no replay: the events would apply to the wrong state. When an entry cannot
+  /// be replayed (this build cannot read it), the record and journal are set aside, kept, and the machine
+  /// goes on from the last entry it could read, as it does with a record it cannot read.
+  private func replayingJournal(
+    onto record: PersistedRecord<State, Mutation>,
+    of data: Data,
+    notes: [StoreRecovery]
+  ) -> (PersistedRecord<State, Mutation>, [StoreRecovery]) {
+    let stateKept = notes.allSatisfy { if case .stateMigrated = $0 { true } else { false } }
+    guard let journalingStore, stateKept, let entries = try? journalingStore.loadJournal(after: data),
+      !entries.isEmpty
+    else {
+      return (record, [])
+    }
+    let (replayed, count) = replayJournal(entries, record)
+    guard count < entries.count else {
+      journal = JournalProgress(isBound: true, bytes: entries.reduce(0) { $0 + $1.count }, wholeBytes: data.count)
+      return (replayed, [])
+    }
+    let problem = PersistenceError.corrupt("journal entry \(count + 1) of \(entries.count) cannot be replayed")
+    return (replayed, [.setAside(problem: problem, location: setAside(problem.description), strandedWrites: nil)])
+  }
+
+  /// Saves `record`: appends the change to the journal when the store keeps one bound to the last save and
+  /// the journal is still smaller than the record, else writes the whole record (which starts a new journal).
+  /// - Returns: The bytes written.
+  private func save(
+    _ record: PersistedRecord<State, Mutation>,
+    _ change: StateChange<Event>
+  ) throws(PersistenceError)
+    -> Int
+  {
+    if let journalingStore, journal.isBound, case .applied(let events) = change, !journal.isDueForCompaction {
+      let entry = try JournalEntry(record, events: events).encoded()
+      do {
+        try journalingStore.appendToJournal(entry)
+      } catch {
+        journal.isBound = false
+        throw error
+      }
+      journal.bytes += entry.count
+      log?(.journaled(bytes: entry.count, events: events.count))
+      return entry.count
+    }
+    let data = try record.encoded()
+    journal.isBound = false
+    try store.save(data)
+    journal = JournalProgress(isBound: journalingStore != nil, bytes: 0, wholeBytes: data.count)
+    log?(.saved(bytes: data.count))
+    return data.count
   }
 
   private func setAside(_ reason: String) -> String? {
@@ -319,11 +383,9 @@ public actor UpdateMachine<
       let action = actions[index]
       index += 1
       switch action {
-      case .persist(let record):
+      case .persist(let record, let change):
         do {
-          let data = try record.encoded()
-          try store.save(data)
-          log?(.saved(bytes: data.count))
+          _ = try save(record, change)
           actions += core.persistSucceeded(record, now: now)
         } catch {
           log?(.saveFailed(error))

@@ -9,19 +9,19 @@ extension UpdateMachineCore {
   public mutating func submit(_ mutation: Mutation, now: Timestamp) -> (MutationID, [Action]) {
     precondition(isLoaded, "submit before the persisted data was loaded")
     let id = outbox!.append(mutation, now: now)
-    return (id, [.persist(persistedRecord())] + proceed(now: now))
+    return (id, [persistAction()] + proceed(now: now))
   }
 
   /// The app's device-local data changed: it is saved with the rest of the record, atomically.
   public mutating func deviceDataChanged(_ data: Data, now: Timestamp) -> [Action] {
     guard isLoaded, data != deviceData else { return [] }
     deviceData = data
-    return [.persist(persistedRecord())]
+    return [persistAction()]
   }
 
   /// The app has shown the refused mutations up to `id` to the user: forget them.
   public mutating func rejectionsDismissed(through id: MutationID, now: Timestamp) -> [Action] {
-    outbox?.dismissRejections(through: id) == true ? [.persist(persistedRecord())] : []
+    outbox?.dismissRejections(through: id) == true ? [persistAction()] : []
   }
 
   /// A timer the shell set for ``nextWakeUp(after:)`` went off: retries, background polls, a save retry,
@@ -29,7 +29,7 @@ extension UpdateMachineCore {
   public mutating func timerFired(now: Timestamp) -> [Action] {
     guard isLoaded else { return [] }
     var actions: [Action] = []
-    if case .failing(_, _, let retryAt) = saving, retryAt <= now { actions.append(.persist(persistedRecord())) }
+    if case .failing(_, _, let retryAt) = saving, retryAt <= now { actions.append(persistAction()) }
     if let inFlight, inFlight.deadline <= now {
       actions.append(.cancel(inFlight.request))
       switch inFlight {
@@ -176,7 +176,7 @@ extension UpdateMachineCore {
     case .stale, .registering, .registerFailed, .stopped: return nil
     }
     outbox?.confirm(by: advanced)
-    return [.persist(persistedRecord())] + proceed(now: now)
+    return [persistAction()] + proceed(now: now)
   }
 
   /// A push arrived while a non-blocking poll was under way. That poll may have been answered before the

@@ -35,7 +35,7 @@ extension UpdateMachineCore {
     guard let lastContactAt, lastContactAt.duration(to: now) < queueLifetime else {
       phase = .stale
       disconnectedSince = disconnectedSince ?? now
-      return [.persist(persistedRecord())] + startRegister(now: now)
+      return [persistAction()] + startRegister(now: now)
     }
     let request = newRequestID()
     let longPoll = lifecycle == .foreground && !dontBlock
@@ -103,7 +103,7 @@ extension UpdateMachineCore {
     _ = noteFailure(.protocolError, reason: reason, now: now)
     let retryAt = now.advanced(by: configuration.protocolErrorBackoff.delay(attempt: protocolFailures, using: &random))
     phase = .registerFailed(attempt: protocolFailures, retryAt: retryAt)
-    return [.persist(persistedRecord())] + proceed(now: now)
+    return [persistAction()] + proceed(now: now)
   }
 
   /// Stops until ``resume(now:)``, cancelling everything under way and keeping the finger.
@@ -113,7 +113,7 @@ extension UpdateMachineCore {
     if let request = outbox?.abandonInFlight() { actions.append(.cancel(request)) }
     inFlight = nil
     phase = .stopped(reason, finger: finger ?? phase.finger)
-    return actions + [.persist(persistedRecord())]
+    return actions + [persistAction()]
   }
 
   /// Records a failure and returns the attempt number for backoff.

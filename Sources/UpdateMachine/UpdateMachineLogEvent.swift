@@ -23,8 +23,10 @@ public enum UpdateMachineLogEvent: Sendable, Equatable, CustomStringConvertible 
   case requestFailed(RequestID, RequestKind, TransportError, FailureKind)
   /// A request was cancelled (background, a push, a deadline, a stop).
   case requestCancelled(RequestID)
-  /// The record was saved.
+  /// The whole record was saved.
   case saved(bytes: Int)
+  /// A save appended one entry of `events` events to the journal instead of writing the whole record.
+  case journaled(bytes: Int, events: Int)
   /// Saving failed; the old file is intact and the save will be retried.
   case saveFailed(PersistenceError)
   /// The outbox changed: writes pending and refused.
@@ -61,6 +63,7 @@ public enum UpdateMachineLogEvent: Sendable, Equatable, CustomStringConvertible 
     case .requestFailed(let id, let kind, let error, let failure): "\(id) \(kind) failed (\(failure)): \(error)"
     case .requestCancelled(let id): "\(id) cancelled"
     case .saved(let bytes): "saved \(bytes) bytes"
+    case .journaled(let bytes, let events): "journaled \(events) events in \(bytes) bytes"
     case .saveFailed(let error): "save failed: \(error)"
     case .outboxChanged(let pending, let rejected): "outbox: \(pending) pending, \(rejected) refused"
     case .clientIDChanged(let clientID): "new client id \(clientID)"

@@ -344,7 +344,7 @@ where
         outstanding.append(Outstanding(device: index, request: request, exchange: .submit(body), progress: .toServer))
       case .cancel(let request):
         dropExchange(request, on: index)
-      case .persist(let record):
+      case .persist(let record, _):
         if faults.saveFailure > 0, Int.random(in: 0..<100, using: &random) < faults.saveFailure {
           trace.append("\(now) device \(index) fails to save")
           actions += devices[index].core.persistFailed(.writeFailed("disk full"), now: now)

@@ -11,8 +11,10 @@ struct DocumentationExampleTests {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("greetings-\(UUID()).json")
     defer { try? FileManager.default.removeItem(at: url) }
     #expect(await runGreetingsApp(storeURL: url) == Greetings(all: ["hello from alice"]))
-    let record = try PersistedRecord<Greetings, String>.decode(Data(contentsOf: url))
+    // The record file and its journal, replayed, hold the confirmed write.
+    let record = try #require(try PersistedRecord.load(from: FileStore(url: url), for: GreetingsReducer()))
     #expect(record.state == Greetings(all: ["hello from alice"]) && record.outbox.isEmpty)
+    try? FileManager.default.removeItem(at: url.appendingPathExtension("journal"))
   }
 
   @Test(

@@ -101,7 +101,7 @@ struct RecordRestoreTests {
     #expect(core.phase == .registering)
     #expect(core.displayedState == ListV2(items: [.init(title: "buy milk offline", done: false)]))
     #expect(core.storeRecovery == restoration.notes)
-    guard case .persist(let rewritten) = actions.first else {
+    guard case .persist(let rewritten, _) = actions.first else {
       Issue.record("the upgraded record is not saved first: \(actions)")
       return
     }

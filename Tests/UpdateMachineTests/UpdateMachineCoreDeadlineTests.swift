@@ -152,7 +152,7 @@ struct UpdateMachineCoreDeadlineTests {
     _ = harness.submit(.post("pending", to: [alice]), now: t0)
     let stopped = harness.core.pollFailed(request(2), .api(.unauthorized("expired token")), now: t0)
     #expect(harness.core.phase == .stopped(.unauthorized(message: "expired token"), finger: finger))
-    #expect(stopped == [.cancel(request(3)), .persist(harness.record)])
+    #expect(stopped == [.cancel(request(3)), .persist(harness.record, .applied([]))])
     #expect(harness.record.finger == finger)
     #expect(harness.core.pendingMutations.count == 1)
     #expect(harness.core.pushReceived(.init(), now: t0) == [])

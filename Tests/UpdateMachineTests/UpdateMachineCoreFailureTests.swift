@@ -46,7 +46,7 @@ struct UpdateMachineCoreFailureTests {
     let actions = harness.core.pollFailed(request(2), .api(.badEventQueueID(queueA)), now: t0)
     #expect(
       actions == [
-        .persist(harness.record),
+        .persist(harness.record, .applied([])),
         .register(request(3), eventTypes: nil, lifespan: defaultLifespan, clientID: harness.clientID),
       ]
     )
@@ -61,7 +61,7 @@ struct UpdateMachineCoreFailureTests {
     var harness = CoreHarness()
     harness.startLive()
     let actions = harness.core.pollFailed(request(2), .api(error), now: t0)
-    #expect(actions == [.persist(harness.record)])
+    #expect(actions == [.persist(harness.record, .applied([]))])
     guard case .registerFailed(attempt: 1, let retryAt) = harness.core.phase else {
       Issue.record("phase \(harness.core.phase)")
       return
@@ -75,7 +75,7 @@ struct UpdateMachineCoreFailureTests {
     _ = harness.core.loaded(nil, now: t0)
     let actions = harness.core.registerFailed(request(1), .api(.unauthorized("Invalid API key")), now: t0)
     #expect(harness.core.phase == .stopped(.unauthorized(message: "Invalid API key"), finger: nil))
-    #expect(actions == [.persist(harness.record)])
+    #expect(actions == [.persist(harness.record, .applied([]))])
     #expect(harness.core.nextWakeUp(after: t0) == nil)
     #expect(harness.core.timerFired(now: t0.advanced(by: .seconds(100))) == [])
     #expect(
@@ -183,13 +183,13 @@ struct UpdateMachineVanishingQueueTests {
     let first = harness.core.pollFailed(request(2), .api(.badEventQueueID(queueA)), now: t0)
     #expect(
       first == [
-        .persist(harness.record),
+        .persist(harness.record, .applied([])),
         .register(request(3), eventTypes: nil, lifespan: defaultLifespan, clientID: harness.clientID),
       ]
     )
     _ = harness.core.registerSucceeded(request(3), registration(queueB, notes: []), now: t0)
     let second = harness.core.pollFailed(request(4), .api(.badEventQueueID(queueB)), now: t0)
-    #expect(second == [.persist(harness.record)])
+    #expect(second == [.persist(harness.record, .applied([]))])
     guard case .registerFailed(attempt: 1, let retryAt) = harness.core.phase else {
       Issue.record("phase \(harness.core.phase)")
       return

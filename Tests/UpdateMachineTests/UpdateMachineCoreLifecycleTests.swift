@@ -22,7 +22,7 @@ struct UpdateMachineCoreLifecycleTests {
     )
     let after = harness.core.pollSucceeded(request(3), [note(0, "bg")], now: nextPoll)
     let advanced = EventFinger(queueID: queueA, lastEventID: 0)
-    #expect(after == [.persist(harness.record)])
+    #expect(after == [.persist(harness.record, .applied([.note(text: "bg")]))])
     #expect(harness.core.phase == .idle(advanced, nextPollAt: nextPoll.advanced(by: .seconds(300))))
 
     let back = nextPoll.advanced(by: .seconds(10))

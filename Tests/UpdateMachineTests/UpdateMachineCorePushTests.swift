@@ -18,7 +18,7 @@ struct UpdateMachineCorePushTests {
     let actions = harness.core.pushReceived(push, now: t0)
     let advanced = EventFinger(queueID: queueA, lastEventID: 1)
     #expect(harness.core.phase == .idle(advanced, nextPollAt: t0.advanced(by: .seconds(15 * 60))))
-    #expect(actions == [.persist(harness.record)])
+    #expect(actions == [.persist(harness.record, .applied([.note(text: "b"), .note(text: "c")]))])
     #expect(harness.core.confirmedState == NoteSnapshot(notes: ["a", "b", "c"]))
     #expect(harness.core.metrics.polls == before)
     #expect(harness.core.metrics.pushesApplied == 1)
@@ -95,6 +95,6 @@ struct UpdateMachineCorePushTests {
     // Had the answer reached the pushed event, no second poll.
     _ = harness.core.pushReceived(.init(queueID: queueA, lastEventID: 0), now: t0)
     let caughtUp = harness.core.pollSucceeded(request(4), [note(0, "x")], now: t0)
-    #expect(caughtUp == [.persist(harness.record)])
+    #expect(caughtUp == [.persist(harness.record, .applied([.note(text: "x")]))])
   }
 }

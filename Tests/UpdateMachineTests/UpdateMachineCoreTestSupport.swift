@@ -69,7 +69,7 @@ struct CoreHarness {
     var all = actions
     var index = 0
     while index < all.count {
-      if case .persist(let record) = all[index] { all += core.persistSucceeded(record, now: now) }
+      if case .persist(let record, _) = all[index] { all += core.persistSucceeded(record, now: now) }
       index += 1
     }
     return all

@@ -15,7 +15,7 @@ struct UpdateMachineCoreTests {
     let actions = harness.core.loaded(nil, now: t0)
     #expect(
       actions == [
-        .persist(harness.record),
+        .persist(harness.record, .replaced),
         .register(request(1), eventTypes: nil, lifespan: defaultLifespan, clientID: harness.clientID),
       ]
     )
@@ -69,7 +69,11 @@ struct UpdateMachineCoreTests {
       now: t0
     )
     let finger = EventFinger(queueID: queueB, lastEventID: 4)
-    #expect(actions == [.persist(first.record), .poll(request(4), finger, dontBlock: false, timeout: .seconds(90))])
+    #expect(
+      actions == [
+        .persist(first.record, .replaced), .poll(request(4), finger, dontBlock: false, timeout: .seconds(90)),
+      ]
+    )
     #expect(first.core.phase == .polling(finger))
     #expect(first.core.confirmedState == NoteSnapshot(notes: ["new"]))
     #expect(first.record.finger == finger)
@@ -86,7 +90,12 @@ struct UpdateMachineCoreTests {
     let actions = harness.core.pollSucceeded(request(2), events, now: t0)
     let finger = EventFinger(queueID: queueA, lastEventID: 5)
     #expect(harness.core.confirmedState == NoteSnapshot(notes: ["a", "b"]))
-    #expect(actions == [.persist(harness.record), .poll(request(3), finger, dontBlock: false, timeout: .seconds(90))])
+    let applied: [NoteEvent] = [.note(text: "a"), .note(text: "b")]
+    #expect(
+      actions == [
+        .persist(harness.record, .applied(applied)), .poll(request(3), finger, dontBlock: false, timeout: .seconds(90)),
+      ]
+    )
     #expect(harness.record.finger == finger && harness.record.state == NoteSnapshot(notes: ["a", "b"]))
     #expect(harness.core.metrics.eventsApplied == 2)
   }
@@ -114,7 +123,7 @@ struct UpdateMachineCoreTests {
     harness.startLive(notes: ["before"])
     let actions = harness.core.pollSucceeded(request(2), events, now: t0)
     #expect(harness.core.confirmedState == NoteSnapshot(notes: ["before"]))
-    #expect(actions == [.persist(harness.record)])
+    #expect(actions == [.persist(harness.record, .applied([]))])
     #expect(harness.record.finger == nil)
     guard case .registerFailed(1, let retryAt) = harness.core.phase else {
       Issue.record("phase \(harness.core.phase)")
@@ -162,7 +171,7 @@ struct UpdateMachineCoreTests {
     staleRecord.finger = nil
     #expect(
       actions == [
-        .persist(staleRecord),
+        .persist(staleRecord, .replaced),
         .register(request(1), eventTypes: nil, lifespan: defaultLifespan, clientID: restarted.clientID),
       ]
     )

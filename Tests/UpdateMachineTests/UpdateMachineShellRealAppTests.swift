@@ -8,12 +8,12 @@ import UpdateMachine
 import UpdateMachineTesting
 
 /// A store whose reads fail a given number of times before succeeding: a transient I/O error.
-private final class FlakyReadStore: UpdateStore {
+private final class FlakyReadStore: JournalingUpdateStore {
   private let base: InMemoryStore
   private let failuresLeft: Mutex<Int>
 
-  init(data: Data?, failingReads: Int) {
-    base = InMemoryStore(data: data)
+  init(data: Data?, journal: [Data]?, failingReads: Int) {
+    base = InMemoryStore(data: data, journal: journal)
     failuresLeft = Mutex(failingReads)
   }
 
@@ -30,6 +30,8 @@ private final class FlakyReadStore: UpdateStore {
 
   func save(_ data: Data) throws(PersistenceError) { try base.save(data) }
   func setAside(reason: String) throws(PersistenceError) -> String { try base.setAside(reason: reason) }
+  func appendToJournal(_ entry: Data) throws(PersistenceError) { try base.appendToJournal(entry) }
+  func loadJournal(after record: Data) throws(PersistenceError) -> [Data]? { try base.loadJournal(after: record) }
 }
 
 @Suite("UpdateMachine shell: what real apps hit", .timeLimit(.minutes(1)))
@@ -166,8 +168,11 @@ struct UpdateMachineShellRealAppTests {
     _ = await original.submit(.post("kept", to: ["bob"]))
     await original.stop()
     let saved = try Data(contentsOf: world.storeURL)
+    // The write went to the journal after the record: the flaky store holds both.
+    let journal = try FileStore(url: world.storeURL).loadJournal(after: saved)
+    #expect(journal?.count == 1)
 
-    let flaky = FlakyReadStore(data: saved, failingReads: NotesMachine.loadAttempts - 1)
+    let flaky = FlakyReadStore(data: saved, journal: journal, failingReads: NotesMachine.loadAttempts - 1)
     let machine = world.makeMachine(store: flaky)
     await machine.start()
     let snapshot = await machine.snapshot
@@ -176,7 +181,7 @@ struct UpdateMachineShellRealAppTests {
     #expect(flaky.setAsideData.isEmpty)
     await machine.stop()
 
-    let broken = FlakyReadStore(data: saved, failingReads: NotesMachine.loadAttempts)
+    let broken = FlakyReadStore(data: saved, journal: journal, failingReads: NotesMachine.loadAttempts)
     let unlucky = world.makeMachine(store: broken)
     await unlucky.start()
     guard case .setAside(let problem, let location, nil)? = await unlucky.snapshot.storeRecovery.first else {
@@ -193,7 +198,8 @@ struct UpdateMachineShellRealAppTests {
   func strandedWritesReported() async throws {
     let world = World()
     defer { world.cleanUp() }
-    let original = await world.startLiveMachine()
+    // Whole saves, so the outbox is in the record file this test edits (not in the journal after it).
+    let original = await world.startLiveMachine(store: WholeRecordStore(base: FileStore(url: world.storeURL)))
     await original.enteredBackground()
     world.transport.partitioned = true
     _ = await original.submit(.post("one", to: ["bob"]))

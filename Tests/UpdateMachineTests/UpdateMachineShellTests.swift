@@ -54,8 +54,11 @@ struct World {
   }
 
   /// Makes alice's machine, starts it, and waits until it is live.
-  func startLiveMachine(configure: (inout UpdateMachineConfiguration) -> Void = { _ in }) async -> NotesMachine {
-    let machine = makeMachine(configure: configure)
+  func startLiveMachine(
+    store: (any UpdateStore)? = nil,
+    configure: (inout UpdateMachineConfiguration) -> Void = { _ in }
+  ) async -> NotesMachine {
+    let machine = makeMachine(store: store, configure: configure)
     await machine.start()
     await waitFor(machine, isLive)
     return machine
@@ -68,8 +71,18 @@ struct World {
   func cleanUp() {
     for suffix in ["", ".unreadable", ".unreadable-2"] {
       try? FileManager.default.removeItem(atPath: storeURL.path + suffix)
+      try? FileManager.default.removeItem(atPath: storeURL.path + suffix + ".journal")
     }
   }
+}
+
+/// The file store without its journal: every save writes the whole record, so a test can edit the file.
+struct WholeRecordStore: UpdateStore {
+  let base: FileStore
+
+  func load() throws(PersistenceError) -> Data? { try base.load() }
+  func save(_ data: Data) throws(PersistenceError) { try base.save(data) }
+  func setAside(reason: String) throws(PersistenceError) -> String { try base.setAside(reason: reason) }
 }
 
 /// Waits, without sleeping, until a snapshot satisfies `condition`; the suite's time limit catches a hang.
