@@ -1,0 +1,75 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// Runs one `URLSessionDataTask` as an async call that ends when its task is cancelled, without
+/// `URLSession.data(for:)`.
+///
+/// On Linux (swift-corelibs-foundation, Swift 6.3.1), cancelling many `data(for:)` calls at once can
+/// deadlock (swift-corelibs-foundation issue 5412). Here the task is a plain `dataTask` with a completion
+/// handler; cancellation cancels it from another queue, never from inside the cancelling task's own
+/// locks; and a cancellation that comes before the task starts ends the call without starting it.
+/// `URLSessionTransportTests.cancelStorm` runs such a storm many times under a time limit.
+final class CancellableDataTask: Sendable {
+  private enum Stage {
+    case notStarted
+    case running(TaskHandle)
+    case cancelled
+  }
+
+  private let stage = Mutex(Stage.notStarted)
+
+  /// Runs `request` on `session`.
+  /// - Returns: The body and the response.
+  /// - Throws: The `URLError` the task ended with; `URLError(.cancelled)` when the calling task was cancelled.
+  func run(_ request: URLRequest, on session: URLSession) async throws -> (Data, URLResponse) {
+    try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, URLResponse), any Error>) in
+        let task = session.dataTask(with: request) { data, response, error in
+          if let error {
+            continuation.resume(throwing: error)
+          } else if let response {
+            continuation.resume(returning: (data ?? Data(), response))
+          } else {
+            continuation.resume(throwing: URLError(.badServerResponse))
+          }
+        }
+        let handle = TaskHandle(task)
+        // Started under the lock, so a cancellation either finds it running (and cancels it) or comes first
+        // (and it never starts: its completion handler never runs, so the continuation is resumed here).
+        let started = stage.withLock { stage -> Bool in
+          guard case .notStarted = stage else { return false }
+          stage = .running(handle)
+          handle.task.resume()
+          return true
+        }
+        if !started { continuation.resume(throwing: URLError(.cancelled)) }
+      }
+    } onCancel: {
+      let running = stage.withLock { stage -> TaskHandle? in
+        defer { stage = .cancelled }
+        if case .running(let handle) = stage { return handle }
+        return nil
+      }
+      // Cancelled from another queue: never inside a lock the session may hold while calling back.
+      if let running { DispatchQueue.global().async { running.task.cancel() } }
+    }
+  }
+}
+
+/// A `URLSessionTask` passed between the starting and the cancelling thread.
+///
+/// `@unchecked Sendable` is safe here: the only members used across threads are `resume()` and `cancel()`,
+/// which `URLSessionTask` documents as callable from any thread (swift-corelibs-foundation guards its task
+/// state with its own lock and work queue), and the reference itself is immutable.
+private final class TaskHandle: @unchecked Sendable {
+  let task: URLSessionTask
+
+  init(_ task: URLSessionTask) {
+    self.task = task
+  }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A loopback HTTP server for transport tests: on 127.0.0.1 and a port the system picks, it answers every
+/// request with one canned response and records the requests' heads. It runs on its own thread until
+/// ``stop()`` closes its socket.
+final class CannedHTTPServer: Sendable {
+  /// The raw response written to every connection.
+  let response: String
+  /// The port it listens on.
+  let port: UInt16
+  private let listener: Int32
+  private let heads = Mutex<[String]>([])
+
+  var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
+  /// The request heads received (request line and headers), oldest first.
+  var requests: [String] { heads.withLock { $0 } }
+
+  /// Starts a server answering `status` with `headers` and `body`.
+  convenience init(status: String, headers: [String] = [], body: String) throws {
+    let head = (["HTTP/1.1 \(status)", "Content-Length: \(body.utf8.count)", "Connection: close"] + headers)
+      .joined(separator: "\r\n")
+    try self.init(rawResponse: head + "\r\n\r\n" + body)
+  }
+
+  init(rawResponse: String) throws {
+    response = rawResponse
+    let (socket, port) = try Self.listen()
+    listener = socket
+    self.port = port
+    let thread = Thread { [self] in self.serve() }
+    thread.start()
+  }
+
+  /// Stops accepting; the serving thread ends.
+  func stop() {
+    shutdown(listener, Int32(SHUT_RDWR))
+    close(listener)
+  }
+
+  private func serve() {
+    while true {
+      let connection = accept(listener, nil, nil)
+      guard connection >= 0 else { return }
+      var received: [UInt8] = []
+      var buffer = [UInt8](repeating: 0, count: 4096)
+      while !received.ends(with: Array("\r\n\r\n".utf8)) {
+        let count = read(connection, &buffer, buffer.count)
+        guard count > 0 else { break }
+        received += buffer[0..<count]
+        if let end = received.firstRange(of: Array("\r\n\r\n".utf8)) {
+          received = Array(received[..<end.upperBound])
+          break
+        }
+      }
+      heads.withLock { $0.append(String(decoding: received, as: UTF8.self)) }
+      let bytes = Array(response.utf8)
+      _ = bytes.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+      close(connection)
+    }
+  }
+
+  private static func listen() throws -> (Int32, UInt16) {
+    #if canImport(Glibc)
+      let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #else
+      let socket = Darwin.socket(AF_INET, SOCK_STREAM, 0)
+    #endif
+    guard socket >= 0 else { throw POSIXError(.EIO) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) }
+    }
+    guard bound == 0, listenOn(socket) == 0 else { throw POSIXError(.EADDRINUSE) }
+    _ = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
+    }
+    return (socket, UInt16(bigEndian: address.sin_port))
+  }
+
+  /// A loopback socket that listens and never accepts: connections complete in its backlog, and requests
+  /// sent on them are never answered. Close it with `close(_:)`.
+  static func blackHole() throws -> (socket: Int32, port: UInt16) {
+    try listen()
+  }
+
+  /// A loopback port with nothing listening on it (bound, then closed).
+  static func closedPort() throws -> UInt16 {
+    let (socket, port) = try listen()
+    close(socket)
+    return port
+  }
+}
+
+extension Array where Element == UInt8 {
+  fileprivate func ends(with suffix: [UInt8]) -> Bool {
+    count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+  }
+}
+
+private func listenOn(_ socket: Int32) -> Int32 {
+  listen(socket, 128)
+}
