@@ -78,4 +78,26 @@ public enum WireFormat {
     encoder.outputFormatting = [.sortedKeys]
     return try encoder.encode(value)
   }
+
+  /// A success body: the reply's fields beside `"result": "success"` and an empty `msg`, as a server sends
+  /// it (``decode(_:from:)`` reads it back).
+  public static func encodeSuccess(_ reply: some Encodable) throws -> Data {
+    try encode(Success(reply: reply))
+  }
+
+  private struct Success<Reply: Encodable>: Encodable {
+    var reply: Reply
+
+    private enum CodingKeys: String, CodingKey {
+      case result
+      case message = "msg"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+      try reply.encode(to: encoder)
+      var container = encoder.container(keyedBy: CodingKeys.self)
+      try container.encode("success", forKey: .result)
+      try container.encode("", forKey: .message)
+    }
+  }
 }

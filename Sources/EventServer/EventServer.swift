@@ -62,6 +62,10 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// How many polls are parked.
   public var parkedPollCount: Int { machine.parkedPollCount }
 
+  /// Whether ``shutdown()`` was called: polls answer at once, and a poll ended by the shutdown was not
+  /// abandoned by its client.
+  public var isShuttingDown: Bool { isShutDown }
+
   /// The queue `queueID` as it stands, for inspection.
   public func queue(_ queueID: QueueID) -> EventQueue<Event>? { machine.queue(queueID) }
 

@@ -84,8 +84,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   private func wire<Reply: Codable>(_ reply: Reply) throws(TransportError) -> Reply {
     guard throughWire else { return reply }
     do {
-      let body = try WireFormat.encode(WireSuccess(reply: reply))
-      return try WireFormat.decode(WireSuccess<Reply>.self, from: body).reply
+      return try WireFormat.decode(Reply.self, from: WireFormat.encodeSuccess(reply))
     } catch let error as EventAPIError {
       throw .api(error)
     } catch {
@@ -96,7 +95,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   private func wireError(_ error: EventAPIError) -> TransportError {
     guard throughWire else { return .api(error) }
     do {
-      _ = try WireFormat.decode(WireSuccess<MutationReceipt>.self, from: WireFormat.encode(error))
+      _ = try WireFormat.decode(MutationReceipt.self, from: WireFormat.encode(error))
       return .api(.malformedResponse("an error body decoded as a success"))
     } catch let decoded as EventAPIError {
       return .api(decoded)
@@ -107,26 +106,3 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
 }
 
 /// A success body that carries a reply's fields beside `result` and `msg`.
-private struct WireSuccess<Reply: Codable>: Codable {
-  var reply: Reply
-
-  init(reply: Reply) {
-    self.reply = reply
-  }
-
-  private enum CodingKeys: String, CodingKey {
-    case result
-    case message = "msg"
-  }
-
-  init(from decoder: any Decoder) throws {
-    self.reply = try Reply(from: decoder)
-  }
-
-  func encode(to encoder: any Encoder) throws {
-    try reply.encode(to: encoder)
-    var container = encoder.container(keyedBy: CodingKeys.self)
-    try container.encode("success", forKey: .result)
-    try container.encode("", forKey: .message)
-  }
-}

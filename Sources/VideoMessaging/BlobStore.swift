@@ -59,6 +59,8 @@ public struct BlobStoreError: Error, Hashable, Sendable, CustomStringConvertible
 
   /// Whether the blob is gone for good.
   public var isGone: Bool { code == .gone }
+  /// Whether an append did not start at the partial blob's length.
+  public var isOffsetMismatch: Bool { code == .offsetMismatch }
 
   public var description: String { detail }
 }

@@ -16,7 +16,7 @@ import EventServer
 /// ```swift
 /// let server = EventServer(application: VideoServer())
 /// ```
-public struct VideoServer: ServerApplication, Equatable {
+public struct VideoServer: ServerApplication, Equatable, Codable {
   /// A video the server tracks.
   public struct TrackedVideo: Codable, Sendable, Hashable {
     /// The video.

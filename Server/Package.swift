@@ -1,0 +1,87 @@
+// swift-tools-version:6.1
+// The HTTP event server: the root package's EventServer behind Hummingbird. The root never depends on this
+// package (it depends on no package at all); this one depends on the root by path.
+
+import Foundation
+import PackageDescription
+
+/// SwiftPM names a path dependency after its folder, so the root's package name is the folder's name.
+let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().lastPathComponent
+
+let swiftSettings: [SwiftSetting] = [
+  .enableUpcomingFeature("ExistentialAny"),
+  .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+  name: "event-server",
+  platforms: [.macOS(.v15)],
+  products: [
+    .executable(name: "event-server", targets: ["event-server"]),
+    .executable(name: "video-client", targets: ["video-client"]),
+    .executable(name: "event-server-load", targets: ["event-server-load"]),
+    .library(name: "EventHTTPServer", targets: ["EventHTTPServer"]),
+  ],
+  dependencies: [
+    .package(path: ".."),
+    .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+    .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+    .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+  ],
+  targets: [
+    // Routes, authentication, rate limiting, blobs and the shutdown order, over the root's EventServer.
+    .target(
+      name: "EventHTTPServer",
+      dependencies: [
+        .product(name: "EventProtocol", package: root),
+        .product(name: "EventServer", package: root),
+        .product(name: "VideoMessaging", package: root),
+        .product(name: "Hummingbird", package: "hummingbird"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "NIOCore", package: "swift-nio"),
+      ],
+      swiftSettings: swiftSettings
+    ),
+    // The server process: options, API keys, the dump on shutdown and its restore on start.
+    .executableTarget(
+      name: "event-server",
+      dependencies: ["EventHTTPServer"],
+      swiftSettings: swiftSettings
+    ),
+    // A video-messaging client process over HTTP, for the end-to-end script.
+    .executableTarget(
+      name: "video-client",
+      dependencies: [
+        .product(name: "EventProtocol", package: root),
+        .product(name: "UpdateMachine", package: root),
+        .product(name: "VideoMessaging", package: root),
+      ],
+      swiftSettings: swiftSettings
+    ),
+    // A load generator on raw connections: parked long-polls held, and dont_block polls per second.
+    .executableTarget(
+      name: "event-server-load",
+      dependencies: [
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
+      ],
+      swiftSettings: swiftSettings
+    ),
+    .testTarget(
+      name: "EventHTTPServerTests",
+      dependencies: [
+        "EventHTTPServer",
+        .product(name: "EventProtocol", package: root),
+        .product(name: "EventServer", package: root),
+        .product(name: "UpdateMachine", package: root),
+        .product(name: "UpdateMachineTesting", package: root),
+        .product(name: "VideoMessaging", package: root),
+      ],
+      swiftSettings: swiftSettings
+    ),
+  ],
+  swiftLanguageModes: [.v6]
+)

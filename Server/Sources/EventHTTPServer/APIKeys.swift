@@ -1,0 +1,64 @@
+import EventProtocol
+import Foundation
+
+/// Each user's API key, and the check of a request's credentials against them.
+///
+/// Requests authenticate with HTTP basic authentication, `user:apiKey`, as Zulip's API does: a client keeps
+/// one long-lived key per user (no token refresh to get wrong offline), and any HTTP client can send it.
+/// Over anything but loopback it must travel inside TLS (put the server behind a TLS terminator).
+public struct APIKeys: Sendable {
+  private let keys: [UserID: [UInt8]]
+
+  /// Keys by user.
+  public init(_ keys: [UserID: String]) {
+    self.keys = keys.mapValues { Array($0.utf8) }
+  }
+
+  /// How many users have a key.
+  public var count: Int { keys.count }
+
+  /// Reads `user:key` pairs, one per line or separated by commas; blank lines and `#` comments are skipped.
+  /// - Throws: ``APIKeysError`` naming the first bad entry.
+  public static func parse(_ text: String) throws(APIKeysError) -> APIKeys {
+    var keys: [UserID: String] = [:]
+    let entries = text.split(whereSeparator: { $0 == "\n" || $0 == "," }).map {
+      $0.trimmingCharacters(in: .whitespaces)
+    }
+    for (index, entry) in entries.enumerated() where !entry.isEmpty && !entry.hasPrefix("#") {
+      let parts = entry.split(separator: ":", maxSplits: 1).map(String.init)
+      guard parts.count == 2, !parts[0].isEmpty, parts[1].utf8.count >= 8 else {
+        throw APIKeysError("entry \(index + 1) is not user:key with a key of at least 8 characters")
+      }
+      keys[UserID(parts[0])] = parts[1]
+    }
+    guard !keys.isEmpty else { throw APIKeysError("no user:key entries") }
+    return APIKeys(keys)
+  }
+
+  /// The user an `Authorization` header proves, or `nil`.
+  public func user(authorization: String?) -> UserID? {
+    guard let authorization, authorization.lowercased().hasPrefix("basic "),
+      let decoded = Data(base64Encoded: String(authorization.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+      let text = String(data: decoded, encoding: .utf8)
+    else { return nil }
+    let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+    guard parts.count == 2, let expected = keys[UserID(parts[0])] else { return nil }
+    return Self.constantTimeEqual(Array(parts[1].utf8), expected) ? UserID(parts[0]) : nil
+  }
+
+  /// Compares without stopping at the first difference, so timing does not reveal a key's prefix.
+  private static func constantTimeEqual(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+    guard lhs.count == rhs.count else { return false }
+    return zip(lhs, rhs).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+  }
+}
+
+/// Why API keys could not be read.
+public struct APIKeysError: Error, Hashable, Sendable, CustomStringConvertible {
+  /// What was wrong.
+  public var description: String
+
+  init(_ description: String) {
+    self.description = description
+  }
+}

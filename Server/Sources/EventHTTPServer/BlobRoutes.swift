@@ -1,0 +1,209 @@
+import EventProtocol
+import EventServer
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Synchronization
+import VideoMessaging
+
+/// The video files on HTTP, resumable both ways (`docs/protocol.md`, "Blobs"):
+///
+/// - `GET /api/v1/uploads/{key}`: how many bytes of the upload are stored (`{"length": n}`);
+/// - `PUT /api/v1/uploads/{key}?offset=n`: appends the body at byte `n` (409 `OFFSET_MISMATCH` otherwise);
+/// - `POST /api/v1/uploads/{key}/complete`: makes the upload a complete blob, atomically;
+/// - `GET /api/v1/blobs/{key}/info`: the complete blob's size (`{"size": n}`);
+/// - `GET /api/v1/blobs/{key}` with `Range: bytes=a-b`: those bytes (206), so a download resumes.
+///
+/// The first user to upload under a key owns the upload; a blob is readable by the sender and the recipient
+/// of the video that names it. An unknown or unreadable blob is 404 `BLOB_GONE` (the same for both, so a
+/// blob's existence is not revealed).
+public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
+  let server: EventServer<VideoServer, C>
+  let blobs: any BlobStore
+  let gate: RequestGate
+  let limits: RequestLimits
+  let now: @Sendable () -> Timestamp
+  private let uploaders = UploadOwners()
+
+  /// Routes for the blobs of `server`'s videos, kept in `blobs`.
+  public init(
+    server: EventServer<VideoServer, C>,
+    blobs: any BlobStore,
+    gate: RequestGate,
+    limits: RequestLimits = .init(),
+    now: @escaping @Sendable () -> Timestamp
+  ) {
+    self.server = server
+    self.blobs = blobs
+    self.gate = gate
+    self.limits = limits
+    self.now = now
+  }
+
+  /// Adds the routes to `router`.
+  public func add<Context: RequestContext>(to router: Router<Context>) {
+    router.get("api/v1/uploads/:key") { request, context in
+      await HTTPAnswer.run {
+        let (_, key) = try admitUploader(request, context)
+        return try WireFormat.encodeSuccess(Length(length: try await blobCall { try await blobs.partialLength(key) }))
+      }
+    }
+    router.put("api/v1/uploads/:key") { request, context in
+      await HTTPAnswer.run {
+        let (_, key) = try admitUploader(request, context)
+        guard let offset = try RequestFields(query: request).int("offset", in: 0...Int(Int32.max) * 1024) else {
+          throw EventAPIError.badRequest("Missing 'offset' argument")
+        }
+        var request = request
+        let chunk = Data(try await request.collectBody(upTo: limits.blobChunkBytes).readableBytesView)
+        try await blobCall { try await blobs.append(chunk, to: key, at: offset) }
+        return try WireFormat.encodeSuccess(Length(length: offset + chunk.count))
+      }
+    }
+    router.post("api/v1/uploads/:key/complete") { request, context in
+      await HTTPAnswer.run {
+        let (_, key) = try admitUploader(request, context)
+        try await blobCall { try await blobs.complete(key, at: now()) }
+        return try WireFormat.encodeSuccess(Empty())
+      }
+    }
+    router.get("api/v1/blobs/:key/info") { request, context in
+      await HTTPAnswer.run {
+        let key = try await admitReader(request, context)
+        return try WireFormat.encodeSuccess(Size(size: try await blobCall { try await blobs.size(of: key) }))
+      }
+    }
+    router.get("api/v1/blobs/:key") { request, context in
+      do {
+        let key = try await admitReader(request, context)
+        let size = try await blobCall { try await blobs.size(of: key) }
+        let range = try ByteRange(header: request.headers[.range], size: size, maximum: limits.blobChunkBytes)
+        let bytes = try await blobCall { try await blobs.read(key, offset: range.offset, length: range.length) }
+        var headers: HTTPFields = [.contentType: "application/octet-stream", .acceptRanges: "bytes"]
+        if range.isPartial {
+          headers[.contentRange] = "bytes \(range.offset)-\(range.offset + bytes.count - 1)/\(size)"
+        }
+        return Response(
+          status: range.isPartial ? .partialContent : .ok,
+          headers: headers,
+          body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
+        )
+      } catch {
+        return await HTTPAnswer.run { throw error }
+      }
+    }
+  }
+
+  private func key(_ context: some RequestContext) throws(EventAPIError) -> BlobKey {
+    let raw = context.parameters.get("key") ?? ""
+    let allowed = raw.utf8.allSatisfy { byte in
+      (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+        || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
+        || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
+    }
+    guard (1...128).contains(raw.utf8.count), allowed, raw != ".", raw != ".." else {
+      throw .badRequest("a blob key is 1 to 128 characters of [A-Za-z0-9._-]")
+    }
+    return BlobKey(rawValue: raw)
+  }
+
+  private func admitUploader(_ request: Request, _ context: some RequestContext) throws -> (UserID, BlobKey) {
+    let user = try gate.admit(authorization: request.headers[.authorization])
+    let key = try key(context)
+    guard uploaders.claim(key, for: user) else { throw Self.gone(key) }
+    return (user, key)
+  }
+
+  private func admitReader(_ request: Request, _ context: some RequestContext) async throws -> BlobKey {
+    let user = try gate.admit(authorization: request.headers[.authorization])
+    let key = try key(context)
+    let videos = await server.application.videos.values
+    guard videos.contains(where: { $0.blobKey == key && ($0.sender == user || $0.recipient == user) }) else {
+      throw Self.gone(key)
+    }
+    return key
+  }
+
+  private func blobCall<Value>(_ body: () async throws -> Value) async throws -> Value {
+    do {
+      return try await body()
+    } catch let error as BlobStoreError {
+      if error.isGone { throw HTTPAnswer.Refusal(status: .notFound, error: EventAPIError(code: .blobGone, message: error.description)) }
+      if error.isOffsetMismatch {
+        throw HTTPAnswer.Refusal(status: .conflict, error: EventAPIError(code: .offsetMismatch, message: error.description))
+      }
+      throw HTTPAnswer.Refusal(status: .serviceUnavailable, error: EventAPIError(code: .blobUnavailable, message: error.description))
+    }
+  }
+
+  private static func gone(_ key: BlobKey) -> HTTPAnswer.Refusal {
+    HTTPAnswer.Refusal(status: .notFound, error: EventAPIError(code: .blobGone, message: "blob \(key) is gone"))
+  }
+}
+
+extension EventAPIError.Code {
+  /// The blob does not exist, or the caller may not read it.
+  static let blobGone = EventAPIError.Code(wireValue: "BLOB_GONE")
+  /// An upload chunk did not start where the stored upload ends.
+  static let offsetMismatch = EventAPIError.Code(wireValue: "OFFSET_MISMATCH")
+  /// The blob store failed this time.
+  static let blobUnavailable = EventAPIError.Code(wireValue: "BLOB_UNAVAILABLE")
+}
+
+/// Which user owns each upload under way: the first to write under a key.
+private final class UploadOwners: Sendable {
+  private let owners = Mutex<[BlobKey: UserID]>([:])
+
+  /// Whether `user` may write under `key` (claiming it when nobody has).
+  func claim(_ key: BlobKey, for user: UserID) -> Bool {
+    owners.withLock { owners in
+      if let owner = owners[key] { return owner == user }
+      owners[key] = user
+      return true
+    }
+  }
+}
+
+private struct Length: Encodable {
+  var length: Int
+}
+
+private struct Size: Encodable {
+  var size: Int
+}
+
+/// The bytes a `Range` header asks for, within a blob of `size` bytes, at most `maximum` of them.
+struct ByteRange: Equatable {
+  var offset: Int
+  var length: Int
+  var isPartial: Bool
+
+  init(header: String?, size: Int, maximum: Int) throws(HTTPAnswer.Refusal) {
+    guard let header else {
+      guard size <= maximum else {
+        throw HTTPAnswer.Refusal(
+          status: .rangeNotSatisfiable,
+          error: .badRequest("the blob is \(size) bytes; ask for at most \(maximum) with a Range header")
+        )
+      }
+      self.init(offset: 0, length: size, isPartial: false)
+      return
+    }
+    let spec = header.trimmingCharacters(in: .whitespaces)
+    let parts = spec.hasPrefix("bytes=") ? spec.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false) : []
+    guard parts.count == 2, let first = Int(parts[0]), first >= 0, first < max(size, 1),
+      parts[1].isEmpty || (Int(parts[1]).map { $0 >= first } ?? false)
+    else {
+      throw HTTPAnswer.Refusal(status: .rangeNotSatisfiable, error: .badRequest("unsatisfiable range \(spec.prefix(60)) of \(size) bytes"))
+    }
+    let last = min(parts[1].isEmpty ? size - 1 : Int(parts[1])!, size - 1)
+    self.init(offset: first, length: min(last - first + 1, maximum), isPartial: true)
+  }
+
+  init(offset: Int, length: Int, isPartial: Bool) {
+    self.offset = offset
+    self.length = length
+    self.isPartial = isPartial
+  }
+}

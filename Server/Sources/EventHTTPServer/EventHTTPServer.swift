@@ -1,0 +1,207 @@
+import EventProtocol
+import EventServer
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+import UnixSignals
+import Synchronization
+
+/// Where and how an ``EventHTTPServer`` runs.
+public struct EventHTTPServerConfiguration: Sendable {
+  /// The address to listen on; loopback by default.
+  public var host = "127.0.0.1"
+  /// The port; 0 picks a free one (reported to `onRunning`).
+  public var port = 8080
+  /// Each user's API key.
+  public var keys: APIKeys
+  /// How many requests each user may make.
+  public var rateLimit = RateLimiter.Policy()
+  /// What a request may carry.
+  public var limits = RequestLimits()
+  /// The event server's limits and timings (heartbeats, lifetimes, queue sizes).
+  public var eventServer = EventServerConfiguration()
+  /// Where the state is kept across restarts (`application.json`, `queues.json`) and blobs (`blobs/`);
+  /// nothing is kept when `nil`.
+  public var dataDirectory: URL?
+  /// How often the state is written while running (so a crash loses at most this much); only on shutdown
+  /// when `nil`.
+  public var dumpInterval: Duration? = .seconds(60)
+  /// How long a connection may stay silent: above the longest parked poll (55 s).
+  public var idleTimeout: Duration = .seconds(120)
+
+  /// A configuration with these keys and the defaults.
+  public init(keys: APIKeys) {
+    self.keys = keys
+  }
+}
+
+/// The HTTP event server: an `EventServer` behind Hummingbird, with API keys, rate limits, state kept across
+/// restarts, and a graceful shutdown in the order that loses nothing.
+///
+/// On start it loads the application state and the queue dump from the data directory, if there, so clients
+/// resume without registering. On shutdown (SIGTERM, SIGINT, or ``shutdown()``) it first answers every parked
+/// poll (clients poll again and find the server gone, then back), then lets HTTP finish the requests under
+/// way, then writes the state.
+///
+/// ```swift
+/// let server = EventHTTPServer(application: VideoServer(), configuration: configuration, logger: logger) {
+///   router, events, gate in BlobRoutes(server: events, blobs: blobs, gate: gate, now: now).add(to: router)
+/// }
+/// try await server.run()
+/// ```
+public final class EventHTTPServer<Application: ServerApplication & Codable>: Sendable
+where Application.Command: Codable & Equatable {
+  /// Adds routes beyond the events API (such as the video domain's blobs).
+  public typealias ExtraRoutes =
+    @Sendable (Router<BasicRequestContext>, EventServer<Application, ContinuousClock>, RequestGate) -> Void
+
+  /// The configuration.
+  public let configuration: EventHTTPServerConfiguration
+  private let initialApplication: Application
+  private let logger: Logger
+  private let pushGateway: any PushGateway
+  private let extraRoutes: ExtraRoutes?
+  private let running = Mutex<ServiceGroup?>(nil)
+  private let shutdownRequested = Mutex(false)
+
+  /// A server for `application` (used when the data directory holds no saved state).
+  public init(
+    application: Application,
+    configuration: EventHTTPServerConfiguration,
+    logger: Logger,
+    pushGateway: (any PushGateway)? = nil,
+    extraRoutes: ExtraRoutes? = nil
+  ) {
+    self.initialApplication = application
+    self.configuration = configuration
+    self.logger = logger
+    self.pushGateway = pushGateway ?? LoggingPushGateway(logger: logger)
+    self.extraRoutes = extraRoutes
+  }
+
+  private var applicationURL: URL? { configuration.dataDirectory?.appendingPathComponent("application.json") }
+  private var queuesURL: URL? { configuration.dataDirectory?.appendingPathComponent("queues.json") }
+
+  /// Runs until shut down, then writes the state.
+  /// - Parameters:
+  ///   - handleSignals: Whether SIGTERM and SIGINT shut it down (the executable); tests call ``shutdown()``.
+  ///   - onRunning: Called with the port once the server listens.
+  /// - Throws: When the saved state cannot be read, the port cannot be bound, or the state cannot be written.
+  public func run(handleSignals: Bool = true, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+    let events = EventServer(
+      application: try loadApplication(),
+      configuration: configuration.eventServer,
+      clock: ContinuousClock(),
+      pushGateway: pushGateway
+    )
+    if let queuesURL, FileManager.default.fileExists(atPath: queuesURL.path) {
+      do {
+        try await events.restoreQueues(from: queuesURL)
+        let count = await events.queueCount
+        logger.info("restored queues", metadata: ["queues": "\(count)"])
+      } catch {
+        // Clients re-register: nothing they hold is lost, only the queues.
+        logger.error("queue dump not restored: \(error)")
+      }
+    }
+    let gate = RequestGate(keys: configuration.keys, policy: configuration.rateLimit) { Timestamp(Date()) }
+    let router = Router()
+    EventRoutes(server: events, gate: gate, limits: configuration.limits).add(to: router)
+    extraRoutes?(router, events, gate)
+    let app = Hummingbird.Application(
+      router: router,
+      server: .http1(configuration: .init(idleTimeout: .seconds(Int64(configuration.idleTimeout / .seconds(1))))),
+      configuration: .init(
+        address: .hostname(configuration.host, port: configuration.port),
+        serverName: "event-server"
+      ),
+      onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? 0) },
+      logger: logger
+    )
+    var services: [any Service] = [app]
+    if let interval = configuration.dumpInterval, configuration.dataDirectory != nil {
+      services.append(PeriodicDump(interval: interval) { try await self.saveState(of: events) })
+    }
+    // Last, so it is the first to hear of the shutdown: parked polls are answered before HTTP drains.
+    services.append(AnswerParkedPollsOnShutdown(server: events))
+    let group = ServiceGroup(
+      configuration: .init(
+        services: services.map { .init(service: $0) },
+        gracefulShutdownSignals: handleSignals ? [.sigterm, .sigint] : [],
+        logger: logger
+      )
+    )
+    running.withLock { $0 = group }
+    if shutdownRequested.withLock({ $0 }) { await group.triggerGracefulShutdown() }
+    try await group.run()
+    try await saveState(of: events)
+    let count = await events.queueCount
+    logger.info("stopped; state written", metadata: ["queues": "\(count)"])
+  }
+
+  /// Shuts the server down gracefully: answers the parked polls, drains HTTP, writes the state.
+  public func shutdown() async {
+    shutdownRequested.withLock { $0 = true }
+    let group = running.withLock { $0 }
+    await group?.triggerGracefulShutdown()
+  }
+
+  private func loadApplication() throws -> Application {
+    guard let applicationURL, FileManager.default.fileExists(atPath: applicationURL.path) else {
+      return initialApplication
+    }
+    do {
+      return try JSONDecoder().decode(Application.self, from: Data(contentsOf: applicationURL))
+    } catch {
+      throw StateError("cannot read the application state \(applicationURL.path): \(error)")
+    }
+  }
+
+  /// Writes the application state, then the queues, each atomically.
+  private func saveState(of events: EventServer<Application, ContinuousClock>) async throws {
+    guard let applicationURL, let queuesURL, let directory = configuration.dataDirectory else { return }
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let application = await events.application
+    try JSONEncoder().encode(application).write(to: applicationURL, options: .atomic)
+    try await events.dumpQueues(to: queuesURL)
+  }
+}
+
+/// Why the saved state could not be used.
+public struct StateError: Error, CustomStringConvertible {
+  /// What happened.
+  public var description: String
+
+  init(_ description: String) {
+    self.description = description
+  }
+}
+
+/// Waits for the graceful shutdown, then ends every parked poll so HTTP can drain at once.
+private struct AnswerParkedPollsOnShutdown<Application: ServerApplication>: Service {
+  let server: EventServer<Application, ContinuousClock>
+
+  func run() async throws {
+    try? await gracefulShutdown()
+    await server.shutdown()
+  }
+}
+
+/// Writes the state every `interval` until the shutdown.
+private struct PeriodicDump: Service {
+  let interval: Duration
+  let save: @Sendable () async throws -> Void
+
+  func run() async throws {
+    while !Task.isCancelled, !Task.isShuttingDownGracefully {
+      do {
+        try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+      } catch {
+        return
+      }
+      try? await save()
+    }
+  }
+}

@@ -1,0 +1,144 @@
+import EventProtocol
+import EventServer
+import Foundation
+import Hummingbird
+
+/// Limits on what a request may carry.
+public struct RequestLimits: Sendable, Hashable {
+  /// The largest register or push-token form.
+  public var formBytes = 64 << 10
+  /// The largest mutation body.
+  public var mutationBytes = 1 << 20
+  /// The largest blob chunk in one upload request.
+  public var blobChunkBytes = 8 << 20
+
+  /// The defaults.
+  public init() {}
+}
+
+/// The events API on HTTP (`docs/protocol.md`): each route reads its fields, calls the `EventServer` actor
+/// and writes its answer. Decisions live in the server, the gate and the limiter, not here.
+public struct EventRoutes<Application: ServerApplication, C: Clock>: Sendable
+where C.Duration == Duration, Application.Command: Codable & Equatable {
+  let server: EventServer<Application, C>
+  let gate: RequestGate
+  let limits: RequestLimits
+
+  /// Routes for `server`, behind `gate`.
+  public init(server: EventServer<Application, C>, gate: RequestGate, limits: RequestLimits = .init()) {
+    self.server = server
+    self.gate = gate
+    self.limits = limits
+  }
+
+  /// Adds the routes to `router`.
+  public func add<Context: RequestContext>(to router: Router<Context>) {
+    router.post("api/v1/register") { request, _ in await register(request) }
+    router.get("api/v1/events") { request, _ in await events(request) }
+    router.delete("api/v1/events") { request, _ in await deleteQueue(request) }
+    router.post("api/v1/mutations") { request, _ in await mutation(request) }
+    router.post("api/v1/push_tokens") { request, _ in await pushToken(request) }
+  }
+
+  private func admit(_ request: Request) throws(EventAPIError) -> UserID {
+    try gate.admit(authorization: request.headers[.authorization])
+  }
+
+  private func register(_ request: Request) async -> Response {
+    await HTTPAnswer.run {
+      let user = try admit(request)
+      var request = request
+      let form = try RequestFields(form: String(buffer: try await request.collectBody(upTo: limits.formBytes)))
+      let clientID = form.string("client_id").map(ClientID.init(rawValue:))
+      if let clientID, !(1...ClientID.maximumLength).contains(clientID.rawValue.utf8.count) {
+        throw EventAPIError.badRequest("client_id must be 1 to \(ClientID.maximumLength) bytes")
+      }
+      let registration = await server.register(
+        user: user,
+        eventTypes: try form.stringSet("event_types"),
+        lifespan: try form.int("lifespan_secs", in: 0...(365 * 24 * 3600)).map { .seconds($0) },
+        clientID: clientID
+      )
+      return try WireFormat.encodeSuccess(registration)
+    }
+  }
+
+  private func events(_ request: Request) async -> Response {
+    await HTTPAnswer.run {
+      let user = try admit(request)
+      let query = RequestFields(query: request)
+      let queueID = QueueID(rawValue: try query.required("queue_id"))
+      guard let lastEventID = try query.int("last_event_id", in: Int.min...Int.max) else {
+        throw EventAPIError.badRequest("Missing 'last_event_id' argument")
+      }
+      let dontBlock = try query.bool("dont_block") ?? false
+      let limit = try query.int("limit", in: 1...100_000)
+      do {
+        // A client that drops its connection cancels its parked poll at once, not at the next heartbeat.
+        let events = try await request.body.consumeWithCancellationOnInboundClose { _ in
+          try await server.events(
+            queueID: queueID,
+            user: user,
+            lastEventID: lastEventID,
+            dontBlock: dontBlock,
+            limit: limit
+          )
+        }
+        return try WireFormat.encodeSuccess(EventsReply(events: events, queueID: queueID))
+      } catch is CancellationError {
+        // The server is stopping: the parked poll is answered (empty), and the client polls again later.
+        // (A client that went away cancelled it; nobody reads that answer.)
+        guard await server.isShuttingDown else { throw CancellationError() }
+        return try WireFormat.encodeSuccess(EventsReply<Application.Event>(events: [], queueID: queueID))
+      }
+    }
+  }
+
+  private func deleteQueue(_ request: Request) async -> Response {
+    await HTTPAnswer.run {
+      let user = try admit(request)
+      let queueID = QueueID(rawValue: try RequestFields(query: request).required("queue_id"))
+      try await server.deleteQueue(queueID, user: user)
+      return try WireFormat.encodeSuccess(Empty())
+    }
+  }
+
+  private func mutation(_ request: Request) async -> Response {
+    await HTTPAnswer.run {
+      let user = try admit(request)
+      var request = request
+      let body = try await request.collectBody(upTo: limits.mutationBytes)
+      let mutation: MutationRequest<Application.Command>
+      do {
+        mutation = try JSONDecoder().decode(MutationRequest<Application.Command>.self, from: Data(body.readableBytesView))
+      } catch {
+        throw EventAPIError.badRequest("the mutation is not valid: \(error)")
+      }
+      let receipt = try await server.applyMutation(
+        mutation.mutation,
+        from: user,
+        clientID: mutation.clientID,
+        mutationID: mutation.mutationID
+      )
+      return try WireFormat.encodeSuccess(receipt)
+    }
+  }
+
+  private func pushToken(_ request: Request) async -> Response {
+    await HTTPAnswer.run {
+      let user = try admit(request)
+      var request = request
+      let form = try RequestFields(form: String(buffer: try await request.collectBody(upTo: limits.formBytes)))
+      let token = try form.required("token")
+      let clientID = try form.required("client_id")
+      guard token.utf8.count <= 4096, clientID.utf8.count <= ClientID.maximumLength else {
+        throw EventAPIError.badRequest("token or client_id too long")
+      }
+      await server.registerPushToken(PushToken(rawValue: token), user: user, clientID: ClientID(rawValue: clientID))
+      return try WireFormat.encodeSuccess(Empty())
+    }
+  }
+}
+
+/// A success with nothing in it but `result` and `msg`.
+struct Empty: Encodable {}

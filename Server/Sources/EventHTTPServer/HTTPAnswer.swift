@@ -1,0 +1,62 @@
+import EventProtocol
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// Turns what a route produced into an HTTP response: a JSON success body, or an API error with Zulip's
+/// status (400, 401, 429 with `Retry-After`) and its JSON body.
+enum HTTPAnswer {
+  /// What a route handler can fail with besides an API error.
+  struct Refusal: Error {
+    var status: HTTPResponse.Status
+    var error: EventAPIError
+  }
+
+  /// Runs `body`, answering with its success body or with the error it threw.
+  static func run(_ body: () async throws -> Data) async -> Response {
+    do {
+      return json(.ok, try await body())
+    } catch let error as EventAPIError {
+      return failure(error, status: status(of: error))
+    } catch let refusal as Refusal {
+      return failure(refusal.error, status: refusal.status)
+    } catch let error as HTTPError where error.status == .contentTooLarge {
+      return failure(.badRequest("the request body is too large"), status: .contentTooLarge)
+    } catch is CancellationError {
+      // The client went away (or the server is stopping): nobody reads this answer.
+      return failure(.badRequest("the request was cancelled"), status: .serviceUnavailable)
+    } catch {
+      return failure(.badRequest("\(error)"), status: .badRequest)
+    }
+  }
+
+  /// The HTTP status Zulip gives an API error.
+  static func status(of error: EventAPIError) -> HTTPResponse.Status {
+    switch error.code {
+    case .unauthorized: .unauthorized
+    case .rateLimitHit: .tooManyRequests
+    default: .badRequest
+    }
+  }
+
+  static func failure(_ error: EventAPIError, status: HTTPResponse.Status) -> Response {
+    var response = json(status, (try? WireFormat.encode(error)) ?? Data(#"{"result":"error","msg":""}"#.utf8))
+    if let retryAfter = error.retryAfter {
+      let seconds = max(1, Int((Double(retryAfter / .milliseconds(1)) / 1000).rounded(.up)))
+      response.headers[.retryAfter] = String(seconds)
+    }
+    if error.code == .unauthorized {
+      response.headers[.wwwAuthenticate] = #"Basic realm="event-server""#
+    }
+    return response
+  }
+
+  static func json(_ status: HTTPResponse.Status, _ data: Data) -> Response {
+    Response(
+      status: status,
+      headers: [.contentType: "application/json"],
+      body: ResponseBody(byteBuffer: ByteBuffer(bytes: data))
+    )
+  }
+}

@@ -1,0 +1,72 @@
+import EventProtocol
+import Foundation
+import Hummingbird
+
+/// Reading a request's fields (query parameters, form bodies) into typed values, refusing bad ones with
+/// `BAD_REQUEST` naming the field.
+struct RequestFields {
+  private let fields: [String: String]
+
+  init(_ fields: [String: String]) {
+    self.fields = fields
+  }
+
+  /// The query parameters of `request` (the first value of each name).
+  init(query request: Request) {
+    var fields: [String: String] = [:]
+    for (name, value) in request.uri.queryParameters where fields[String(name)] == nil {
+      fields[String(name)] = String(value)
+    }
+    self.init(fields)
+  }
+
+  /// An `application/x-www-form-urlencoded` body.
+  init(form body: String) throws(EventAPIError) {
+    var fields: [String: String] = [:]
+    for pair in body.split(separator: "&") where !pair.isEmpty {
+      let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+      guard let name = Self.decode(parts[0]), let value = Self.decode(parts.count > 1 ? parts[1] : "") else {
+        throw .badRequest("the form is not valid x-www-form-urlencoded")
+      }
+      if fields[name] == nil { fields[name] = value }
+    }
+    self.init(fields)
+  }
+
+  private static func decode(_ part: Substring) -> String? {
+    part.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+  }
+
+  func string(_ name: String) -> String? { fields[name] }
+
+  func required(_ name: String) throws(EventAPIError) -> String {
+    guard let value = fields[name], !value.isEmpty else { throw .badRequest("Missing '\(name)' argument") }
+    return value
+  }
+
+  func int(_ name: String, in range: ClosedRange<Int>) throws(EventAPIError) -> Int? {
+    guard let text = fields[name] else { return nil }
+    guard let value = Int(text), range.contains(value) else {
+      throw .badRequest("Invalid '\(name)': \(text.prefix(40)) is not an integer in \(range.lowerBound)...\(range.upperBound)")
+    }
+    return value
+  }
+
+  func bool(_ name: String) throws(EventAPIError) -> Bool? {
+    guard let text = fields[name] else { return nil }
+    switch text.lowercased() {
+    case "true", "1": return true
+    case "false", "0": return false
+    default: throw .badRequest("Invalid '\(name)': expected true or false")
+    }
+  }
+
+  /// A JSON array of strings in a field value, as Zulip's `event_types`.
+  func stringSet(_ name: String) throws(EventAPIError) -> Set<String>? {
+    guard let text = fields[name] else { return nil }
+    guard let strings = try? JSONDecoder().decode([String].self, from: Data(text.utf8)) else {
+      throw .badRequest("Invalid '\(name)': expected a JSON array of strings")
+    }
+    return Set(strings)
+  }
+}

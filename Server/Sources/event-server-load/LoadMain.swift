@@ -1,0 +1,1 @@
+@main struct Load { static func main() {} }

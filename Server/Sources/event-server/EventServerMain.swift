@@ -1,0 +1,133 @@
+import EventHTTPServer
+import EventProtocol
+import EventServer
+import Foundation
+import Logging
+import VideoMessaging
+
+/// `event-server`: the video-messaging event server over HTTP.
+@main
+struct EventServerMain {
+  static let usage = """
+    Usage: event-server [options]
+
+    Serves the video-messaging events API (docs/protocol.md, Server/openapi.yaml) over HTTP.
+
+    Options:
+      --host HOST              address to listen on (default 127.0.0.1)
+      --port PORT              port (default 8080; 0 picks a free one and prints it)
+      --keys-file FILE         API keys, one user:key per line (or set EVENT_SERVER_API_KEYS="alice:key,bob:key")
+      --data-dir DIR           where state (application.json, queues.json) and blobs are kept (default ./event-server-data)
+      --dump-interval SECONDS  write the state this often while running (default 60; 0 only on shutdown)
+      --rate-burst N           requests a user may make in a burst (default 200)
+      --rate-per-second N      requests per second a user may sustain (default 50)
+      --heartbeat SECONDS      the parked-poll heartbeat (default 45-55 s; for tests)
+      --help                   this text
+
+    SIGTERM or SIGINT shuts down gracefully: parked polls are answered, HTTP drains, the state is written.
+    A restart loads the state: clients resume without registering.
+    """
+
+  static func main() async {
+    let options: Options
+    do {
+      options = try Options(arguments: Array(CommandLine.arguments.dropFirst()))
+    } catch {
+      FileHandle.standardError.write(Data("event-server: \(error) (see --help)\n".utf8))
+      exit(2)
+    }
+    if options.help {
+      print(usage)
+      return
+    }
+    var logger = Logger(label: "event-server")
+    logger.logLevel = .info
+    var configuration = EventHTTPServerConfiguration(keys: options.keys)
+    configuration.host = options.host
+    configuration.port = options.port
+    configuration.dataDirectory = options.dataDirectory
+    configuration.dumpInterval = options.dumpInterval
+    configuration.rateLimit = RateLimiter.Policy(burst: options.rateBurst, perSecond: options.ratePerSecond)
+    if let heartbeat = options.heartbeat {
+      configuration.eventServer.heartbeatMinimum = heartbeat
+      configuration.eventServer.heartbeatMaximum = heartbeat
+    }
+    let blobs = FileBlobStore(directory: options.dataDirectory.appendingPathComponent("blobs"))
+    let limits = configuration.limits
+    let server = EventHTTPServer(application: VideoServer(), configuration: configuration, logger: logger) {
+      router,
+      events,
+      gate in
+      BlobRoutes(server: events, blobs: blobs, gate: gate, limits: limits) { Timestamp(Date()) }.add(to: router)
+    }
+    do {
+      try await server.run { port in
+        // The line scripts wait for: the server is listening.
+        let line = "event-server listening on http://\(options.host):\(port) (pid \(ProcessInfo.processInfo.processIdentifier))\n"
+        FileHandle.standardOutput.write(Data(line.utf8))
+      }
+    } catch {
+      FileHandle.standardError.write(Data("event-server: \(error)\n".utf8))
+      exit(1)
+    }
+  }
+}
+
+/// The command line, checked.
+struct Options {
+  var host = "127.0.0.1"
+  var port = 8080
+  var keys = APIKeys([:])
+  var dataDirectory = URL(fileURLWithPath: "event-server-data")
+  var dumpInterval: Duration? = .seconds(60)
+  var rateBurst = 200.0
+  var ratePerSecond = 50.0
+  var heartbeat: Duration?
+  var help = false
+
+  struct Problem: Error, CustomStringConvertible {
+    var description: String
+  }
+
+  init(arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+    var keysText = environment["EVENT_SERVER_API_KEYS"]
+    var remaining = arguments[...]
+    func value(_ name: String) throws -> String {
+      guard let value = remaining.popFirst(), !value.hasPrefix("--") else { throw Problem(description: "\(name) needs a value") }
+      return value
+    }
+    func number(_ name: String, in range: ClosedRange<Double>) throws -> Double {
+      let text = try value(name)
+      guard let number = Double(text), range.contains(number) else {
+        throw Problem(description: "\(name) must be a number in \(range.lowerBound)...\(range.upperBound), not '\(text)'")
+      }
+      return number
+    }
+    while let argument = remaining.popFirst() {
+      switch argument {
+      case "--help", "-h": help = true
+      case "--host": host = try value(argument)
+      case "--port": port = Int(try number(argument, in: 0...65535))
+      case "--keys-file":
+        let path = try value(argument)
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+          throw Problem(description: "cannot read the keys file \(path)")
+        }
+        keysText = text
+      case "--data-dir": dataDirectory = URL(fileURLWithPath: try value(argument))
+      case "--dump-interval":
+        let seconds = try number(argument, in: 0...86_400)
+        dumpInterval = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
+      case "--rate-burst": rateBurst = try number(argument, in: 1...1_000_000)
+      case "--rate-per-second": ratePerSecond = try number(argument, in: 0.001...1_000_000)
+      case "--heartbeat": heartbeat = .milliseconds(Int64(try number(argument, in: 0.1...300) * 1000))
+      default: throw Problem(description: "unknown option '\(argument)'")
+      }
+    }
+    if help { return }
+    guard let keysText else {
+      throw Problem(description: "no API keys: pass --keys-file FILE or set EVENT_SERVER_API_KEYS")
+    }
+    keys = try APIKeys.parse(keysText)
+  }
+}

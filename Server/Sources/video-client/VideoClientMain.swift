@@ -1,0 +1,1 @@
+@main struct VideoClient { static func main() {} }
