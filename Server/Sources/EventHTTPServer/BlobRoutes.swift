@@ -129,11 +129,19 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
     do {
       return try await body()
     } catch let error as BlobStoreError {
-      if error.isGone { throw HTTPAnswer.Refusal(status: .notFound, error: EventAPIError(code: .blobGone, message: error.description)) }
-      if error.isOffsetMismatch {
-        throw HTTPAnswer.Refusal(status: .conflict, error: EventAPIError(code: .offsetMismatch, message: error.description))
+      if error.isGone {
+        throw HTTPAnswer.Refusal(status: .notFound, error: EventAPIError(code: .blobGone, message: error.description))
       }
-      throw HTTPAnswer.Refusal(status: .serviceUnavailable, error: EventAPIError(code: .blobUnavailable, message: error.description))
+      if error.isOffsetMismatch {
+        throw HTTPAnswer.Refusal(
+          status: .conflict,
+          error: EventAPIError(code: .offsetMismatch, message: error.description)
+        )
+      }
+      throw HTTPAnswer.Refusal(
+        status: .serviceUnavailable,
+        error: EventAPIError(code: .blobUnavailable, message: error.description)
+      )
     }
   }
 
@@ -191,11 +199,15 @@ struct ByteRange: Equatable {
       return
     }
     let spec = header.trimmingCharacters(in: .whitespaces)
-    let parts = spec.hasPrefix("bytes=") ? spec.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false) : []
+    let parts =
+      spec.hasPrefix("bytes=") ? spec.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false) : []
     guard parts.count == 2, let first = Int(parts[0]), first >= 0, first < max(size, 1),
       parts[1].isEmpty || (Int(parts[1]).map { $0 >= first } ?? false)
     else {
-      throw HTTPAnswer.Refusal(status: .rangeNotSatisfiable, error: .badRequest("unsatisfiable range \(spec.prefix(60)) of \(size) bytes"))
+      throw HTTPAnswer.Refusal(
+        status: .rangeNotSatisfiable,
+        error: .badRequest("unsatisfiable range \(spec.prefix(60)) of \(size) bytes")
+      )
     }
     let last = min(parts[1].isEmpty ? size - 1 : Int(parts[1])!, size - 1)
     self.init(offset: first, length: min(last - first + 1, maximum), isPartial: true)

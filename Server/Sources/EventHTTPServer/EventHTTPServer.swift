@@ -5,8 +5,8 @@ import Hummingbird
 import Logging
 import NIOCore
 import ServiceLifecycle
-import UnixSignals
 import Synchronization
+import UnixSignals
 
 /// Where and how an ``EventHTTPServer`` runs.
 public struct EventHTTPServerConfiguration: Sendable {
@@ -64,6 +64,7 @@ where Application.Command: Codable & Equatable {
   private let pushGateway: any PushGateway
   private let extraRoutes: ExtraRoutes?
   private let running = Mutex<ServiceGroup?>(nil)
+  private let current = Mutex<EventServer<Application, ContinuousClock>?>(nil)
   private let shutdownRequested = Mutex(false)
 
   /// A server for `application` (used when the data directory holds no saved state).
@@ -89,7 +90,10 @@ where Application.Command: Codable & Equatable {
   ///   - handleSignals: Whether SIGTERM and SIGINT shut it down (the executable); tests call ``shutdown()``.
   ///   - onRunning: Called with the port once the server listens.
   /// - Throws: When the saved state cannot be read, the port cannot be bound, or the state cannot be written.
-  public func run(handleSignals: Bool = true, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+  public func run(
+    handleSignals: Bool = true,
+    onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+  ) async throws {
     let events = EventServer(
       application: try loadApplication(),
       configuration: configuration.eventServer,
@@ -106,6 +110,7 @@ where Application.Command: Codable & Equatable {
         logger.error("queue dump not restored: \(error)")
       }
     }
+    current.withLock { $0 = events }
     let gate = RequestGate(keys: configuration.keys, policy: configuration.rateLimit) { Timestamp(Date()) }
     let router = Router()
     EventRoutes(server: events, gate: gate, limits: configuration.limits).add(to: router)
@@ -140,6 +145,9 @@ where Application.Command: Codable & Equatable {
     let count = await events.queueCount
     logger.info("stopped; state written", metadata: ["queues": "\(count)"])
   }
+
+  /// The event server behind the HTTP API while ``run(handleSignals:onRunning:)`` runs, for inspection.
+  public var eventServer: EventServer<Application, ContinuousClock>? { current.withLock { $0 } }
 
   /// Shuts the server down gracefully: answers the parked polls, drains HTTP, writes the state.
   public func shutdown() async {

@@ -110,7 +110,10 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
       let body = try await request.collectBody(upTo: limits.mutationBytes)
       let mutation: MutationRequest<Application.Command>
       do {
-        mutation = try JSONDecoder().decode(MutationRequest<Application.Command>.self, from: Data(body.readableBytesView))
+        mutation = try JSONDecoder().decode(
+          MutationRequest<Application.Command>.self,
+          from: Data(body.readableBytesView)
+        )
       } catch {
         throw EventAPIError.badRequest("the mutation is not valid: \(error)")
       }

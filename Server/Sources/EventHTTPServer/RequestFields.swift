@@ -47,7 +47,9 @@ struct RequestFields {
   func int(_ name: String, in range: ClosedRange<Int>) throws(EventAPIError) -> Int? {
     guard let text = fields[name] else { return nil }
     guard let value = Int(text), range.contains(value) else {
-      throw .badRequest("Invalid '\(name)': \(text.prefix(40)) is not an integer in \(range.lowerBound)...\(range.upperBound)")
+      throw .badRequest(
+        "Invalid '\(name)': \(text.prefix(40)) is not an integer in \(range.lowerBound)...\(range.upperBound)"
+      )
     }
     return value
   }

@@ -63,7 +63,8 @@ struct EventServerMain {
     do {
       try await server.run { port in
         // The line scripts wait for: the server is listening.
-        let line = "event-server listening on http://\(options.host):\(port) (pid \(ProcessInfo.processInfo.processIdentifier))\n"
+        let line =
+          "event-server listening on http://\(options.host):\(port) (pid \(ProcessInfo.processInfo.processIdentifier))\n"
         FileHandle.standardOutput.write(Data(line.utf8))
       }
     } catch {
@@ -93,13 +94,17 @@ struct Options {
     var keysText = environment["EVENT_SERVER_API_KEYS"]
     var remaining = arguments[...]
     func value(_ name: String) throws -> String {
-      guard let value = remaining.popFirst(), !value.hasPrefix("--") else { throw Problem(description: "\(name) needs a value") }
+      guard let value = remaining.popFirst(), !value.hasPrefix("--") else {
+        throw Problem(description: "\(name) needs a value")
+      }
       return value
     }
     func number(_ name: String, in range: ClosedRange<Double>) throws -> Double {
       let text = try value(name)
       guard let number = Double(text), range.contains(number) else {
-        throw Problem(description: "\(name) must be a number in \(range.lowerBound)...\(range.upperBound), not '\(text)'")
+        throw Problem(
+          description: "\(name) must be a number in \(range.lowerBound)...\(range.upperBound), not '\(text)'"
+        )
       }
       return number
     }

@@ -30,19 +30,8 @@ public struct URLSessionTransport<
   Event: EventPayload,
   Mutation: Codable & Sendable & Equatable
 >: EventTransport {
-  /// Who the requests are from: a user and their API key, sent with HTTP basic authentication.
-  public struct Credentials: Sendable, Hashable {
-    /// The user.
-    public var user: UserID
-    /// The user's API key.
-    public var apiKey: String
-
-    /// Creates credentials.
-    public init(user: UserID, apiKey: String) {
-      self.user = user
-      self.apiKey = apiKey
-    }
-  }
+  /// Who the requests are from.
+  public typealias Credentials = HTTPCredentials
 
   /// Timeouts and limits.
   public struct Configuration: Sendable, Hashable {
@@ -52,25 +41,26 @@ public struct URLSessionTransport<
     public var longPollTimeout: Duration = .seconds(100)
     /// The largest reply body accepted.
     public var maximumBodySize: Int = WireFormat.maximumBodySize
+    /// How many connections to the server may be open at once.
+    public var maximumConnections = 8
 
     /// The defaults.
     public init() {}
   }
 
-  /// The server's address; the API paths are appended to it.
-  public let baseURL: URL
-  /// Who the requests are from.
-  public let credentials: Credentials
+  /// The server, and who the requests are from.
+  public let endpoint: HTTPEndpoint
   /// Timeouts and limits.
   public let configuration: Configuration
-  private let session: SessionOwner
 
   /// Creates a transport with its own ephemeral session (no cache, no cookies).
   public init(baseURL: URL, credentials: Credentials, configuration: Configuration = .init()) {
-    self.baseURL = baseURL
-    self.credentials = credentials
+    self.endpoint = HTTPEndpoint(
+      baseURL: baseURL,
+      credentials: credentials,
+      maximumConnections: configuration.maximumConnections
+    )
     self.configuration = configuration
-    self.session = SessionOwner()
   }
 
   // MARK: - EventTransport
@@ -88,10 +78,14 @@ public struct URLSessionTransport<
       fields.append(("lifespan_secs", String(Int64(lifespan / .seconds(1)))))
     }
     if let clientID { fields.append(("client_id", clientID.rawValue)) }
-    var request = makeRequest("POST", path: "api/v1/register", timeout: configuration.requestTimeout)
-    request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
-    request.httpBody = Data(HTTPForm.encode(fields).utf8)
-    return try await send(request, expecting: Registration<State>.self)
+    let answer = try await endpoint.send(
+      "POST",
+      path: "api/v1/register",
+      headers: ["Content-Type": "application/x-www-form-urlencoded"],
+      body: Data(HTTPForm.encode(fields).utf8),
+      timeout: configuration.requestTimeout
+    )
+    return try decode(Registration<State>.self, answer)
   }
 
   public func poll(
@@ -106,88 +100,69 @@ public struct URLSessionTransport<
     ]
     if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
     let timeout = dontBlock ? configuration.requestTimeout : configuration.longPollTimeout
-    let request = makeRequest("GET", path: "api/v1/events", query: query, timeout: timeout)
-    return try await send(request, expecting: EventsReply<Event>.self).events
+    let answer = try await endpoint.send("GET", path: "api/v1/events", query: query, timeout: timeout)
+    return try decode(EventsReply<Event>.self, answer).events
   }
 
   public func submit(
     _ mutation: MutationRequest<Mutation>,
     queueID: QueueID?
   ) async throws(TransportError) -> MutationReceipt {
-    var request = makeRequest("POST", path: "api/v1/mutations", timeout: configuration.requestTimeout)
-    request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+    let body: Data
     do {
-      request.httpBody = try WireFormat.encode(mutation)
+      body = try WireFormat.encode(mutation)
     } catch {
       throw .api(.badRequest("the mutation does not encode: \(error)"))
     }
-    return try await send(request, expecting: MutationReceipt.self)
+    let answer = try await endpoint.send(
+      "POST",
+      path: "api/v1/mutations",
+      headers: ["Content-Type": "application/json"],
+      body: body,
+      timeout: configuration.requestTimeout
+    )
+    return try decode(MutationReceipt.self, answer)
   }
 
   /// Deletes one of the user's queues (`DELETE /api/v1/events`), as an app does when it signs out.
   /// - Throws: ``TransportError``; `BAD_EVENT_QUEUE_ID` when the queue is already gone.
   public func deleteQueue(_ queueID: QueueID) async throws(TransportError) {
     let query = [URLQueryItem(name: "queue_id", value: queueID.rawValue)]
-    let request = makeRequest("DELETE", path: "api/v1/events", query: query, timeout: configuration.requestTimeout)
-    _ = try await send(request, expecting: EmptyReply.self)
+    let answer = try await endpoint.send(
+      "DELETE",
+      path: "api/v1/events",
+      query: query,
+      timeout: configuration.requestTimeout
+    )
+    _ = try decode(EmptyReply.self, answer)
   }
 
-  // MARK: - Requests
-
-  private func makeRequest(
-    _ method: String,
-    path: String,
-    query: [URLQueryItem] = [],
-    timeout: Duration
-  )
-    -> URLRequest
-  {
-    var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
-    if !query.isEmpty { components.queryItems = query }
-    var request = URLRequest(url: components.url!)
-    request.httpMethod = method
-    request.timeoutInterval = Double(timeout / .milliseconds(1)) / 1000
-    request.cachePolicy = .reloadIgnoringLocalCacheData
-    let basic = Data("\(credentials.user.rawValue):\(credentials.apiKey)".utf8).base64EncodedString()
-    request.setValue("Basic \(basic)", forHTTPHeaderField: "Authorization")
-    request.setValue("application/json", forHTTPHeaderField: "Accept")
-    return request
+  /// Registers this installation's platform push token (`POST /api/v1/push_tokens`): the server pushes to it
+  /// when events are queued for the user while this installation is not long-polling.
+  public func registerPushToken(_ token: PushToken, clientID: ClientID) async throws(TransportError) {
+    let answer = try await endpoint.send(
+      "POST",
+      path: "api/v1/push_tokens",
+      headers: ["Content-Type": "application/x-www-form-urlencoded"],
+      body: Data(HTTPForm.encode([("token", token.rawValue), ("client_id", clientID.rawValue)]).utf8),
+      timeout: configuration.requestTimeout
+    )
+    _ = try decode(EmptyReply.self, answer)
   }
 
-  private func send<Reply: Decodable>(
-    _ request: URLRequest,
-    expecting: Reply.Type
-  ) async throws(TransportError)
+  private func decode<Reply: Decodable>(
+    _ type: Reply.Type,
+    _ answer: HTTPEndpoint.Answer
+  ) throws(TransportError)
     -> Reply
   {
-    let data: Data
-    let response: URLResponse
-    do {
-      (data, response) = try await CancellableDataTask().run(request, on: session.session)
-    } catch {
-      throw Self.transportError(for: error)
-    }
-    guard let http = response as? HTTPURLResponse else {
-      throw .api(.malformedResponse("not an HTTP response"))
-    }
-    return try HTTPReply.decode(
+    try HTTPReply.decode(
       Reply.self,
-      status: http.statusCode,
-      retryAfterHeader: http.value(forHTTPHeaderField: "Retry-After"),
-      body: data,
+      status: answer.status,
+      retryAfterHeader: answer.headers["retry-after"],
+      body: answer.body,
       maximumBodySize: configuration.maximumBodySize
     )
-  }
-
-  /// How a failure to get any answer counts.
-  static func transportError(for error: any Error) -> TransportError {
-    if error is CancellationError { return .cancelled }
-    guard let urlError = error as? URLError else { return .connectionFailed(String(describing: error)) }
-    switch urlError.code {
-    case .cancelled: return .cancelled
-    case .timedOut: return .timedOut
-    default: return .connectionFailed("\(urlError.code.rawValue): \(urlError.localizedDescription)")
-    }
   }
 
   private static func jsonArray(_ strings: [String]) -> String {
@@ -197,21 +172,3 @@ public struct URLSessionTransport<
 
 /// A success body with nothing in it beyond `result` and `msg`.
 private struct EmptyReply: Decodable {}
-
-/// The session a transport and its copies share, invalidated when the last copy goes.
-private final class SessionOwner: Sendable {
-  let session: URLSession
-
-  init() {
-    let configuration = URLSessionConfiguration.ephemeral
-    configuration.urlCache = nil
-    configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-    configuration.httpCookieStorage = nil
-    configuration.httpMaximumConnectionsPerHost = 8
-    session = URLSession(configuration: configuration)
-  }
-
-  deinit {
-    session.finishTasksAndInvalidate()
-  }
-}

@@ -1,0 +1,193 @@
+import EventHTTPServer
+import EventProtocol
+import EventServer
+import Foundation
+import Testing
+import UpdateMachine
+import UpdateMachineTesting
+import VideoMessaging
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// The real client engine, through `URLSessionTransport`, against the HTTP server on 127.0.0.1.
+@Suite("Live HTTP server: the engine over a real network", .serialized, .timeLimit(.minutes(1)))
+struct LiveServerTests {
+  @Test("register, a parked poll woken by another user's write, and the write's own status coming back")
+  func parkedPollWoken() async throws {
+    let live = try await LiveServer.start()
+    defer { live.removeData() }
+    let alice = makeMachine(live.transport("alice"))
+    let bob = makeMachine(live.transport("bob"))
+    await alice.start()
+    await bob.start()
+    await waitFor(alice, isPolling)
+    await waitFor(bob, isPolling)
+    try await live.events.waitForParkedPolls(count: 2)
+    _ = await alice.submit(upload("v1", to: "bob"))
+    let incoming = await waitFor(bob) { $0.confirmedState?.incoming.map(\.id) == ["v1"] }
+    #expect(incoming?.metrics.registers == 1)
+    let sent = await waitFor(alice) { $0.pendingMutations.isEmpty && $0.confirmedState?.outgoing.count == 1 }
+    #expect(sent?.confirmedState?.outgoing.first?.status == .uploaded)
+    await alice.stop()
+    await bob.stop()
+    try await live.stop()
+  }
+
+  @Test("a heartbeat ends a parked poll with a real event, and the machine polls again")
+  func heartbeat() async throws {
+    let live = try await LiveServer.start { configuration in
+      configuration.eventServer.heartbeatMinimum = .milliseconds(200)
+      configuration.eventServer.heartbeatMaximum = .milliseconds(200)
+    }
+    defer { live.removeData() }
+    let alice = makeMachine(live.transport("alice"))
+    await alice.start()
+    let after = await waitFor(alice) { $0.metrics.polls >= 4 }
+    #expect(after?.metrics.failures == 0)
+    #expect(after?.metrics.registers == 1)
+    await alice.stop()
+    try await live.stop()
+  }
+
+  @Test("a client that drops its connection has its parked poll cancelled at once, not at the heartbeat")
+  func droppedConnection() async throws {
+    let live = try await LiveServer.start()
+    defer { live.removeData() }
+    let transport = live.transport("alice")
+    let registration = try await transport.register(eventTypes: nil, lifespan: nil, clientID: "c1")
+    let poll = Task {
+      try await transport.poll(
+        after: EventFinger(queueID: registration.queueID, lastEventID: -1),
+        dontBlock: false,
+        limit: nil
+      )
+    }
+    let events = try live.events
+    await events.waitForParkedPolls(count: 1)
+    poll.cancel()
+    _ = try? await poll.value
+    // The server notices the closed connection; nothing else ends the poll for 45 s.
+    while await events.parkedPollCount > 0 { await Task.yield() }
+    #expect(await events.queue(registration.queueID)?.events.isEmpty == true)
+    try await live.stop()
+  }
+
+  @Test("a server restart from its dump: clients resume with no re-register, and the connection failure heals")
+  func restartFromDump() async throws {
+    let first = try await LiveServer.start()
+    defer { first.removeData() }
+    let alice = makeMachine(first.transport("alice"))
+    let bob = makeMachine(first.transport("bob"))
+    await alice.start()
+    await bob.start()
+    await waitFor(alice, isPolling)
+    await waitFor(bob, isPolling)
+    _ = await alice.submit(upload("v1", to: "bob"))
+    await waitFor(bob) { $0.confirmedState?.incoming.count == 1 }
+    try await first.stop()
+    // While it is down, a write waits in the outbox.
+    _ = await alice.submit(upload("v2", to: "bob"))
+    await waitFor(alice) { $0.metrics.failures > 0 }
+
+    let second = try await LiveServer.start(dataDirectory: first.dataDirectory, port: first.port)
+    let resumed = await waitFor(bob) { $0.confirmedState?.incoming.map(\.id.rawValue) == ["v1", "v2"] }
+    #expect(resumed?.metrics.registers == 1)
+    let aliceAfter = await waitFor(alice) { $0.pendingMutations.isEmpty && $0.confirmedState?.outgoing.count == 2 }
+    #expect(aliceAfter?.metrics.registers == 1)
+    #expect(try await second.events.application.videos.count == 2)
+    await alice.stop()
+    await bob.stop()
+    try await second.stop()
+  }
+
+  @Test("a rate limit answers 429 with Retry-After, and the machine waits and carries on")
+  func rateLimitHonoured() async throws {
+    let live = try await LiveServer.start { configuration in
+      configuration.rateLimit = RateLimiter.Policy(burst: 3, perSecond: 4)
+    }
+    defer { live.removeData() }
+    let transport = live.transport("alice")
+    var limited: TransportError?
+    for _ in 0..<5 {
+      do {
+        _ = try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil)
+      } catch {
+        limited = error
+        break
+      }
+    }
+    guard case .api(let apiError)? = limited?.kind else {
+      Issue.record("no rate limit after a burst: \(String(describing: limited))")
+      return
+    }
+    #expect(apiError.code == .rateLimitHit)
+    // The body carries the exact wait (a token every 0.25 s); the Retry-After header rounds it up to 1 s.
+    #expect(apiError.retryAfter.map { $0 > .zero && $0 <= .milliseconds(250) } == true)
+
+    let alice = makeMachine(live.transport("alice"))
+    await alice.start()
+    for index in 0..<6 { _ = await alice.submit(upload("r\(index)", to: "bob")) }
+    let done = await waitFor(alice) { $0.pendingMutations.isEmpty && $0.confirmedState?.outgoing.count == 6 }
+    #expect((done?.metrics.failures ?? 0) > 0)
+    #expect(try await live.events.application.videos.count == 6)
+    await alice.stop()
+    try await live.stop()
+  }
+
+  @Test("a mutation whose answer is lost is sent again and applied once")
+  func mutationAppliedOnce() async throws {
+    let live = try await LiveServer.start()
+    defer { live.removeData() }
+    let lossy = FaultInjectingTransport(live.transport("alice"), plan: FaultPlan(seed: 1), clock: ContinuousClock())
+    let alice = makeMachine(lossy)
+    await alice.start()
+    await waitFor(alice, isPolling)
+    // The long-poll is on the server: the next request is the write.
+    try await live.events.waitForParkedPolls(count: 1)
+    lossy.scriptNext(.loseAnswer)
+    _ = await alice.submit(upload("once", to: "bob"))
+    let done = await waitFor(alice) { $0.pendingMutations.isEmpty && $0.confirmedState?.outgoing.count == 1 }
+    #expect(done?.confirmedState?.outgoing.map(\.id.rawValue) == ["once"])
+    let trace = lossy.trace
+    #expect(trace.contains { $0.hasPrefix("submit") && $0.contains("loseAnswer") }, "\(trace)")
+    let server = try await live.events.application
+    #expect(server.videos.count == 1)
+    #expect(server.droppedCommands.isEmpty)
+    await alice.stop()
+    try await live.stop()
+  }
+
+  @Test("a shutdown answers 500 parked polls at once, then drains and writes the state")
+  func shutdownReleasesParkedPolls() async throws {
+    let live = try await LiveServer.start { configuration in
+      configuration.rateLimit = RateLimiter.Policy(burst: 2_000, perSecond: 1_000)
+      configuration.eventServer.maximumQueuesPerUser = 500
+    }
+    defer { live.removeData() }
+    let transport = live.transport("alice", maximumConnections: 600)
+    var registered: [QueueID] = []
+    for _ in 0..<500 {
+      registered.append(try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil).queueID)
+    }
+    let queues = registered
+    let polls = queues.map { queue in
+      Task { () -> Int in
+        (try? await transport.poll(after: EventFinger(queueID: queue, lastEventID: -1), dontBlock: false, limit: nil)
+          .count)
+          ?? -1
+      }
+    }
+    let events = try live.events
+    await events.waitForParkedPolls(count: 500)
+    let began = ContinuousClock.now
+    try await live.stop()
+    var answered = 0
+    for poll in polls where await poll.value == 0 { answered += 1 }
+    let elapsed = ContinuousClock.now - began
+    #expect(answered == 500)
+    #expect(elapsed < .seconds(10))
+    #expect(FileManager.default.fileExists(atPath: live.dataDirectory.appendingPathComponent("queues.json").path))
+  }
+}
