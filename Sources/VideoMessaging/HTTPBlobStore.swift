@@ -31,27 +31,27 @@ public struct HTTPBlobStore: BlobStore {
   }
 
   public func partialLength(_ key: BlobKey) async throws(BlobStoreError) -> Int {
-    try decode(Length.self, try await send("GET", "api/v1/uploads/\(key.rawValue)"), key).length
+    try decode(Length.self, try await send("GET", "api/v1/uploads", key), key).length
   }
 
   public func append(_ bytes: Data, to key: BlobKey, at offset: Int) async throws(BlobStoreError) {
     let query = [URLQueryItem(name: "offset", value: String(offset))]
-    let answer = try await send("PUT", "api/v1/uploads/\(key.rawValue)", query: query, body: bytes)
+    let answer = try await send("PUT", "api/v1/uploads", key, query: query, body: bytes)
     _ = try decode(Length.self, answer, key, offset: offset)
   }
 
   public func complete(_ key: BlobKey, at time: Timestamp) async throws(BlobStoreError) {
-    _ = try decode(Empty.self, try await send("POST", "api/v1/uploads/\(key.rawValue)/complete"), key)
+    _ = try decode(Empty.self, try await send("POST", "api/v1/uploads/complete", key), key)
   }
 
   public func size(of key: BlobKey) async throws(BlobStoreError) -> Int {
-    try decode(Size.self, try await send("GET", "api/v1/blobs/\(key.rawValue)/info"), key).size
+    try decode(Size.self, try await send("GET", "api/v1/blobs/info", key), key).size
   }
 
   public func read(_ key: BlobKey, offset: Int, length: Int) async throws(BlobStoreError) -> Data {
     guard length > 0 else { return Data() }
     let range = "bytes=\(offset)-\(offset + length - 1)"
-    let answer = try await send("GET", "api/v1/blobs/\(key.rawValue)", headers: ["Range": range])
+    let answer = try await send("GET", "api/v1/blobs", key, headers: ["Range": range])
     guard answer.status == 206 || answer.status == 200 else {
       _ = try decode(Empty.self, answer, key)
       throw .unavailable("HTTP \(answer.status) reading \(key)")
@@ -75,10 +75,12 @@ public struct HTTPBlobStore: BlobStore {
   private func send(
     _ method: String,
     _ path: String,
+    _ key: BlobKey,
     query: [URLQueryItem] = [],
     headers: [String: String] = [:],
     body: Data? = nil
   ) async throws(BlobStoreError) -> HTTPEndpoint.Answer {
+    let query = [URLQueryItem(name: "key", value: key.rawValue)] + query
     do {
       return try await endpoint.send(method, path: path, query: query, headers: headers, body: body, timeout: timeout)
     } catch {

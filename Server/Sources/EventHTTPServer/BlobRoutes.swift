@@ -9,11 +9,13 @@ import VideoMessaging
 
 /// The video files on HTTP, resumable both ways (`docs/protocol.md`, "Blobs"):
 ///
-/// - `GET /api/v1/uploads/{key}`: how many bytes of the upload are stored (`{"length": n}`);
-/// - `PUT /api/v1/uploads/{key}?offset=n`: appends the body at byte `n` (409 `OFFSET_MISMATCH` otherwise);
-/// - `POST /api/v1/uploads/{key}/complete`: makes the upload a complete blob, atomically;
-/// - `GET /api/v1/blobs/{key}/info`: the complete blob's size (`{"size": n}`);
-/// - `GET /api/v1/blobs/{key}` with `Range: bytes=a-b`: those bytes (206), so a download resumes.
+/// - `GET /api/v1/uploads?key=K`: how many bytes of the upload are stored (`{"length": n}`);
+/// - `PUT /api/v1/uploads?key=K&offset=n`: appends the body at byte `n` (409 `OFFSET_MISMATCH` otherwise);
+/// - `POST /api/v1/uploads/complete?key=K`: makes the upload a complete blob, atomically;
+/// - `GET /api/v1/blobs/info?key=K`: the complete blob's size (`{"size": n}`);
+/// - `GET /api/v1/blobs?key=K` with `Range: bytes=a-b`: those bytes (206), so a download resumes.
+///
+/// Keys travel as a query parameter because they contain slashes (`videos/<id>`).
 ///
 /// The first user to upload under a key owns the upload; a blob is readable by the sender and the recipient
 /// of the video that names it. An unknown or unreadable blob is 404 `BLOB_GONE` (the same for both, so a
@@ -43,15 +45,15 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
 
   /// Adds the routes to `router`.
   public func add<Context: RequestContext>(to router: Router<Context>) {
-    router.get("api/v1/uploads/:key") { request, context in
+    router.get("api/v1/uploads") { request, _ in
       await HTTPAnswer.run {
-        let (_, key) = try admitUploader(request, context)
+        let (_, key) = try admitUploader(request)
         return try WireFormat.encodeSuccess(Length(length: try await blobCall { try await blobs.partialLength(key) }))
       }
     }
-    router.put("api/v1/uploads/:key") { request, context in
+    router.put("api/v1/uploads") { request, _ in
       await HTTPAnswer.run {
-        let (_, key) = try admitUploader(request, context)
+        let (_, key) = try admitUploader(request)
         guard let offset = try RequestFields(query: request).int("offset", in: 0...Int(Int32.max) * 1024) else {
           throw EventAPIError.badRequest("Missing 'offset' argument")
         }
@@ -61,22 +63,22 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
         return try WireFormat.encodeSuccess(Length(length: offset + chunk.count))
       }
     }
-    router.post("api/v1/uploads/:key/complete") { request, context in
+    router.post("api/v1/uploads/complete") { request, _ in
       await HTTPAnswer.run {
-        let (_, key) = try admitUploader(request, context)
+        let (_, key) = try admitUploader(request)
         try await blobCall { try await blobs.complete(key, at: now()) }
         return try WireFormat.encodeSuccess(Empty())
       }
     }
-    router.get("api/v1/blobs/:key/info") { request, context in
+    router.get("api/v1/blobs/info") { request, _ in
       await HTTPAnswer.run {
-        let key = try await admitReader(request, context)
+        let key = try await admitReader(request)
         return try WireFormat.encodeSuccess(Size(size: try await blobCall { try await blobs.size(of: key) }))
       }
     }
-    router.get("api/v1/blobs/:key") { request, context in
+    router.get("api/v1/blobs") { request, _ in
       do {
-        let key = try await admitReader(request, context)
+        let key = try await admitReader(request)
         let size = try await blobCall { try await blobs.size(of: key) }
         let range = try ByteRange(header: request.headers[.range], size: size, maximum: limits.blobChunkBytes)
         let bytes = try await blobCall { try await blobs.read(key, offset: range.offset, length: range.length) }
@@ -95,29 +97,31 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
     }
   }
 
-  private func key(_ context: some RequestContext) throws(EventAPIError) -> BlobKey {
-    let raw = context.parameters.get("key") ?? ""
+  private func key(_ request: Request) throws(EventAPIError) -> BlobKey {
+    let raw = try RequestFields(query: request).required("key")
     let allowed = raw.utf8.allSatisfy { byte in
       (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
         || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
-        || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
+        || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "/")
     }
-    guard (1...128).contains(raw.utf8.count), allowed, raw != ".", raw != ".." else {
-      throw .badRequest("a blob key is 1 to 128 characters of [A-Za-z0-9._-]")
+    let segments = raw.split(separator: "/", omittingEmptySubsequences: false)
+    guard (1...160).contains(raw.utf8.count), allowed, segments.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." })
+    else {
+      throw .badRequest("a blob key is 1 to 160 characters of [A-Za-z0-9._-/], in non-empty segments other than . and ..")
     }
     return BlobKey(rawValue: raw)
   }
 
-  private func admitUploader(_ request: Request, _ context: some RequestContext) throws -> (UserID, BlobKey) {
+  private func admitUploader(_ request: Request) throws -> (UserID, BlobKey) {
     let user = try gate.admit(authorization: request.headers[.authorization])
-    let key = try key(context)
+    let key = try key(request)
     guard uploaders.claim(key, for: user) else { throw Self.gone(key) }
     return (user, key)
   }
 
-  private func admitReader(_ request: Request, _ context: some RequestContext) async throws -> BlobKey {
+  private func admitReader(_ request: Request) async throws -> BlobKey {
     let user = try gate.admit(authorization: request.headers[.authorization])
-    let key = try key(context)
+    let key = try key(request)
     let videos = await server.application.videos.values
     guard videos.contains(where: { $0.blobKey == key && ($0.sender == user || $0.recipient == user) }) else {
       throw Self.gone(key)

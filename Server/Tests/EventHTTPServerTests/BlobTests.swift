@@ -1,0 +1,93 @@
+import EventHTTPServer
+import EventProtocol
+import EventServer
+import Foundation
+import Testing
+import UpdateMachine
+import VideoMessaging
+
+@Suite("Blobs over HTTP: resumable uploads, ranged downloads, readers checked", .serialized, .timeLimit(.minutes(1)))
+struct BlobTests {
+  private func store(_ live: LiveServer, _ user: UserID) -> HTTPBlobStore {
+    let key = user == "alice" ? "alice-key-1" : "bob-key-22"
+    return HTTPBlobStore(endpoint: HTTPEndpoint(baseURL: live.url, credentials: .init(user: user, apiKey: key)))
+  }
+
+  @Test("an upload resumes from the stored length; the recipient reads ranges; others get BLOB_GONE")
+  func resumableBothWays() async throws {
+    let live = try await LiveServer.start()
+    defer { live.removeData() }
+    let alice = store(live, "alice")
+    let bob = store(live, "bob")
+    let key = BlobKey(rawValue: "videos/v1")
+    let bytes = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+    #expect(try await alice.partialLength(key) == 0)
+    try await alice.append(bytes.prefix(4_000), to: key, at: 0)
+    // The connection dropped here; the device asks where to resume.
+    let resumeAt = try await alice.partialLength(key)
+    #expect(resumeAt == 4_000)
+    await #expect(throws: BlobStoreError.self) { try await alice.append(bytes.suffix(from: 5_000), to: key, at: 5_000) }
+    try await alice.append(bytes.suffix(from: resumeAt), to: key, at: resumeAt)
+    try await alice.complete(key, at: Timestamp(Date()))
+    // Bob may not touch Alice's upload, nor read a blob no video of his names.
+    await #expect(throws: BlobStoreError.self) { try await bob.append(Data([1]), to: key, at: 10_000) }
+    do {
+      _ = try await bob.size(of: key)
+      Issue.record("bob read a blob no video of his names")
+    } catch {
+      #expect(error.isGone)
+    }
+    let events = try live.events
+    try await events.handle(.uploaded(VideoUpload(video: "v1", recipient: "bob", blobKey: key, size: bytes.count)), from: "alice")
+    #expect(try await bob.size(of: key) == bytes.count)
+    var received = Data()
+    while received.count < bytes.count {
+      received += try await bob.read(key, offset: received.count, length: 3_000)
+    }
+    #expect(received == bytes)
+    try await live.stop()
+  }
+
+  @Test("two devices exchange a video over HTTP: uploaded, downloaded, viewed, on both sides")
+  func devicesExchangeAVideo() async throws {
+    let live = try await LiveServer.start()
+    defer { live.removeData() }
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("devices-\(UUID())")
+    defer { try? FileManager.default.removeItem(at: folder) }
+    func device(_ user: UserID) -> VideoDevice {
+      VideoDevice(
+        user: user,
+        transport: live.transport(user),
+        store: InMemoryStore(),
+        remoteBlobs: store(live, user),
+        localBlobs: FileBlobStore(directory: folder.appendingPathComponent(user.rawValue)),
+        clock: ContinuousClock(),
+        seed: user == "alice" ? 1 : 2,
+        chunkSize: 4_096
+      )
+    }
+    let alice = device("alice")
+    let bob = device("bob")
+    let deliveries = await bob.events()
+    await alice.start()
+    await bob.start()
+    let recording = Data((0..<50_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+    let video = await alice.send(recording, to: "bob")
+    var delivered: DeliveredVideo?
+    for await event in deliveries {
+      if case .delivered(let video) = event {
+        delivered = video
+        break
+      }
+    }
+    #expect(delivered?.video.id == video)
+    let local = FileBlobStore(directory: folder.appendingPathComponent("bob"))
+    let key = try #require(delivered?.localKey)
+    #expect(try await local.read(key, offset: 0, length: recording.count) == recording)
+    await bob.markViewed(video)
+    await waitFor(alice.machine) { $0.confirmedState?.outgoing.first?.status == .viewed }
+    await alice.stop()
+    await bob.stop()
+    try await live.stop()
+  }
+}
