@@ -107,7 +107,9 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
     let segments = raw.split(separator: "/", omittingEmptySubsequences: false)
     guard (1...160).contains(raw.utf8.count), allowed, segments.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." })
     else {
-      throw .badRequest("a blob key is 1 to 160 characters of [A-Za-z0-9._-/], in non-empty segments other than . and ..")
+      throw .badRequest(
+        "a blob key is 1 to 160 characters of [A-Za-z0-9._-/], in non-empty segments other than . and .."
+      )
     }
     return BlobKey(rawValue: raw)
   }

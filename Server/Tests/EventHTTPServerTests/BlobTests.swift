@@ -38,7 +38,10 @@ struct BlobTests {
       #expect(error.isGone)
     }
     let events = try live.events
-    try await events.handle(.uploaded(VideoUpload(video: "v1", recipient: "bob", blobKey: key, size: bytes.count)), from: "alice")
+    try await events.handle(
+      .uploaded(VideoUpload(video: "v1", recipient: "bob", blobKey: key, size: bytes.count)),
+      from: "alice"
+    )
     #expect(try await bob.size(of: key) == bytes.count)
     var received = Data()
     while received.count < bytes.count {
