@@ -73,14 +73,26 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
       }
       let dontBlock = try query.bool("dont_block") ?? false
       let limit = try query.int("limit", in: 1...100_000)
+      if dontBlock {
+        // Answered at once: the connection stays open for the next request.
+        let events = try await server.events(
+          queueID: queueID,
+          user: user,
+          lastEventID: lastEventID,
+          dontBlock: true,
+          limit: limit
+        )
+        return try WireFormat.encodeSuccess(EventsReply(events: events, queueID: queueID))
+      }
       do {
         // A client that drops its connection cancels its parked poll at once, not at the next heartbeat.
+        // (Hummingbird closes the connection after such an answer; long-polls are one per connection.)
         let events = try await request.body.consumeWithCancellationOnInboundClose { _ in
           try await server.events(
             queueID: queueID,
             user: user,
             lastEventID: lastEventID,
-            dontBlock: dontBlock,
+            dontBlock: false,
             limit: limit
           )
         }

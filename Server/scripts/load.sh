@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# HTTP figures for docs/performance.md: parked long-polls held by one server process, its memory per
+# parked poll, and dont_block polls per second. The server listens on 127.0.0.1, is bounded in time and
+# is stopped by its pid. Usage: scripts/load.sh [USERS] [CONNECTIONS] [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+users=${1:-5000}
+connections=${2:-8}
+seconds=${3:-5}
+configuration=${CONFIGURATION:-release}
+flags=()
+if [ "$configuration" = release ]; then flags=(-Xswiftc -cross-module-optimization); fi
+swift build -c "$configuration" "${flags[@]}" --product event-server
+swift build -c "$configuration" "${flags[@]}" --product event-server-load
+bin=$(swift build -c "$configuration" "${flags[@]}" --show-bin-path)
+
+work=$(mktemp -d)
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ]; then kill -TERM "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+python3 - "$users" "$connections" > "$work/keys" <<'PY'
+import sys
+for i in range(max(int(sys.argv[1]), int(sys.argv[2]))):
+    print(f"load-{i}:load-key-{i}")
+PY
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin/event-server" --port "$port" --keys-file "$work/keys" --data-dir "$work/data" --dump-interval 0 \
+  --rate-burst 1000000 --rate-per-second 1000000 >"$work/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 100); do grep -q "listening" "$work/server.log" && break; sleep 0.1; done
+rss() { awk '/VmRSS/ {print $2}' "/proc/$server_pid/status"; }
+
+echo "== dont_block polls, $connections keep-alive connections, $seconds s (cores: $(nproc))"
+timeout 120 "$bin/event-server-load" rate --port "$port" --connections "$connections" --seconds "$seconds"
+
+before=$(rss)
+echo "== $users parked long-polls (server RSS before: $before kB)"
+timeout 300 "$bin/event-server-load" parked --port "$port" --users "$users" --hold 4 &
+load_pid=$!
+# Read the server's memory while the polls are held (the load tool prints when all are parked).
+for _ in $(seq 1 600); do
+  if ! kill -0 "$load_pid" 2>/dev/null; then break; fi
+  sleep 0.5
+  peak=$(rss); if [ "${peak:-0}" -gt "${max:-0}" ]; then max=$peak; fi
+done
+wait "$load_pid"
+echo "server RSS with $users parked: ${max} kB; per parked poll (with its queue and connection): $(( (max - before) * 1024 / users )) B"
+kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=""
