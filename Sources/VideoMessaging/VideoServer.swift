@@ -78,6 +78,9 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
       return []
     }
     guard upload.size >= 0 else { throw CommandRejection("a video cannot have a negative size") }
+    guard !upload.video.rawValue.isEmpty, !upload.recipient.rawValue.isEmpty, !upload.blobKey.rawValue.isEmpty else {
+      throw CommandRejection("a video needs an id, a recipient and a blob key")
+    }
     guard !videos.values.contains(where: { $0.blobKey == upload.blobKey }) else {
       throw CommandRejection("blob \(upload.blobKey) belongs to another video")
     }

@@ -45,6 +45,10 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
 
   /// Adds the routes to `router`.
   public func add<Context: RequestContext>(to router: Router<Context>) {
+    router.refuseOtherMethods(on: "api/v1/uploads", allowing: [.get, .put])
+    router.refuseOtherMethods(on: "api/v1/uploads/complete", allowing: [.post])
+    router.refuseOtherMethods(on: "api/v1/blobs/info", allowing: [.get])
+    router.refuseOtherMethods(on: "api/v1/blobs", allowing: [.get])
     router.get("api/v1/uploads") { request, _ in
       await HTTPAnswer.run {
         let (_, key) = try admitUploader(request)
@@ -54,11 +58,13 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
     router.put("api/v1/uploads") { request, _ in
       await HTTPAnswer.run {
         let (_, key) = try admitUploader(request)
-        guard let offset = try RequestFields(query: request).int("offset", in: 0...Int(Int32.max) * 1024) else {
+        let query = try RequestFields(query: request, allowed: ["key", "offset"])
+        guard let offset = try query.int("offset", in: 0...Int(Int32.max) * 1024) else {
           throw EventAPIError.badRequest("Missing 'offset' argument")
         }
         var request = request
         let chunk = Data(try await request.collectBody(upTo: limits.blobChunkBytes).readableBytesView)
+        guard !chunk.isEmpty else { throw EventAPIError.badRequest("an upload chunk needs at least one byte") }
         try await blobCall { try await blobs.append(chunk, to: key, at: offset) }
         return try WireFormat.encodeSuccess(Length(length: offset + chunk.count))
       }
@@ -98,7 +104,8 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
   }
 
   private func key(_ request: Request) throws(EventAPIError) -> BlobKey {
-    let raw = try RequestFields(query: request).required("key")
+    let parameters: Set<String> = request.method == .put ? ["key", "offset"] : ["key"]
+    let raw = try RequestFields(query: request, allowed: parameters).required("key")
     let allowed = raw.utf8.allSatisfy { byte in
       (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
         || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")

@@ -38,6 +38,10 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     router.delete("api/v1/events") { request, _ in await deleteQueue(request) }
     router.post("api/v1/mutations") { request, _ in await mutation(request) }
     router.post("api/v1/push_tokens") { request, _ in await pushToken(request) }
+    router.refuseOtherMethods(on: "api/v1/register", allowing: [.post])
+    router.refuseOtherMethods(on: "api/v1/events", allowing: [.get, .delete])
+    router.refuseOtherMethods(on: "api/v1/mutations", allowing: [.post])
+    router.refuseOtherMethods(on: "api/v1/push_tokens", allowing: [.post])
   }
 
   private func admit(_ request: Request) throws(EventAPIError) -> UserID {
@@ -66,7 +70,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   private func events(_ request: Request) async -> Response {
     await HTTPAnswer.run {
       let user = try admit(request)
-      let query = RequestFields(query: request)
+      let query = try RequestFields(query: request, allowed: ["queue_id", "last_event_id", "dont_block", "limit"])
       let queueID = QueueID(rawValue: try query.required("queue_id"))
       guard let lastEventID = try query.int("last_event_id", in: Int.min...Int.max) else {
         throw EventAPIError.badRequest("Missing 'last_event_id' argument")
@@ -109,7 +113,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   private func deleteQueue(_ request: Request) async -> Response {
     await HTTPAnswer.run {
       let user = try admit(request)
-      let queueID = QueueID(rawValue: try RequestFields(query: request).required("queue_id"))
+      let queueID = QueueID(rawValue: try RequestFields(query: request, allowed: ["queue_id"]).required("queue_id"))
       try await server.deleteQueue(queueID, user: user)
       return try WireFormat.encodeSuccess(Empty())
     }

@@ -11,10 +11,16 @@ struct RequestFields {
     self.fields = fields
   }
 
-  /// The query parameters of `request` (the first value of each name).
-  init(query request: Request) {
+  /// The query parameters of `request` (the first value of each name), refusing any name not in `allowed`:
+  /// a misspelt parameter is an error, not silently ignored.
+  init(query request: Request, allowed: Set<String>) throws(EventAPIError) {
     var fields: [String: String] = [:]
     for (name, value) in request.uri.queryParameters where fields[String(name)] == nil {
+      guard allowed.contains(String(name)) else {
+        throw .badRequest(
+          "Unknown parameter '\(name.prefix(40))'; this request takes \(allowed.sorted().joined(separator: ", "))"
+        )
+      }
       fields[String(name)] = String(value)
     }
     self.init(fields)

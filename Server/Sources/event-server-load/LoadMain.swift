@@ -22,7 +22,9 @@ struct LoadMain {
   static func main() async {
     let arguments = Array(CommandLine.arguments.dropFirst())
     guard let mode = arguments.first, ["parked", "rate", "--help", "-h"].contains(mode) else {
-      FileHandle.standardError.write(Data("event-server-load: first argument must be parked or rate (see --help)\n".utf8))
+      FileHandle.standardError.write(
+        Data("event-server-load: first argument must be parked or rate (see --help)\n".utf8)
+      )
       exit(2)
     }
     if mode == "--help" || mode == "-h" {
@@ -96,12 +98,16 @@ struct LoadMain {
           let registered = try await connection.send(
             .post("/api/v1/register", user: user, body: "", type: "application/x-www-form-urlencoded")
           ).get()
-          guard let queue = registered.field("queue_id") else { throw LoadError("register answered \(registered.status)") }
+          guard let queue = registered.field("queue_id") else {
+            throw LoadError("register answered \(registered.status)")
+          }
           var answered = 0
           let poll = Request.get("/api/v1/events?queue_id=\(queue)&last_event_id=-1&dont_block=true", user: user)
           while ContinuousClock.now < deadline {
             let answer = try await connection.send(poll).get()
-            guard answer.status == 200 else { throw LoadError("poll answered \(answer.status): \(answer.body.prefix(200))") }
+            guard answer.status == 200 else {
+              throw LoadError("poll answered \(answer.status): \(answer.body.prefix(200))")
+            }
             answered += 1
           }
           connection.close()
@@ -111,7 +117,9 @@ struct LoadMain {
       return try await tasks.reduce(into: [Int]()) { $0.append($1) }
     }
     let total = counts.reduce(0, +)
-    print("dont_block polls: \(total) in \(seconds) s over \(connections) connections = \(total / max(seconds, 1)) per second")
+    print(
+      "dont_block polls: \(total) in \(seconds) s over \(connections) connections = \(total / max(seconds, 1)) per second"
+    )
   }
 }
 
