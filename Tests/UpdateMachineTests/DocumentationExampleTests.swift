@@ -31,3 +31,30 @@ struct DocumentationExampleTests {
     #expect(text.contains(source[begin.upperBound..<end.lowerBound]))
   }
 }
+
+@Suite("Documentation: the networked example", .timeLimit(.minutes(1)))
+struct NetworkExampleTests {
+  @Test("the README's networked example compiles, and with no server it reports connection failures, no crash")
+  func networkedExample() async throws {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("net-greetings-\(UUID()).json")
+    defer { try? FileManager.default.removeItem(at: url) }
+    let machine = makeNetworkedApp(
+      server: URL(string: "http://127.0.0.1:\(try CannedHTTPServer.closedPort())")!,
+      apiKey: "k",
+      storeURL: url
+    )
+    await machine.start()
+    for await snapshot in await machine.snapshots() where snapshot.metrics.failures > 0 { break }
+    await machine.stop()
+
+    let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    let source = try String(contentsOf: folder.appendingPathComponent("NetworkExample.swift"), encoding: .utf8)
+    let readme = try String(
+      contentsOf: folder.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"),
+      encoding: .utf8
+    )
+    let begin = try #require(source.range(of: "// NETWORK-EXAMPLE-BEGIN\n"))
+    let end = try #require(source.range(of: "// NETWORK-EXAMPLE-END"))
+    #expect(readme.contains(source[begin.upperBound..<end.lowerBound]))
+  }
+}
