@@ -21,6 +21,7 @@ let package = Package(
     .library(name: "UpdateMachineTesting", targets: ["UpdateMachineTesting"]),
     .library(name: "VideoMessaging", targets: ["VideoMessaging"]),
     .library(name: "Simulation", targets: ["Simulation"]),
+    .library(name: "EpisodeQueue", targets: ["EpisodeQueue"]),
     .executable(name: "Demo", targets: ["Demo"]),
     .executable(name: "Bench", targets: ["Bench"]),
   ],
@@ -40,6 +41,12 @@ let package = Package(
     // The video domain: server application, client reducer, blob stores and per-video transfers.
     .target(
       name: "VideoMessaging",
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine"],
+      swiftSettings: swiftSettings
+    ),
+    // The podcast episode queue domain: server application, client reducer, per-device downloads.
+    .target(
+      name: "EpisodeQueue",
       dependencies: ["EventProtocol", "EventServer", "UpdateMachine"],
       swiftSettings: swiftSettings
     ),
@@ -89,6 +96,11 @@ let package = Package(
     .testTarget(
       name: "SimulationTests",
       dependencies: ["EventProtocol", "Simulation"],
+      swiftSettings: swiftSettings
+    ),
+    .testTarget(
+      name: "EpisodeQueueTests",
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "EpisodeQueue"],
       swiftSettings: swiftSettings
     ),
     .testTarget(

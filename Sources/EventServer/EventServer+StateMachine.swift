@@ -253,7 +253,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   ) throws(EventAPIError) -> [Action] {
     let deliveries: [Delivery<Event>]
     do {
-      deliveries = try application.handle(command, from: user)
+      deliveries = try application.handle(command, from: user, at: now)
     } catch {
       throw .badRequest(error.reason)
     }

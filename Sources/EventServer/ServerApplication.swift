@@ -35,10 +35,21 @@ public protocol ServerApplication: Sendable {
 
   /// Called when the last queue of `user` is removed (expired, deleted, dropped for overflow).
   mutating func lastQueueRemoved(for user: UserID)
+
+  /// Applies a command at the server's time `now` (an application with rules in time, such as scheduled
+  /// publishing or clamped client timestamps, implements this one). By default, ``handle(_:from:)``.
+  mutating func handle(_ command: Command, from user: UserID, at now: Timestamp) throws(CommandRejection)
+    -> [Delivery<Event>]
 }
 
 extension ServerApplication {
   public mutating func lastQueueRemoved(for user: UserID) {}
+
+  public mutating func handle(_ command: Command, from user: UserID, at now: Timestamp) throws(CommandRejection)
+    -> [Delivery<Event>]
+  {
+    try handle(command, from: user)
+  }
 }
 
 /// An event and the users whose accepting queues receive it.

@@ -111,6 +111,8 @@ public struct UpdateMachineCore<
   public internal(set) var phase: Phase = .stale
   /// The state as the server confirmed it; `nil` until persisted data is loaded.
   public internal(set) var confirmedState: State?
+  /// Whether a register or a poll has succeeded since the machine loaded.
+  var reachedServerThisSession = false
   /// How the confirmed state changed since the last `.persist` action was emitted.
   var unsavedChange: StateChange<Event> = .replaced
   /// Whether the app is in the foreground.

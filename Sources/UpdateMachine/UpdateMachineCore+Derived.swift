@@ -27,6 +27,12 @@ extension UpdateMachineCore {
     return FreshnessReport(freshness: .connecting(since: since), dataAsOf: dataAsOf)
   }
 
+  /// Whether the confirmed state came from the server during this session: a register or a poll has
+  /// succeeded since the machine loaded, and its queue has not been lost since (a lost queue means the
+  /// state may be arbitrarily old until the next register). Work that must never start from stale
+  /// persisted state (such as downloading an episode that may have been finished elsewhere) waits for it.
+  public var isConfirmedThisSession: Bool { reachedServerThisSession && phase.finger != nil }
+
   /// The next time after `now` at which ``timerFired(now:)`` has work (a retry, a background poll, a
   /// request deadline, an outbox retry, a save retry, the end of the freshness debounce), or `nil`.
   public func nextWakeUp(after now: Timestamp) -> Timestamp? {

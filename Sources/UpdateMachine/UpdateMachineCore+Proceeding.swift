@@ -84,6 +84,7 @@ extension UpdateMachineCore {
 
   /// After a successful register or poll: take the finger, clear failures, and (in the foreground) connect.
   mutating func markSuccess(finger: EventFinger, now: Timestamp) {
+    reachedServerThisSession = true
     lastContactAt = now
     dataAsOf = now
     failure = nil

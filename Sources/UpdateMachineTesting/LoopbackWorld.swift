@@ -302,6 +302,28 @@ where
     devices.indices.allSatisfy(isSettled(_:))
   }
 
+  /// Like ``runUntilSettled(maximumSteps:)`` for the devices `online` only: the others are offline (their
+  /// requests are never delivered, and time passes for them too). Faults stop.
+  /// - Returns: Whether the online devices settled.
+  public mutating func runUntilSettled(online: Set<Int>, maximumSteps: Int) -> Bool {
+    faults = .none
+    trace.append("\(now) --- faults stop; online: \(online.sorted()) ---")
+    for index in online { setLifecycle(.foreground, on: index) }
+    for _ in 0..<maximumSteps {
+      if online.allSatisfy(isSettled(_:)) { return true }
+      let mine = outstanding.filter { online.contains($0.device) }
+      if let exchange = mine.first(where: { if case .answered = $0.progress { true } else { false } }) {
+        deliverToClient(exchange.request, on: exchange.device)
+      } else if let exchange = mine.first(where: { if case .toServer = $0.progress { true } else { false } }) {
+        deliverToServer(exchange.request, on: exchange.device)
+      } else {
+        let wakeUps = online.compactMap { devices[$0].core.nextWakeUp(after: now) } + [server.nextDeadline]
+        advance(to: wakeUps.min() ?? now.advanced(by: .seconds(1)))
+      }
+    }
+    return online.allSatisfy(isSettled(_:))
+  }
+
   /// Whether device `index` has converged (see ``isSettled``).
   public func isSettled(_ index: Int) -> Bool {
     let device = devices[index]

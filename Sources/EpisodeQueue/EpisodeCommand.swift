@@ -1,0 +1,36 @@
+import EventProtocol
+
+/// What a listener's device asks (through its outbox, applied at most once), or an admin does to the catalog.
+///
+/// A command that no longer makes sense when the server applies it (an `enqueue` whose basis predates a
+/// terminal state, a position for a finished episode, a move of an episode no longer queued) is
+/// *superseded*: accepted, applied as nothing, and it emits nothing.
+public enum EpisodeCommand: Codable, Sendable, Equatable {
+  case favorite(ShowID)
+  case unfavorite(ShowID)
+  case setSettings(EpisodeSettings)
+  /// Adds, per favorite show (or these of them), the n newest episodes made visible since the last fetch
+  /// that the user has no record of.
+  case fetchNew(shows: [ShowID]?)
+  /// Queues an episode, or moves it if queued; restores a finished or dismissed one only when `basis` (the
+  /// record revision the user saw) is at least its terminal revision.
+  case enqueue(EpisodeID, Placement, basis: Int?)
+  case move(EpisodeID, Placement)
+  case markFinished(EpisodeID, at: Timestamp)
+  case dismiss(EpisodeID, at: Timestamp)
+  case updatePosition(EpisodeID, seconds: Int, at: Timestamp, device: String)
+  /// Catalog changes, from admin users only.
+  case admin(AdminCommand)
+}
+
+/// What the broadcaster does to the catalog.
+public enum AdminCommand: Codable, Sendable, Equatable {
+  /// Publishes a new episode, or republishes an unpublished one (a fresh visibility sequence); one dated in
+  /// the future becomes visible when the server's clock reaches its date.
+  case publish(EpisodeID, EpisodeMeta)
+  /// Edits the fields; `newMedia` when the audio changed.
+  case editMeta(EpisodeID, title: String, url: String, newMedia: Bool)
+  case unpublish(EpisodeID)
+  /// The server's clock ticked: scheduled episodes whose date has come become visible.
+  case publishDue
+}

@@ -1,0 +1,112 @@
+import EventProtocol
+
+/// A podcast episode's stable id (the catalog's, never the feed's GUID or enclosure URL).
+public struct EpisodeID: RawRepresentable, Hashable, Comparable, Codable, Sendable, ExpressibleByStringLiteral,
+  CustomStringConvertible
+{
+  public let rawValue: String
+  public init(rawValue: String) { self.rawValue = rawValue }
+  public init(stringLiteral value: String) { self.rawValue = value }
+  public static func < (lhs: EpisodeID, rhs: EpisodeID) -> Bool { lhs.rawValue < rhs.rawValue }
+  public var description: String { rawValue }
+}
+
+/// A show's id.
+public struct ShowID: RawRepresentable, Hashable, Comparable, Codable, Sendable, ExpressibleByStringLiteral,
+  CustomStringConvertible
+{
+  public let rawValue: String
+  public init(rawValue: String) { self.rawValue = rawValue }
+  public init(stringLiteral value: String) { self.rawValue = value }
+  public static func < (lhs: ShowID, rhs: ShowID) -> Bool { lhs.rawValue < rhs.rawValue }
+  public var description: String { rawValue }
+}
+
+/// What a listener sees of an episode: the broadcaster's fields and their versions.
+public struct EpisodeMeta: Codable, Sendable, Hashable {
+  public var show: ShowID
+  public var title: String
+  public var url: String
+  public var publishedAt: Timestamp
+  public var duration: Int
+  /// Rises on every edit.
+  public var metaVersion: Int
+  /// Rises only when the audio changes (a device replaces its file then).
+  public var mediaVersion: Int
+  /// False once unpublished (devices stop playing it and delete its file).
+  public var available: Bool
+
+  public init(
+    show: ShowID,
+    title: String,
+    url: String,
+    publishedAt: Timestamp,
+    duration: Int = 1_800,
+    metaVersion: Int = 1,
+    mediaVersion: Int = 1,
+    available: Bool = true
+  ) {
+    self.show = show
+    self.title = title
+    self.url = url
+    self.publishedAt = publishedAt
+    self.duration = duration
+    self.metaVersion = metaVersion
+    self.mediaVersion = mediaVersion
+    self.available = available
+  }
+}
+
+/// A listening position: where, when (clamped to the server's clock), and on which device.
+public struct Position: Codable, Sendable, Hashable {
+  public var seconds: Int
+  public var at: Timestamp
+  public var device: String
+
+  public init(seconds: Int, at: Timestamp, device: String) {
+    self.seconds = seconds
+    self.at = at
+    self.device = device
+  }
+}
+
+/// Where an enqueued or moved episode goes.
+public enum Placement: Codable, Sendable, Hashable {
+  case top
+  case bottom
+  /// Right after another episode (at its last key if it has left the queue; the bottom if unknown).
+  case after(EpisodeID)
+}
+
+/// The listener's settings: how many episodes per show a fetch adds, and whether publishing adds them.
+public struct EpisodeSettings: Codable, Sendable, Hashable {
+  /// 1…50.
+  public var n: Int
+  /// Whether a new episode of a favorite show is added when published (no fetch needed).
+  public var autoAdd: Bool
+
+  public init(n: Int = 5, autoAdd: Bool = false) {
+    self.n = n
+    self.autoAdd = autoAdd
+  }
+}
+
+/// One episode in the queue, as a device mirrors it.
+public struct QueueItem: Codable, Sendable, Hashable {
+  public var episode: EpisodeID
+  /// Server-assigned order key; the queue is sorted by (key, episode).
+  public var key: Int64
+  public var position: Position?
+  /// The record's revision: what an `enqueue` after a terminal state quotes as its basis.
+  public var rev: Int
+}
+
+/// A finished or dismissed episode, as the trimmed history shows it.
+public struct HistoryItem: Codable, Sendable, Hashable {
+  public var episode: EpisodeID
+  /// Finished (played to the end) rather than dismissed (removed unplayed).
+  public var finished: Bool
+  public var at: Timestamp
+  /// The user revision at which the record became terminal: an `enqueue` needs a basis at least this.
+  public var terminalRev: Int
+}
