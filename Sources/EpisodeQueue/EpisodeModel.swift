@@ -99,6 +99,13 @@ public struct QueueItem: Codable, Sendable, Hashable {
   public var position: Position?
   /// The record's revision: what an `enqueue` after a terminal state quotes as its basis.
   public var rev: Int
+
+  public init(episode: EpisodeID, key: Int64, position: Position?, rev: Int) {
+    self.episode = episode
+    self.key = key
+    self.position = position
+    self.rev = rev
+  }
 }
 
 /// A finished or dismissed episode, as the trimmed history shows it.
@@ -109,4 +116,11 @@ public struct HistoryItem: Codable, Sendable, Hashable {
   public var at: Timestamp
   /// The user revision at which the record became terminal: an `enqueue` needs a basis at least this.
   public var terminalRev: Int
+
+  public init(episode: EpisodeID, finished: Bool, at: Timestamp, terminalRev: Int) {
+    self.episode = episode
+    self.finished = finished
+    self.at = at
+    self.terminalRev = terminalRev
+  }
 }
