@@ -66,7 +66,7 @@ let package = Package(
       name: "Demo",
       dependencies: [
         "EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "SampleApps", "VideoMessaging",
-        "Simulation",
+        "Simulation", "EpisodeQueue",
       ],
       swiftSettings: swiftSettings
     ),

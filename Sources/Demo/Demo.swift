@@ -18,6 +18,13 @@ struct Demo {
       print(DemoOptions.usage)
       return
     }
+    if options.episodes {
+      var demo = EpisodesDemo(seed: options.scenario.seed)
+      let checks = demo.run()
+      for line in demo.lines { print(line) }
+      if !checks.allHold { exit(1) }
+      return
+    }
     if options.scripted {
       try await ScriptedServerSession(seed: options.scenario.seed).run()
       try await ScriptedClientSession(seed: options.scenario.seed).run()

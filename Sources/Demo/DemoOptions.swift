@@ -9,6 +9,8 @@ struct DemoOptions {
   var json = false
   var reportPath: String?
   var scripted = false
+  /// `episodes` for the episode-queue scenario instead of the video simulation.
+  var episodes = false
   var help = false
 
   static let usage = """
@@ -36,6 +38,8 @@ struct DemoOptions {
       --json                    print the report as JSON, for tools
       --report FILE.html        write a self-contained HTML page: timelines and the strategy comparison
       --scripted                run the scripted sessions instead (server contract, engine, video domain)
+      --scenario NAME           videos (default: the simulation) | episodes (a podcast queue on a phone and a
+                                tablet that spends a month offline)
       --help                    show this help
     """
 
@@ -103,6 +107,12 @@ struct DemoOptions {
       case "--json": options.json = true
       case "--report": options.reportPath = try value(option)
       case "--scripted": options.scripted = true
+      case "--scenario":
+        switch try value(option) {
+        case "videos": options.episodes = false
+        case "episodes": options.episodes = true
+        case let other: throw DemoOptionError("--scenario must be videos or episodes, not '\(other)'")
+        }
       default: throw DemoOptionError("unknown option '\(option)' (see --help)")
       }
     }

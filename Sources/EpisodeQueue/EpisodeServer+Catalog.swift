@@ -49,8 +49,10 @@ extension EpisodeServer {
 
   /// Every scheduled episode whose date has come becomes visible.
   mutating func publishDue(now: Timestamp) -> [Delivery<EpisodeEvent>] {
-    let due = catalog.filter { $0.value.meta.available && $0.value.visibleSeq == nil && $0.value.meta.publishedAt <= now }
-      .keys.sorted { (catalog[$0]!.meta.publishedAt, $0) < (catalog[$1]!.meta.publishedAt, $1) }
+    let due = catalog.filter {
+      $0.value.meta.available && $0.value.visibleSeq == nil && $0.value.meta.publishedAt <= now
+    }
+    .keys.sorted { (catalog[$0]!.meta.publishedAt, $0) < (catalog[$1]!.meta.publishedAt, $1) }
     return due.flatMap { makeVisibleIfDue($0) }
   }
 

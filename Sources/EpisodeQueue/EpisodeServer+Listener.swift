@@ -83,12 +83,15 @@ extension EpisodeServer {
       // Terminal states absorb: only a user who saw this state (basis ≥ terminal revision) overrides it.
       let terminalRev = existing.terminalRev ?? existing.rev
       guard let basis, basis >= terminalRev else {
-        return supersede("\(user): enqueue of \(episode) with basis \(basis.map(String.init) ?? "none") < \(terminalRev)")
+        return supersede(
+          "\(user): enqueue of \(episode) with basis \(basis.map(String.init) ?? "none") < \(terminalRev)"
+        )
       }
       noteRestoration(Restoration(user: user, episode: episode, basis: basis, terminalRev: terminalRev))
       // Leaving the history window lets the next older tombstone in.
       let window = listener.terminals.suffix(EpisodeProjection.historyLimit + 1)
-      if window.count > EpisodeProjection.historyLimit, window.suffix(EpisodeProjection.historyLimit).contains(where: { $0.0 == episode }),
+      if window.count > EpisodeProjection.historyLimit,
+        window.suffix(EpisodeProjection.historyLimit).contains(where: { $0.0 == episode }),
         let (older, olderRecord) = window.first, let item = olderRecord.historyItem(older),
         let meta = catalog[older]?.meta
       {

@@ -74,7 +74,10 @@ public struct EpisodeServer: ServerApplication, Codable, Equatable {
 
   // MARK: - Commands
 
-  public mutating func handle(_ command: EpisodeCommand, from user: UserID) throws(CommandRejection)
+  public mutating func handle(
+    _ command: EpisodeCommand,
+    from user: UserID
+  ) throws(CommandRejection)
     -> [Delivery<EpisodeEvent>]
   {
     try handle(command, from: user, at: clock)

@@ -38,14 +38,22 @@ public protocol ServerApplication: Sendable {
 
   /// Applies a command at the server's time `now` (an application with rules in time, such as scheduled
   /// publishing or clamped client timestamps, implements this one). By default, ``handle(_:from:)``.
-  mutating func handle(_ command: Command, from user: UserID, at now: Timestamp) throws(CommandRejection)
+  mutating func handle(
+    _ command: Command,
+    from user: UserID,
+    at now: Timestamp
+  ) throws(CommandRejection)
     -> [Delivery<Event>]
 }
 
 extension ServerApplication {
   public mutating func lastQueueRemoved(for user: UserID) {}
 
-  public mutating func handle(_ command: Command, from user: UserID, at now: Timestamp) throws(CommandRejection)
+  public mutating func handle(
+    _ command: Command,
+    from user: UserID,
+    at now: Timestamp
+  ) throws(CommandRejection)
     -> [Delivery<Event>]
   {
     try handle(command, from: user)

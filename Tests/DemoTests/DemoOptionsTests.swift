@@ -44,3 +44,18 @@ struct DemoOptionsTests {
     }
   }
 }
+
+@Suite("Demo: the episodes scenario")
+struct EpisodesScenarioTests {
+  @Test("--scenario episodes runs the month-offline tablet and every check it prints holds")
+  func episodesScenario() throws {
+    let options = try DemoOptions.parse(["--scenario", "episodes"])
+    #expect(options.episodes)
+    var demo = EpisodesDemo(seed: options.scenario.seed)
+    let checks = demo.run()
+    #expect(checks.results.count == 8)
+    #expect(checks.allHold, "\(demo.lines.joined(separator: "\n"))")
+    #expect(demo.lines.contains { $0.contains("0 downloads started") })
+    #expect(throws: DemoOptionError.self) { try DemoOptions.parse(["--scenario", "podcasts"]) }
+  }
+}

@@ -116,7 +116,9 @@ struct EpisodeQueueDeviceTests {
   @Test("8. P moves A to the top, T moves C after B: both hold, and the devices converge")
   func independentMoves() {
     var ann = Listeners(["ann", "ann"])
-    for (index, id) in ["A", "B", "C", "D"].enumerated() { ann.publish(EpisodeID(rawValue: id), "s", hoursAgo: Double(index)) }
+    for (index, id) in ["A", "B", "C", "D"].enumerated() {
+      ann.publish(EpisodeID(rawValue: id), "s", hoursAgo: Double(index))
+    }
     ann.world.submit(.favorite("s"), on: 0)
     ann.world.submit(.fetchNew(shows: nil), on: 0)
     ann.settle()

@@ -17,7 +17,11 @@ struct EpisodeQueueRuleTests {
     let meta = EpisodeMeta(show: "s", title: "e1", url: "u", publishedAt: t0.advanced(by: .seconds(-60)))
     _ = try server.handle(.admin(.publish("e1", meta)), from: kpcc, now: t0)
     _ = try server.handle(.favorite("s"), from: "ann", now: t0)
-    let request = MutationRequest(clientID: "P", mutationID: MutationID(1), mutation: EpisodeCommand.fetchNew(shows: nil))
+    let request = MutationRequest(
+      clientID: "P",
+      mutationID: MutationID(1),
+      mutation: EpisodeCommand.fetchNew(shows: nil)
+    )
     let (first, _) = try server.applyMutation(request, from: "ann", now: t0)
     let (again, _) = try server.applyMutation(request, from: "ann", now: t0)
     #expect(first.applied && !again.applied)
@@ -27,7 +31,9 @@ struct EpisodeQueueRuleTests {
   @Test("9. Both devices move the same item: the later in server order wins")
   func sameItemMovedTwice() {
     var desk = Desk()
-    for (index, id) in ["A", "B", "C"].enumerated() { desk.publish(EpisodeID(rawValue: id), "s", hoursAgo: Double(index)) }
+    for (index, id) in ["A", "B", "C"].enumerated() {
+      desk.publish(EpisodeID(rawValue: id), "s", hoursAgo: Double(index))
+    }
     desk.run(.favorite("s"), from: "ann")
     desk.run(.fetchNew(shows: nil), from: "ann")
     desk.run(.move("C", .top), from: "ann")
@@ -38,7 +44,9 @@ struct EpisodeQueueRuleTests {
   @Test("10. Move after X while X is dismissed: lands at X's last key")
   func afterDismissedAnchor() {
     var desk = Desk()
-    for (index, id) in ["A", "B", "C", "D"].enumerated() { desk.publish(EpisodeID(rawValue: id), "s", hoursAgo: Double(index)) }
+    for (index, id) in ["A", "B", "C", "D"].enumerated() {
+      desk.publish(EpisodeID(rawValue: id), "s", hoursAgo: Double(index))
+    }
     desk.run(.favorite("s"), from: "ann")
     desk.run(.fetchNew(shows: nil), from: "ann")
     desk.run(.dismiss("B", at: desk.now), from: "ann")
@@ -240,21 +248,39 @@ enum RandomEpisodeCommands {
     let user: UserID = Bool.random(using: &random) ? "ann" : "vic"
     let episode = episodes.randomElement(using: &random)!
     let show = shows.randomElement(using: &random)!
-    let placement: Placement = [.top, .bottom, .after(episodes.randomElement(using: &random)!)].randomElement(using: &random)!
+    let placement: Placement = [.top, .bottom, .after(episodes.randomElement(using: &random)!)].randomElement(
+      using: &random
+    )!
     switch Int.random(in: 0..<14, using: &random) {
     case 0: return (user, .favorite(show))
     case 1: return (user, .unfavorite(show))
-    case 2: return (user, .setSettings(EpisodeSettings(n: Int.random(in: 1...3, using: &random), autoAdd: Bool.random(using: &random))))
+    case 2:
+      return (
+        user,
+        .setSettings(EpisodeSettings(n: Int.random(in: 1...3, using: &random), autoAdd: Bool.random(using: &random)))
+      )
     case 3, 4: return (user, .fetchNew(shows: nil))
     case 5: return (user, .enqueue(episode, placement, basis: Int.random(in: 0...40, using: &random)))
     case 6: return (user, .move(episode, placement))
     case 7: return (user, .markFinished(episode, at: t0))
     case 8: return (user, .dismiss(episode, at: t0))
-    case 9: return (user, .updatePosition(episode, seconds: Int.random(in: 0...3_000, using: &random), at: t0, device: "d"))
+    case 9:
+      return (user, .updatePosition(episode, seconds: Int.random(in: 0...3_000, using: &random), at: t0, device: "d"))
     case 10:
       let meta = EpisodeMeta(show: show, title: "\(episode)", url: "u", publishedAt: t0)
       return (kpcc, .admin(.publish(episode, meta)))
-    case 11: return (kpcc, .admin(.editMeta(episode, title: "t\(Int.random(in: 0...9, using: &random))", url: "u", newMedia: Bool.random(using: &random))))
+    case 11:
+      return (
+        kpcc,
+        .admin(
+          .editMeta(
+            episode,
+            title: "t\(Int.random(in: 0...9, using: &random))",
+            url: "u",
+            newMedia: Bool.random(using: &random)
+          )
+        )
+      )
     case 12: return (kpcc, .admin(.unpublish(episode)))
     default: return (user, .enqueue(episode, placement, basis: nil))
     }

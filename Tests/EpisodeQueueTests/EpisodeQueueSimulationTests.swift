@@ -10,7 +10,10 @@ import UpdateMachineTesting
 /// actions, failed saves, server restarts, background and pushes), checked step by step and at the end.
 @Suite("EpisodeQueue randomized: devices, broadcaster churn and engine faults", .serialized)
 struct EpisodeQueueSimulationTests {
-  @Test("1,000 seeds: converged, nothing resurrected, nothing downloaded from stale state", arguments: 0..<1_000 as Range<UInt64>)
+  @Test(
+    "1,000 seeds: converged, nothing resurrected, nothing downloaded from stale state",
+    arguments: 0..<1_000 as Range<UInt64>
+  )
   func randomized(seed: UInt64) {
     var random = SeededRandomNumberGenerator(seed: seed)
     let users: [UserID] = ["ann", "vic"]

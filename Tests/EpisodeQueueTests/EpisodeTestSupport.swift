@@ -100,7 +100,9 @@ struct Listeners {
   mutating func settle(online: Set<Int>? = nil) -> Bool {
     let online = online ?? Set(world.devices.indices)
     let settled = world.runUntilSettled(online: online, maximumSteps: 20_000)
-    if !settled { Issue.record("devices \(online.sorted()) did not settle:\n\(world.trace.suffix(20).joined(separator: "\n"))") }
+    if !settled {
+      Issue.record("devices \(online.sorted()) did not settle:\n\(world.trace.suffix(20).joined(separator: "\n"))")
+    }
     for index in online { syncDownloads(index) }
     return settled
   }
