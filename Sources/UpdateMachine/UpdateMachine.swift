@@ -353,7 +353,8 @@ public actor UpdateMachine<
       rejectedMutations: core.rejected,
       metrics: core.metrics,
       persistenceIssue: core.persistenceIssue,
-      storeRecovery: core.storeRecovery
+      storeRecovery: core.storeRecovery,
+      isConfirmedThisSession: core.isConfirmedThisSession
     )
   }
 

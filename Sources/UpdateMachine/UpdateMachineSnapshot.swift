@@ -28,6 +28,11 @@ public struct UpdateMachineSnapshot<State: Codable & Sendable & Equatable, Mutat
   public var storeRecovery: [StoreRecovery]
 
   /// Creates a snapshot, for previews and tests.
+  /// Whether the confirmed state came from the server during this session (a register or a poll succeeded
+  /// since launch, and the queue has not been lost since): what work that must never start from stale
+  /// persisted state waits for (see ``UpdateMachineCore/isConfirmedThisSession``).
+  public var isConfirmedThisSession: Bool
+
   public init(
     state: State?,
     confirmedState: State?,
@@ -37,7 +42,8 @@ public struct UpdateMachineSnapshot<State: Codable & Sendable & Equatable, Mutat
     rejectedMutations: [RejectedMutation<Mutation>] = [],
     metrics: UpdateMetrics = UpdateMetrics(),
     persistenceIssue: PersistenceError? = nil,
-    storeRecovery: [StoreRecovery] = []
+    storeRecovery: [StoreRecovery] = [],
+    isConfirmedThisSession: Bool = false
   ) {
     self.state = state
     self.confirmedState = confirmedState
@@ -48,6 +54,7 @@ public struct UpdateMachineSnapshot<State: Codable & Sendable & Equatable, Mutat
     self.metrics = metrics
     self.persistenceIssue = persistenceIssue
     self.storeRecovery = storeRecovery
+    self.isConfirmedThisSession = isConfirmedThisSession
   }
 
   /// Why the machine stopped, when it did (call `resume()` once the cause is fixed).

@@ -117,19 +117,22 @@ where
   ///   - seed: Drives every choice.
   ///   - configuration: The devices' engine configuration.
   ///   - faults: What ``chaoticStep()`` may do.
+  ///   - serverConfiguration: The server's limits and timings.
   public init(
     application: Application,
     reducer: @escaping @Sendable (UserID) -> Reducer,
     devices users: [UserID],
     seed: UInt64,
     configuration: UpdateMachineConfiguration = .init(),
-    faults: Faults = .init()
+    faults: Faults = .init(),
+    serverConfiguration: EventServerConfiguration = .init()
   ) {
     let start = Timestamp(secondsSinceEpoch: 1_700_000_000)
     var random = SeededRandomNumberGenerator(seed: seed)
     self.now = start
     self.server = Server(
       application: application,
+      configuration: serverConfiguration,
       random: SeededRandomNumberGenerator(seed: random.next()),
       now: start
     )
@@ -213,6 +216,7 @@ where
       let dump = try QueueDump<Application.Event>.decode(WireFormat.encode(server.dump()))
       server = Server(
         application: server.application,
+        configuration: server.configuration,
         random: SeededRandomNumberGenerator(seed: random.next()),
         now: now
       )

@@ -197,4 +197,38 @@ struct EpisodeQueueDeviceTests {
     #expect(ann.confirmed(1) == ann.confirmed(0))
     #expect(ann.confirmed(0) == ann.snapshot("ann"))
   }
+
+  @Test("23. A queue overflow forces a re-register: the device converges, and downloads nothing while stale")
+  func overflowForcesRegister() {
+    var configuration = EventServerConfiguration()
+    configuration.maximumEventsPerQueue = 6
+    var ann = Listeners(["ann", "ann"], server: configuration)
+    for index in 0..<3 { ann.publish(EpisodeID(rawValue: "e\(index)"), "s", hoursAgo: Double(5 - index)) }
+    ann.world.submit(.favorite("s"), on: 0)
+    ann.world.submit(.fetchNew(shows: nil), on: 0)
+    ann.settle()
+    let queueBefore = ann.world.devices[0].core.phase.finger?.queueID
+    // While P is away, T makes more changes than P's queue may hold: the server drops P's queue.
+    for index in 0..<8 {
+      ann.world.submit(
+        .updatePosition("e1", seconds: index * 10, at: ann.now.advanced(by: .seconds(index)), device: "T"),
+        on: 1
+      )
+      ann.world.advance(to: ann.now.advanced(by: .seconds(1)))
+    }
+    ann.world.submit(.markFinished("e2", at: ann.now), on: 1)
+    ann.settle(online: [1])
+    ann.world.crash(0)
+    let before = ann.started.count
+    ann.syncDownloads(0)
+    #expect(ann.started.count == before)
+    ann.settle()
+    // The old queue was dropped on overflow; P registered a new one.
+    #expect(ann.world.server.queue(queueBefore!) == nil)
+    #expect(ann.world.devices[0].core.phase.finger?.queueID != queueBefore)
+    #expect(ann.confirmed(0) == ann.snapshot("ann"))
+    #expect(ann.confirmed(0).terminal("e2")?.finished == true)
+    #expect(ann.downloads[0].files["e2"] == nil)
+    #expect(ann.started.allSatisfy { $0.confirmed })
+  }
 }

@@ -61,7 +61,12 @@ struct Listeners {
   /// Episodes whose downloads are held (not finished) until released.
   var holding: Set<EpisodeID> = []
 
-  init(_ users: [UserID], seed: UInt64 = 1, faults: LoopbackWorld<EpisodeServer, EpisodeReducer>.Faults = .none) {
+  init(
+    _ users: [UserID],
+    seed: UInt64 = 1,
+    faults: LoopbackWorld<EpisodeServer, EpisodeReducer>.Faults = .none,
+    server: EventServerConfiguration = .init()
+  ) {
     var configuration = UpdateMachineConfiguration()
     configuration.queueLifespan = .seconds(24 * 3600)
     world = LoopbackWorld(
@@ -70,7 +75,8 @@ struct Listeners {
       devices: users,
       seed: seed,
       configuration: configuration,
-      faults: faults
+      faults: faults,
+      serverConfiguration: server
     )
     downloads = users.map { _ in EpisodeDownloads(keep: 10) }
   }

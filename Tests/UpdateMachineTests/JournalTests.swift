@@ -157,3 +157,29 @@ struct JournalTests {
     try? FileManager.default.removeItem(atPath: location + ".journal")
   }
 }
+
+@Suite("The snapshot says whether the confirmed state came from the server this session", .timeLimit(.minutes(1)))
+struct ConfirmedThisSessionTests {
+  @Test("false on a restart from the file, also while the server cannot be reached; true once it answers")
+  func confirmedThisSession() async throws {
+    let world = World()
+    defer { world.cleanUp() }
+    let first = await world.startLiveMachine()
+    #expect(await first.snapshot.isConfirmedThisSession)
+    await first.stop()
+    world.transport.partitioned = true
+    let second = world.makeMachine()
+    await second.start()
+    let restarted = await second.snapshot
+    #expect(restarted.confirmedState != nil)
+    #expect(!restarted.isConfirmedThisSession)
+    await waitFor(second) { $0.metrics.failures >= 1 }
+    #expect(await !second.snapshot.isConfirmedThisSession)
+    world.transport.partitioned = false
+    // The retry after the backoff reaches the server.
+    await world.clock.waitForSleepers(count: 1)
+    if let retry = world.clock.nextDeadline { world.clock.advance(to: retry) }
+    await waitFor(second) { $0.isConfirmedThisSession }
+    await second.stop()
+  }
+}
