@@ -1,6 +1,7 @@
 import EpisodeQueue
 import EventProtocol
 import EventServer
+import Foundation
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
@@ -230,5 +231,28 @@ struct EpisodeQueueDeviceTests {
     #expect(ann.confirmed(0).terminal("e2")?.finished == true)
     #expect(ann.downloads[0].files["e2"] == nil)
     #expect(ann.started.allSatisfy { $0.confirmed })
+  }
+
+  @Test("The history keeps the last 200 terminal records; restoring one lets the next older back in, on device too")
+  func historyTrimmedAndRefilled() {
+    var ann = Listeners(["ann"])
+    let episodes = (0..<205).map { EpisodeID(rawValue: String(format: "e%03d", $0)) }
+    for (index, episode) in episodes.enumerated() { ann.publish(episode, "s", hoursAgo: Double(300 - index)) }
+    for episode in episodes {
+      ann.world.submit(.enqueue(episode, .bottom, basis: nil), on: 0)
+      ann.world.submit(.markFinished(episode, at: ann.now), on: 0)
+    }
+    ann.settle()
+    #expect(ann.confirmed(0).history.count == 200)
+    #expect(ann.confirmed(0).history.first?.episode == "e005")
+    #expect(ann.confirmed(0).meta.count == 200)
+    let restored: EpisodeID = "e100"
+    let basis = ann.confirmed(0).terminal(restored)!.terminalRev
+    ann.world.submit(.enqueue(restored, .top, basis: basis), on: 0)
+    ann.settle()
+    #expect(ann.confirmed(0).history.count == 200)
+    #expect(ann.confirmed(0).history.first?.episode == "e004")
+    #expect(ann.queue(0) == [restored])
+    #expect(ann.confirmed(0) == ann.snapshot("ann"))
   }
 }
