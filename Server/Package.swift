@@ -48,7 +48,7 @@ let package = Package(
     // The server process: options, API keys, the dump on shutdown and its restore on start.
     .executableTarget(
       name: "event-server",
-      dependencies: ["EventHTTPServer"],
+      dependencies: ["EventHTTPServer", .product(name: "EpisodeQueue", package: root)],
       swiftSettings: swiftSettings
     ),
     // A video-messaging client process over HTTP, for the end-to-end script.
@@ -79,6 +79,7 @@ let package = Package(
         .product(name: "UpdateMachine", package: root),
         .product(name: "UpdateMachineTesting", package: root),
         .product(name: "VideoMessaging", package: root),
+        .product(name: "EpisodeQueue", package: root),
       ],
       swiftSettings: swiftSettings
     ),

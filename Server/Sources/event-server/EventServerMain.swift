@@ -1,3 +1,4 @@
+import EpisodeQueue
 import EventHTTPServer
 import EventProtocol
 import EventServer
@@ -11,9 +12,12 @@ struct EventServerMain {
   static let usage = """
     Usage: event-server [options]
 
-    Serves the video-messaging events API (docs/protocol.md, Server/openapi.yaml) over HTTP.
+    Serves an application's events API (docs/protocol.md, Server/openapi.yaml) over HTTP: video messaging
+    with its blobs (default), or the podcast episode queue.
 
     Options:
+      --app NAME               videos (default) | episodes
+      --admins USERS           who may change the episode catalog, comma-separated (default admin)
       --host HOST              address to listen on (default 127.0.0.1)
       --port PORT              port (default 8080; 0 picks a free one and prints it)
       --keys-file FILE         API keys, one user:key per line (or set EVENT_SERVER_API_KEYS="alice:key,bob:key")
@@ -52,20 +56,31 @@ struct EventServerMain {
       configuration.eventServer.heartbeatMinimum = heartbeat
       configuration.eventServer.heartbeatMaximum = heartbeat
     }
-    let blobs = FileBlobStore(directory: options.dataDirectory.appendingPathComponent("blobs"))
-    let limits = configuration.limits
-    let server = EventHTTPServer(application: VideoServer(), configuration: configuration, logger: logger) {
-      router,
-      events,
-      gate in
-      BlobRoutes(server: events, blobs: blobs, gate: gate, limits: limits) { Timestamp(Date()) }.add(to: router)
+    let onRunning: @Sendable (Int) async -> Void = { port in
+      // The line scripts wait for: the server is listening.
+      let line =
+        "event-server listening on http://\(options.host):\(port) (pid \(ProcessInfo.processInfo.processIdentifier))\n"
+      FileHandle.standardOutput.write(Data(line.utf8))
     }
     do {
-      try await server.run { port in
-        // The line scripts wait for: the server is listening.
-        let line =
-          "event-server listening on http://\(options.host):\(port) (pid \(ProcessInfo.processInfo.processIdentifier))\n"
-        FileHandle.standardOutput.write(Data(line.utf8))
+      switch options.app {
+      case "episodes":
+        let server = EventHTTPServer(
+          application: EpisodeServer(admins: options.admins),
+          configuration: configuration,
+          logger: logger
+        )
+        try await server.run(onRunning: onRunning)
+      default:
+        let blobs = FileBlobStore(directory: options.dataDirectory.appendingPathComponent("blobs"))
+        let limits = configuration.limits
+        let server = EventHTTPServer(application: VideoServer(), configuration: configuration, logger: logger) {
+          router,
+          events,
+          gate in
+          BlobRoutes(server: events, blobs: blobs, gate: gate, limits: limits) { Timestamp(Date()) }.add(to: router)
+        }
+        try await server.run(onRunning: onRunning)
       }
     } catch {
       FileHandle.standardError.write(Data("event-server: \(error)\n".utf8))
@@ -84,6 +99,8 @@ struct Options {
   var rateBurst = 200.0
   var ratePerSecond = 50.0
   var heartbeat: Duration?
+  var app = "videos"
+  var admins: Set<UserID> = ["admin"]
   var help = false
 
   struct Problem: Error, CustomStringConvertible {
@@ -125,6 +142,13 @@ struct Options {
         dumpInterval = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
       case "--rate-burst": rateBurst = try number(argument, in: 1...1_000_000)
       case "--rate-per-second": ratePerSecond = try number(argument, in: 0.001...1_000_000)
+      case "--app":
+        app = try value(argument)
+        guard ["videos", "episodes"].contains(app) else {
+          throw Problem(description: "--app must be videos or episodes, not '\(app)'")
+        }
+      case "--admins":
+        admins = Set(try value(argument).split(separator: ",").map { UserID(String($0)) })
       case "--heartbeat": heartbeat = .milliseconds(Int64(try number(argument, in: 0.1...300) * 1000))
       default: throw Problem(description: "unknown option '\(argument)'")
       }
