@@ -6,8 +6,11 @@ import EventProtocol
 /// terminal state, a position for a finished episode, a move of an episode no longer queued) is
 /// *superseded*: accepted, applied as nothing, and it emits nothing.
 public enum EpisodeCommand: Codable, Sendable, Equatable {
+  /// Adds a show to the favorites (no fetch: that is `fetchNew`).
   case favorite(ShowID)
+  /// Removes a show from the favorites; its watermark stays, so a re-favorite brings no burst.
   case unfavorite(ShowID)
+  /// Replaces the settings (last writer wins, in server order).
   case setSettings(EpisodeSettings)
   /// Adds, per favorite show (or these of them), the n newest episodes made visible since the last fetch
   /// that the user has no record of.
@@ -15,9 +18,13 @@ public enum EpisodeCommand: Codable, Sendable, Equatable {
   /// Queues an episode, or moves it if queued; restores a finished or dismissed one only when `basis` (the
   /// record revision the user saw) is at least its terminal revision.
   case enqueue(EpisodeID, Placement, basis: Int?)
+  /// Moves a queued episode, resolved against the server's order when applied.
   case move(EpisodeID, Placement)
+  /// The episode was played to the end: terminal, out of the queue.
   case markFinished(EpisodeID, at: Timestamp)
+  /// The listener removed the episode unplayed: terminal, out of the queue.
   case dismiss(EpisodeID, at: Timestamp)
+  /// Where playback is; accepted only if newer (by `at`, clamped to the server's clock) than the stored one.
   case updatePosition(EpisodeID, seconds: Int, at: Timestamp, device: String)
   /// Catalog changes, from admin users only.
   case admin(AdminCommand)
@@ -30,6 +37,7 @@ public enum AdminCommand: Codable, Sendable, Equatable {
   case publish(EpisodeID, EpisodeMeta)
   /// Edits the fields; `newMedia` when the audio changed.
   case editMeta(EpisodeID, title: String, url: String, newMedia: Bool)
+  /// Hides the episode everywhere; records stay, devices delete its file.
   case unpublish(EpisodeID)
   /// The server's clock ticked: scheduled episodes whose date has come become visible.
   case publishDue

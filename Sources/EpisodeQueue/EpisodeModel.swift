@@ -4,8 +4,11 @@ import EventProtocol
 public struct EpisodeID: RawRepresentable, Hashable, Comparable, Codable, Sendable, ExpressibleByStringLiteral,
   CustomStringConvertible
 {
+  /// The id as text.
   public let rawValue: String
+  /// An id from its text.
   public init(rawValue: String) { self.rawValue = rawValue }
+  /// An id written as a literal.
   public init(stringLiteral value: String) { self.rawValue = value }
   public static func < (lhs: EpisodeID, rhs: EpisodeID) -> Bool { lhs.rawValue < rhs.rawValue }
   public var description: String { rawValue }
@@ -15,8 +18,11 @@ public struct EpisodeID: RawRepresentable, Hashable, Comparable, Codable, Sendab
 public struct ShowID: RawRepresentable, Hashable, Comparable, Codable, Sendable, ExpressibleByStringLiteral,
   CustomStringConvertible
 {
+  /// The id as text.
   public let rawValue: String
+  /// An id from its text.
   public init(rawValue: String) { self.rawValue = rawValue }
+  /// An id written as a literal.
   public init(stringLiteral value: String) { self.rawValue = value }
   public static func < (lhs: ShowID, rhs: ShowID) -> Bool { lhs.rawValue < rhs.rawValue }
   public var description: String { rawValue }
@@ -24,10 +30,15 @@ public struct ShowID: RawRepresentable, Hashable, Comparable, Codable, Sendable,
 
 /// What a listener sees of an episode: the broadcaster's fields and their versions.
 public struct EpisodeMeta: Codable, Sendable, Hashable {
+  /// The show it belongs to.
   public var show: ShowID
+  /// Its title.
   public var title: String
+  /// Where its audio is.
   public var url: String
+  /// Its date: displayed and used to rank within a fetch, never as a fetch cursor.
   public var publishedAt: Timestamp
+  /// Its length in seconds.
   public var duration: Int
   /// Rises on every edit.
   public var metaVersion: Int
@@ -36,6 +47,7 @@ public struct EpisodeMeta: Codable, Sendable, Hashable {
   /// False once unpublished (devices stop playing it and delete its file).
   public var available: Bool
 
+  /// Creates the fields of an episode (versions start at 1; the server sets them on publish).
   public init(
     show: ShowID,
     title: String,
@@ -59,10 +71,14 @@ public struct EpisodeMeta: Codable, Sendable, Hashable {
 
 /// A listening position: where, when (clamped to the server's clock), and on which device.
 public struct Position: Codable, Sendable, Hashable {
+  /// Seconds from the start.
   public var seconds: Int
+  /// When it was reached (clamped to the server's clock).
   public var at: Timestamp
+  /// Which device reported it.
   public var device: String
 
+  /// Creates a position.
   public init(seconds: Int, at: Timestamp, device: String) {
     self.seconds = seconds
     self.at = at
@@ -72,7 +88,9 @@ public struct Position: Codable, Sendable, Hashable {
 
 /// Where an enqueued or moved episode goes.
 public enum Placement: Codable, Sendable, Hashable {
+  /// At the head of the queue.
   case top
+  /// At the end of the queue.
   case bottom
   /// Right after another episode (at its last key if it has left the queue; the bottom if unknown).
   case after(EpisodeID)
@@ -85,6 +103,7 @@ public struct EpisodeSettings: Codable, Sendable, Hashable {
   /// Whether a new episode of a favorite show is added when published (no fetch needed).
   public var autoAdd: Bool
 
+  /// Creates settings.
   public init(n: Int = 5, autoAdd: Bool = false) {
     self.n = n
     self.autoAdd = autoAdd
@@ -93,13 +112,16 @@ public struct EpisodeSettings: Codable, Sendable, Hashable {
 
 /// One episode in the queue, as a device mirrors it.
 public struct QueueItem: Codable, Sendable, Hashable {
+  /// The episode.
   public var episode: EpisodeID
   /// Server-assigned order key; the queue is sorted by (key, episode).
   public var key: Int64
+  /// Where playback is, if started.
   public var position: Position?
   /// The record's revision: what an `enqueue` after a terminal state quotes as its basis.
   public var rev: Int
 
+  /// Creates a queue item.
   public init(episode: EpisodeID, key: Int64, position: Position?, rev: Int) {
     self.episode = episode
     self.key = key
@@ -110,13 +132,16 @@ public struct QueueItem: Codable, Sendable, Hashable {
 
 /// A finished or dismissed episode, as the trimmed history shows it.
 public struct HistoryItem: Codable, Sendable, Hashable {
+  /// The episode.
   public var episode: EpisodeID
   /// Finished (played to the end) rather than dismissed (removed unplayed).
   public var finished: Bool
+  /// When it became terminal (clamped to the server's clock).
   public var at: Timestamp
   /// The user revision at which the record became terminal: an `enqueue` needs a basis at least this.
   public var terminalRev: Int
 
+  /// Creates a history item.
   public init(episode: EpisodeID, finished: Bool, at: Timestamp, terminalRev: Int) {
     self.episode = episode
     self.finished = finished

@@ -12,10 +12,13 @@ public struct EpisodeProjection: Codable, Sendable, Equatable {
 
   /// +1 per change the user's commands made.
   public var rev = 0
+  /// The favorite shows, sorted.
   public var favorites: [ShowID] = []
+  /// `n` and `autoAdd`.
   public var settings = EpisodeSettings()
   /// Per show, the highest visibility sequence number a fetch has seen.
   public var watermarks: [ShowID: Int] = [:]
+  /// When the last fetch ran (on any device).
   public var lastFetchedAt: Timestamp?
   /// The queue, sorted by (key, episode).
   public var queue: [QueueItem] = []
@@ -24,6 +27,7 @@ public struct EpisodeProjection: Codable, Sendable, Equatable {
   /// The catalog fields of the episodes in the queue and the history, and no others.
   public var meta: [EpisodeID: EpisodeMeta] = [:]
 
+  /// An empty projection: a listener who has done nothing yet.
   public init() {}
 
   /// The queue item of `episode`, if it is queued.

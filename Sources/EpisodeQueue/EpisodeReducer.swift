@@ -8,10 +8,13 @@ import UpdateMachine
 /// only for episodes in the queue or the history, catalog events for unknown episodes ignored, and an edit
 /// applied only over a lower held version (so a late `v1` never overwrites `v2`).
 public struct EpisodeReducer: UpdateReducer {
+  /// The reducer.
   public init() {}
 
+  /// A listener who has done nothing yet.
   public var initialState: EpisodeProjection { EpisodeProjection() }
 
+  /// Applies one server event to the mirrored projection.
   public func apply(_ event: EpisodeEvent, to state: inout EpisodeProjection) throws(ReducerError) {
     switch event {
     case .favoriteChanged(let show, let isFavorite, let rev):

@@ -50,6 +50,7 @@ public struct EpisodeServer: ServerApplication, Codable, Equatable {
 
   // MARK: - Reading
 
+  /// The projection P(u) of `user`: what a registration hands a device.
   public func snapshot(for user: UserID) -> EpisodeProjection {
     let listener = listeners[user] ?? Listener()
     var projection = EpisodeProjection()
