@@ -36,7 +36,9 @@ public struct EpisodeDownloads: Codable, Sendable, Equatable {
   public private(set) var files: [EpisodeID: File] = [:]
   /// The downloads under way.
   public private(set) var inFlight: [EpisodeID: Int] = [:]
-  /// Every download completed, per (episode, media version): the no-re-download invariant counts these.
+  /// Downloads completed per (episode, media version) since the episode's file was last deleted: more than
+  /// one means the device fetched a file it already had. (An episode that left the queue and came back
+  /// legitimately, restored with a current basis or republished, is downloaded again after its deletion.)
   public private(set) var completedCount: [String: Int] = [:]
 
   /// A device with no files.
@@ -63,6 +65,7 @@ public struct EpisodeDownloads: Codable, Sendable, Equatable {
       guard !stillWanted || outdated else { continue }
       if inFlight.removeValue(forKey: episode) != nil { actions.append(.cancel(episode)) }
       if files.removeValue(forKey: episode) != nil { actions.append(.delete(episode)) }
+      completedCount = completedCount.filter { !$0.key.hasPrefix("\(episode.rawValue)#") }
     }
     guard isConfirmedThisSession else { return actions }
     for item in confirmed.queue.prefix(keep) {

@@ -70,6 +70,9 @@ public struct EpisodeServer: ServerApplication, Codable, Equatable {
   /// The catalog fields of an episode, if it exists.
   public func meta(of episode: EpisodeID) -> EpisodeMeta? { catalog[episode]?.meta }
 
+  /// Every episode in the catalog, sorted (published, scheduled or unpublished).
+  public var catalogIDs: [EpisodeID] { catalog.keys.sorted() }
+
   /// How many listeners hold a record of `episode`.
   public func holderCount(of episode: EpisodeID) -> Int { holders[episode]?.count ?? 0 }
 

@@ -263,6 +263,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     var notified: [UserID] = []
     var notifiedSet: Set<UserID> = []
     var servedByPoll: Set<MutationSource> = []
+    var toWake: [Int] = []
     for delivery in deliveries {
       let eventType = delivery.event.eventType
       // Measured once per event, and only when some queue takes it.
@@ -280,8 +281,16 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
             servedByPoll.insert(MutationSource(user: recipient, clientID: clientID))
           }
           let eventOrigin = recipient == user ? origin : nil
-          push(.payload(delivery.event), origin: eventOrigin, to: slot, now: now, actions: &actions)
+          if table.slots[slot]!.parkedPoll != nil, !toWake.contains(slot) { toWake.append(slot) }
+          push(.payload(delivery.event), origin: eventOrigin, to: slot, wake: false, now: now, actions: &actions)
         }
+      }
+    }
+    // Parked polls are answered once every event of the command is queued: a client never receives half
+    // of a command's events in one batch (and the rest in the next).
+    for slot in toWake {
+      if let parked = table.slots[slot]?.parkedPoll {
+        completeParkedPoll(parked.pollID, on: slot, now: now, actions: &actions)
       }
     }
     for recipient in notified {
@@ -536,11 +545,13 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     if parkedPolls.isEmpty { heartbeats = DeadlineHeap() }
   }
 
-  /// Appends an event to a queue, dropping the queue instead if it is full, and wakes its parked poll.
+  /// Appends an event to a queue, dropping the queue instead if it is full, and wakes its parked poll
+  /// (unless `wake` is false: the caller answers it once the whole command is queued).
   private mutating func push(
     _ body: EventBody<Event>,
     origin: MutationOrigin? = nil,
     to slot: Int,
+    wake: Bool = true,
     now: Timestamp,
     actions: inout [Action]
   ) {
@@ -549,7 +560,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       return
     }
     table.slots[slot]!.append(body, origin: origin)
-    if let parked = table.slots[slot]!.parkedPoll {
+    if wake, let parked = table.slots[slot]!.parkedPoll {
       completeParkedPoll(parked.pollID, on: slot, now: now, actions: &actions)
     }
   }

@@ -143,6 +143,15 @@ extension SimulationWorld {
     perform(actions, on: index)
   }
 
+  /// Runs a device timer that is due now or earlier before the next input (its happening is then stale).
+  mutating func fireDueTimer(_ index: Int) {
+    guard let due = devices[index].timerAt, due <= now else { return }
+    devices[index].timerGeneration += 1
+    devices[index].timerAt = nil
+    perform(devices[index].core.timerFired(now: now), on: index)
+    performTransfers(devices[index].transfers.timerFired(now: now), on: index)
+  }
+
   mutating func deviceTimerFired(_ index: Int, generation: Int) {
     guard devices[index].timerGeneration == generation else { return }
     devices[index].timerAt = nil

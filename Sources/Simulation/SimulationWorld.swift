@@ -124,6 +124,16 @@ struct SimulationWorld {
   }
 
   mutating func handle(_ event: Event) {
+    // A device timer due now whose happening has not run yet goes first, as in the engine's shell: an input
+    // would otherwise compute the next wake-up after `now` and leave the due work out.
+    switch event {
+    case .answerReachesDevice(let device, _, _), .pushReachesDevice(let device, _), .appOpens(let device),
+      .appCloses(let device), .record(let device), .watch(let device, _), .pollTick(let device),
+      .goesOffline(let device), .comesOnline(let device), .transferStep(let device, _, _):
+      fireDueTimer(device)
+    default:
+      break
+    }
     switch event {
     case .requestReachesServer(let device, let request, let exchange, let losesAnswer):
       requestReachesServer(device, request, exchange, losesAnswer: losesAnswer)
@@ -172,14 +182,11 @@ struct SimulationWorld {
   }
 
   mutating func chance(_ probability: Double) -> Bool {
-    probability > 0 && Double.random(in: 0..<1, using: &random) < probability
+    random.chance(probability)
   }
 
-  /// A waiting time with the given rate per hour (`nil` for a rate of zero).
   mutating func exponential(perHour rate: Double) -> Duration? {
-    guard rate > 0 else { return nil }
-    let uniform = Double.random(in: Double.ulpOfOne..<1, using: &random)
-    return .milliseconds(Int64(-log(uniform) / rate * 3_600_000))
+    random.waitingTime(perHour: rate)
   }
 
   mutating func seconds(_ range: ClosedRange<Int>) -> Duration {

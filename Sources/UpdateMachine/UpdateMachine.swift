@@ -364,6 +364,12 @@ public actor UpdateMachine<
   private func input(_ transition: (inout Core, Timestamp) -> [Core.Action]) {
     guard isStarted, !isStopped else { return }
     let now = readClock()
+    if let due = timerDeadline, due <= now {
+      // The timer is due but its task has not run yet: its work (a request's deadline, a retry) comes first,
+      // or the next wake-up, computed after `now`, would leave it out and the machine would wait for ever.
+      timerDeadline = nil
+      perform(core.timerFired(now: now), now: now)
+    }
     let before = (phase: core.phase, pending: core.pendingMutations.count, rejected: core.rejected.count)
     let clientID = core.clientID
     perform(transition(&core, now), now: now)
