@@ -35,11 +35,11 @@ start_server() {
 
 stop_server() {
   kill -TERM "$server_pid"
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 200); do
     if ! kill -0 "$server_pid" 2>/dev/null; then wait "$server_pid" || true; return 0; fi
     sleep 0.1
   done
-  echo "end-to-end: the server did not stop within 10 s"; kill -KILL "$server_pid"; exit 1
+  echo "end-to-end: the server did not stop within 20 s"; tail -20 "$server_log"; kill -KILL "$server_pid"; exit 1
 }
 
 start_server

@@ -30,6 +30,9 @@ public struct EventHTTPServerConfiguration: Sendable {
   public var dumpInterval: Duration? = .seconds(60)
   /// How long a connection may stay silent: above the longest parked poll (55 s).
   public var idleTimeout: Duration = .seconds(120)
+  /// How long a shutdown waits for the requests under way (after the parked polls were answered) before
+  /// cancelling them; the state is written either way.
+  public var shutdownGrace: Duration = .seconds(5)
 
   /// A configuration with these keys and the defaults.
   public init(keys: APIKeys) {
@@ -131,16 +134,22 @@ where Application.Command: Codable & Equatable {
     }
     // Last, so it is the first to hear of the shutdown: parked polls are answered before HTTP drains.
     services.append(AnswerParkedPollsOnShutdown(server: events))
-    let group = ServiceGroup(
-      configuration: .init(
-        services: services.map { .init(service: $0) },
-        gracefulShutdownSignals: handleSignals ? [.sigterm, .sigint] : [],
-        logger: logger
-      )
+    var groupConfiguration = ServiceGroupConfiguration(
+      services: services.map { .init(service: $0) },
+      gracefulShutdownSignals: handleSignals ? [.sigterm, .sigint] : [],
+      logger: logger
     )
+    // A request that never finishes (a client that stalls mid-upload) must not hold the shutdown: after this
+    // long the rest is cancelled, and the state is written all the same.
+    groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGrace
+    let group = ServiceGroup(configuration: groupConfiguration)
     running.withLock { $0 = group }
     if shutdownRequested.withLock({ $0 }) { await group.triggerGracefulShutdown() }
-    try await group.run()
+    do {
+      try await group.run()
+    } catch {
+      logger.warning("shutdown did not drain in time: \(error)")
+    }
     try await saveState(of: events)
     let count = await events.queueCount
     logger.info("stopped; state written", metadata: ["queues": "\(count)"])
