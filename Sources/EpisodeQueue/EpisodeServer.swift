@@ -73,9 +73,6 @@ public struct EpisodeServer: ServerApplication, Codable, Equatable {
   /// Every episode in the catalog, sorted (published, scheduled or unpublished).
   public var catalogIDs: [EpisodeID] { catalog.keys.sorted() }
 
-  /// How many listeners hold a record of `episode`.
-  public func holderCount(of episode: EpisodeID) -> Int { holders[episode]?.count ?? 0 }
-
   // MARK: - Commands
 
   public mutating func handle(

@@ -79,13 +79,6 @@ public struct DeadlineHeap<Item> {
     guard let time = nextTime, time <= now else { return nil }
     return pop()
   }
-
-  /// Removes every item for which `isRemoved` holds; the rest keep their order.
-  /// - Complexity: O(*n* log *n*).
-  public mutating func removeAll(where isRemoved: (Item) -> Bool) {
-    // A sorted array is a valid heap, and each entry keeps its sequence number.
-    entries = entries.filter { !isRemoved($0.item) }.sorted { $0.isBefore($1) }
-  }
 }
 
 extension DeadlineHeap: Sendable where Item: Sendable {}

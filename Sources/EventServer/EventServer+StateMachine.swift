@@ -264,6 +264,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     var notifiedSet: Set<UserID> = []
     var servedByPoll: Set<MutationSource> = []
     var toWake: [Int] = []
+    var toWakeSet: Set<Int> = []
     for delivery in deliveries {
       let eventType = delivery.event.eventType
       // Measured once per event, and only when some queue takes it.
@@ -281,7 +282,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
             servedByPoll.insert(MutationSource(user: recipient, clientID: clientID))
           }
           let eventOrigin = recipient == user ? origin : nil
-          if table.slots[slot]!.parkedPoll != nil, !toWake.contains(slot) { toWake.append(slot) }
+          if table.slots[slot]!.parkedPoll != nil, toWakeSet.insert(slot).inserted { toWake.append(slot) }
           push(.payload(delivery.event), origin: eventOrigin, to: slot, wake: false, now: now, actions: &actions)
         }
       }

@@ -41,9 +41,6 @@ struct QueueTable<Event: EventPayload>: Sendable {
     slotsByUser[user] ?? UserSlots()
   }
 
-  /// Whether `user` has any queue.
-  func hasQueues(_ user: UserID) -> Bool { slotsByUser[user] != nil }
-
   /// Adds a queue whose id is not in the table.
   /// - Returns: Its slot.
   mutating func insert(_ queue: EventQueue<Event>) -> Int {

@@ -638,7 +638,7 @@ struct EpisodeWorld {
   }
 
   mutating func latency() -> Duration {
-    .milliseconds(Int64(Int.random(in: scenario.faults.latencyMilliseconds, using: &random)))
+    random.latency(milliseconds: scenario.faults.latencyMilliseconds)
   }
 
   func encode(_ reply: some Encodable) -> [UInt8] {

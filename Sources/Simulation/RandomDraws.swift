@@ -14,4 +14,9 @@ extension SeededRandomNumberGenerator {
     let uniform = Double.random(in: Double.ulpOfOne..<1, using: &self)
     return .milliseconds(Int64(-log(uniform) / rate * 3_600_000))
   }
+
+  /// A network latency drawn from `milliseconds`.
+  mutating func latency(milliseconds: ClosedRange<Int>) -> Duration {
+    .milliseconds(Int64(Int.random(in: milliseconds, using: &self)))
+  }
 }

@@ -194,7 +194,7 @@ struct SimulationWorld {
   }
 
   mutating func latency() -> Duration {
-    .milliseconds(Int.random(in: faults.latencyMilliseconds, using: &random))
+    random.latency(milliseconds: faults.latencyMilliseconds)
   }
 
   mutating func note(_ line: String) {

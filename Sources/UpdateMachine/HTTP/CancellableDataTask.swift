@@ -63,9 +63,12 @@ final class CancellableDataTask: Sendable {
 
 /// A `URLSessionTask` passed between the starting and the cancelling thread.
 ///
-/// `@unchecked Sendable` is safe here: the only members used across threads are `resume()` and `cancel()`,
-/// which `URLSessionTask` documents as callable from any thread (swift-corelibs-foundation guards its task
-/// state with its own lock and work queue), and the reference itself is immutable.
+/// `@unchecked Sendable` is safe here: the reference is immutable (`let`), and the only members used from
+/// more than one thread are `resume()` (called once, under `CancellableDataTask`'s lock) and `cancel()`
+/// (called at most once, from the cancellation handler's dispatch queue). `URLSessionTask` documents both
+/// as callable from any thread, and swift-corelibs-foundation guards the task's state with its own lock and
+/// work queue. A `Mutex` cannot replace this: the task would still have to cross to the queue that cancels
+/// it, and `URLSessionTask` is not `Sendable` on Linux.
 private final class TaskHandle: @unchecked Sendable {
   let task: URLSessionTask
 
