@@ -213,7 +213,7 @@ struct Workloads {
     let count = quick ? 200 : 1_000
     let server = EventServer(application: StatusBoard(users: count), configuration: .init(), clock: ContinuousClock())
     var queues: [QueueID] = []
-    for index in 0..<count { queues.append(await server.register(user: UserID("u\(index)")).queueID) }
+    for index in 0..<count { queues.append((try! await server.register(user: UserID("u\(index)"))).queueID) }
     let (resumed, continuation) = AsyncStream.makeStream(of: (Int, ContinuousClock.Instant).self)
     for index in 0..<count {
       Task.detached {

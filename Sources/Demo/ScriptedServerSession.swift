@@ -28,7 +28,7 @@ struct ScriptedServerSession {
     print("Scripted session against the in-process EventServer (manual clock, seeded ids)\n")
 
     say("alice registers for all event types")
-    let registration = await server.register(user: alice)
+    let registration = try await server.register(user: alice)
     show(try WireFormat.encode(registration))
 
     say("bob posts two notes to alice; they wait in her queue")
@@ -71,7 +71,7 @@ struct ScriptedServerSession {
     } catch let error as EventAPIError {
       show(try WireFormat.encode(error))
       say("the client matches code BAD_EVENT_QUEUE_ID and registers again:")
-      let fresh = await server.register(user: alice)
+      let fresh = try await server.register(user: alice)
       show(try WireFormat.encode(fresh))
     }
     await server.shutdown()

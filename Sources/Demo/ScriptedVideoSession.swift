@@ -49,7 +49,7 @@ struct ScriptedVideoSession {
     await waitFor(alice) { $0.freshness.freshness == .live }
     await waitFor(bob) { $0.freshness.freshness == .live }
     say("alice and bob are live (registered, long-polling)")
-    await server.registerPushToken("bob-phone", user: "bob", clientID: await bob.machine.clientID!)
+    try await server.registerPushToken("bob-phone", user: "bob", clientID: await bob.machine.clientID!)
     await bob.machine.enteredBackground()
     say("bob puts his phone away: no long-poll; a push token is registered for it")
     let bobEvents = await bob.events()

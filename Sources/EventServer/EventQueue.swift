@@ -26,6 +26,12 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   public internal(set) var lastContact: Timestamp
   /// The poll waiting on this queue, if any. Not part of a dump: connections do not survive a restart.
   public internal(set) var parkedPoll: ParkedPoll?
+  /// Event ids this queue skipped when the server recovered from durable state: a lost incarnation of the
+  /// server (one whose last records never became durable, or whose state an operator rolled back) may have
+  /// handed them out with other events, so a poll acknowledging one of them proves the client saw events
+  /// this queue does not have, and the queue is refused as not intact. Ranges at or below the pruned mark
+  /// are forgotten; in increasing order.
+  public private(set) var skippedIDs: [Range<Int>] = []
 
   /// A long-poll waiting for an event or for its heartbeat deadline.
   public struct ParkedPoll: Sendable, Hashable {
@@ -66,6 +72,19 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     if lastEventID < prunedThrough { throw .alreadyPruned(lastEventID: lastEventID) }
   }
 
+  /// Whether acknowledging through `lastEventID` is consistent with this queue's history: `false` when
+  /// the id is one the queue skipped at a recovery (the client saw events of a lost incarnation).
+  func isIntact(acknowledging lastEventID: Int) -> Bool {
+    !skippedIDs.contains { $0.contains(lastEventID) }
+  }
+
+  /// Jumps the next event id to `nextID` (when it is ahead), remembering the ids skipped.
+  mutating func skipIDs(upTo nextID: Int) {
+    guard nextID > nextEventID else { return }
+    skippedIDs.append(nextEventID..<nextID)
+    nextEventID = nextID
+  }
+
   /// Removes every event with an id up to `lastEventID`.
   /// - Complexity: O(*n*) in the events held.
   mutating func prune(through lastEventID: Int) {
@@ -73,6 +92,7 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     let firstKept = events.firstIndex { $0.id > lastEventID } ?? events.endIndex
     events.removeFirst(firstKept)
     prunedThrough = lastEventID
+    skippedIDs.removeAll { $0.upperBound - 1 <= lastEventID }
   }
 
   /// The first `limit` events not yet acknowledged (all of them when `limit` is `nil`).
@@ -98,7 +118,40 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     case prunedThrough
     case events
     case lastContact
+    case skippedIDs
   }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    self.id = try container.decode(QueueID.self, forKey: .id)
+    self.user = try container.decode(UserID.self, forKey: .user)
+    self.clientID = try container.decodeIfPresent(ClientID.self, forKey: .clientID)
+    self.eventTypes = try container.decodeIfPresent(Set<String>.self, forKey: .eventTypes)
+    self.idleTimeout = try container.decode(Duration.self, forKey: .idleTimeout)
+    self.nextEventID = try container.decode(Int.self, forKey: .nextEventID)
+    self.prunedThrough = try container.decode(Int.self, forKey: .prunedThrough)
+    self.events = try container.decode([EventEnvelope<Event>].self, forKey: .events)
+    self.lastContact = try container.decode(Timestamp.self, forKey: .lastContact)
+    // Written since the durable server; dumps before it skipped no ids.
+    self.skippedIDs = try container.decodeIfPresent([Range<Int>].self, forKey: .skippedIDs) ?? []
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(id, forKey: .id)
+    try container.encode(user, forKey: .user)
+    try container.encodeIfPresent(clientID, forKey: .clientID)
+    try container.encodeIfPresent(eventTypes, forKey: .eventTypes)
+    try container.encode(idleTimeout, forKey: .idleTimeout)
+    try container.encode(nextEventID, forKey: .nextEventID)
+    try container.encode(prunedThrough, forKey: .prunedThrough)
+    try container.encode(events, forKey: .events)
+    try container.encode(lastContact, forKey: .lastContact)
+    if !skippedIDs.isEmpty { try container.encode(skippedIDs, forKey: .skippedIDs) }
+  }
+
+  /// The most skipped ranges a queue may hold: each recovery adds one until a poll acknowledges past it.
+  static var maximumSkippedRanges: Int { 64 }
 
   /// The largest event id a restored queue may have reached (2⁶²): no real queue gets near it, and ids up to
   /// it can never overflow.
@@ -115,6 +168,16 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     }
     if prunedThrough < -1 || prunedThrough > lastEventID {
       return "queue \(id): pruned mark \(prunedThrough) outside 0..<\(nextEventID)"
+    }
+    var skippedEnd = prunedThrough + 1
+    for range in skippedIDs {
+      guard range.lowerBound >= skippedEnd, !range.isEmpty, range.upperBound <= nextEventID else {
+        return "queue \(id): skipped ids \(range) out of order"
+      }
+      skippedEnd = range.upperBound
+    }
+    if skippedIDs.count > Self.maximumSkippedRanges {
+      return "queue \(id): \(skippedIDs.count) skipped ranges, over \(Self.maximumSkippedRanges)"
     }
     var previous = prunedThrough
     for event in events {

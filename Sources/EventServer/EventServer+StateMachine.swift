@@ -37,23 +37,25 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   }
 
   /// The application whose state the queues follow.
-  public private(set) var application: Application
+  public internal(set) var application: Application
   /// Limits and timings.
   public let configuration: EventServerConfiguration
   /// The queues: by slot, by id and by user (oldest first: the order in which events are delivered and
   /// queues evicted), with their expiry index.
-  private var table = QueueTable<Event>()
+  var table = QueueTable<Event>()
   /// The slot of the queue each parked poll waits on.
-  private var parkedPolls: [PollID: Int] = [:]
+  var parkedPolls: [PollID: Int] = [:]
   /// The heartbeat deadline of each parked poll; entries of polls that ended earlier are skipped.
   private var heartbeats = DeadlineHeap<PollID>()
   /// The recent mutation decisions of each (user, client), so a retried mutation is applied at most once.
-  public private(set) var mutationMemory = MutationMemory()
+  public internal(set) var mutationMemory = MutationMemory()
   /// Which installations get push notifications, and when.
-  public private(set) var pushRegistry = PushRegistry()
+  public internal(set) var pushRegistry = PushRegistry()
   /// When expired queues are next swept away.
-  public private(set) var nextSweepAt: Timestamp
+  public internal(set) var nextSweepAt: Timestamp
   private var random: any RandomNumberGenerator & Sendable
+  /// The inputs recorded for the input log since the shell last took them; `nil` when not recording.
+  var recorded: [ServerLogEntry<Application.Command>]?
 
   /// Creates a server with no queues.
   /// - Parameters:
@@ -121,26 +123,42 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     now: Timestamp
   ) -> (Registration<Application.Snapshot>, [Action]) {
     var actions: [Action] = []
-    for slot in table.slots(of: user) where table.slots[slot]!.isExpired(at: now) {
-      removeQueue(slot, actions: &actions)
-    }
-    while table.slots(of: user).count >= max(configuration.maximumQueuesPerUser, 1) {
-      let leastRecentlyUsed = table.slots(of: user).min { lhs, rhs in
+    // Decided here, from what is not durable (parked polls), and recorded as decisions.
+    var remaining = Array(table.slots(of: user))
+    var evicted = remaining.filter { table.slots[$0]!.isExpired(at: now) }
+    remaining.removeAll { evicted.contains($0) }
+    while remaining.count >= max(configuration.maximumQueuesPerUser, 1) {
+      let leastRecentlyUsed = remaining.min { lhs, rhs in
         effectiveContact(lhs, now: now) < effectiveContact(rhs, now: now)
       }!
-      removeQueue(leastRecentlyUsed, actions: &actions)
+      evicted.append(leastRecentlyUsed)
+      remaining.removeAll { $0 == leastRecentlyUsed }
     }
     var queueID = QueueID.random(using: &random)
     while table.slot(of: queueID) != nil { queueID = QueueID.random(using: &random) }
-    let queue = EventQueue<Event>(
-      id: queueID,
-      user: user,
-      clientID: clientID,
-      eventTypes: eventTypes,
-      idleTimeout: configuration.idleTimeout(forLifespan: lifespan),
+    let idleTimeout = configuration.idleTimeout(forLifespan: lifespan)
+    let evictedIDs = evicted.map { table.slots[$0]!.id }
+    record(
+      .registered(
+        user: user,
+        queueID: queueID,
+        eventTypes: eventTypes,
+        idleTimeout: idleTimeout,
+        clientID: clientID,
+        evicted: evictedIDs
+      ),
       now: now
     )
-    _ = table.insert(queue)
+    let queue = applyRegistered(
+      user: user,
+      queueID: queueID,
+      eventTypes: eventTypes,
+      idleTimeout: idleTimeout,
+      clientID: clientID,
+      evicted: evictedIDs,
+      now: now,
+      actions: &actions
+    )
     let registration = Registration(
       queueID: queueID,
       lastEventID: queue.lastEventID,
@@ -179,15 +197,21 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     precondition(parkedPolls[pollID] == nil, "\(pollID) is already parked; the shell reused a poll id")
     var actions: [Action] = []
     let slot: Int
-    do {
+    do throws(EventAPIError) {
       slot = try liveQueue(queueID, of: user, now: now, actions: &actions)
+      guard table.slots[slot]!.isIntact(acknowledging: lastEventID) else {
+        // The client saw events of a lost incarnation under ids this queue skipped: it must re-register.
+        record(.queuesRemoved(queueIDs: [queueID]), now: now)
+        removeQueue(slot, actions: &actions)
+        throw EventAPIError.badEventQueueID(queueID)
+      }
       try table.slots[slot]!.validateAcknowledgement(lastEventID)
     } catch {
       actions.append(.completePoll(pollID, .failed(error)))
       return actions
     }
-    table.slots[slot]!.prune(through: lastEventID)
-    table.slots[slot]!.lastContact = now
+    record(.acknowledged(queueID: queueID, lastEventID: lastEventID), now: now)
+    applyAcknowledged(slot: slot, lastEventID: lastEventID, now: now)
     if let displaced = table.slots[slot]!.parkedPoll {
       completeParkedPoll(displaced.pollID, on: slot, now: now, actions: &actions)
     }
@@ -207,7 +231,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   public mutating func pollCancelled(_ pollID: PollID, now: Timestamp) -> [Action] {
     guard let slot = parkedPolls.removeValue(forKey: pollID) else { return [] }
     table.slots[slot]!.parkedPoll = nil
-    table.slots[slot]!.lastContact = now
+    record(.acknowledged(queueID: table.slots[slot]!.id, lastEventID: nil), now: now)
+    applyAcknowledged(slot: slot, lastEventID: nil, now: now)
     discardEndedHeartbeats()
     return [.completePoll(pollID, .cancelled)]
   }
@@ -229,6 +254,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       if actions.isEmpty { throw error }
       return actions
     }
+    record(.queuesRemoved(queueIDs: [queueID]), now: now)
     removeQueue(slot, actions: &actions)
     return actions
   }
@@ -241,11 +267,13 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     from user: UserID,
     now: Timestamp
   ) throws(EventAPIError) -> [Action] {
-    try handle(command, from: user, origin: nil, now: now)
+    let actions = try handle(command, from: user, origin: nil, now: now)
+    record(.commandHandled(user: user, command: command), now: now)
+    return actions
   }
 
   /// Applies a command; events in `user`'s own queues carry `origin` when the command is a mutation.
-  private mutating func handle(
+  mutating func handle(
     _ command: Application.Command,
     from user: UserID,
     origin: MutationOrigin?,
@@ -310,11 +338,13 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   /// A device registers its push token for one of `user`'s installations.
   public mutating func registerPushToken(_ token: PushToken, user: UserID, clientID: ClientID, now: Timestamp) {
+    record(.pushTokenRegistered(token: token, user: user, clientID: clientID), now: now)
     pushRegistry.register(token: token, for: MutationSource(user: user, clientID: clientID))
   }
 
   /// The platform reported `token` invalid: the installations using it get no more pushes.
   public mutating func pushTokenInvalid(_ token: PushToken, now: Timestamp) {
+    record(.pushTokenInvalidated(token: token), now: now)
     pushRegistry.tokenInvalid(token)
   }
 
@@ -379,6 +409,27 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       throw .badRequest("client id must be 1 to \(ClientID.maximumLength) bytes")
     }
     let source = MutationSource(user: user, clientID: clientID)
+    if case .reused = mutationMemory.verdict(for: source, mutationID: mutationID, digest: digest) {
+      throw .mutationIDReused(mutationID)
+    }
+    record(
+      .mutationReceived(user: user, clientID: clientID, mutationID: mutationID, digest: digest, command: command),
+      now: now
+    )
+    return try decideMutation(command, from: source, mutationID: mutationID, digest: digest, now: now)
+  }
+
+  /// Decides a mutation that is not a reuse of an id: every step from here follows from durable state, so
+  /// replay reaches the same verdict.
+  mutating func decideMutation(
+    _ command: Application.Command,
+    from source: MutationSource,
+    mutationID: MutationID,
+    digest: MutationDigest,
+    now: Timestamp
+  ) throws(EventAPIError) -> (MutationReceipt, [Action]) {
+    let user = source.user
+    let clientID = source.clientID
     switch mutationMemory.verdict(for: source, mutationID: mutationID, digest: digest) {
     case .repeatOfApplied:
       mutationMemory.touch(source, now: now)
@@ -443,20 +494,22 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// queues when the sweep is due.
   public mutating func timerFired(now: Timestamp) -> [Action] {
     var actions: [Action] = []
+    var heartbeatQueues: [QueueID] = []
     while let (_, pollID) = heartbeats.pop(dueAt: now) {
       // Entries of polls that already ended are skipped.
       guard let slot = parkedPolls[pollID] else { continue }
-      push(.heartbeat, to: slot, now: now, actions: &actions)
+      heartbeatQueues.append(table.slots[slot]!.id)
+    }
+    if !heartbeatQueues.isEmpty {
+      record(.heartbeatsSent(queueIDs: heartbeatQueues), now: now)
+      applyHeartbeats(heartbeatQueues, now: now, actions: &actions)
     }
     if now >= nextSweepAt {
       // The expiry index yields only what came due, so a sweep that finds nothing costs next to nothing; the
       // expired are removed in id order, so the application hears of them in a deterministic order.
-      let expired = table.expired(at: now).map { (id: table.slots[$0]!.id, slot: $0) }
-      for (_, slot) in expired.sorted(by: { $0.id < $1.id }) {
-        removeQueue(slot, actions: &actions)
-      }
-      mutationMemory.forget(seenBefore: now.advanced(by: configuration.mutationMemoryLifetime.saturatingNegated))
-      nextSweepAt = now.advanced(by: configuration.sweepInterval)
+      let expired = table.expired(at: now).map { table.slots[$0]!.id }.sorted()
+      record(.swept(expired: expired), now: now)
+      applySwept(expired: expired, now: now, actions: &actions)
     }
     for installation in pushRegistry.duePushes(now: now) {
       actions.append(.sendPush(composePush(for: installation, now: now)))
@@ -476,7 +529,11 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// Parked polls are not included; their connections do not survive the restart.
   public func dump() -> QueueDump<Event> {
     QueueDump(
-      queues: table.sortedIDs.map { table[$0]! },
+      queues: table.sortedIDs.map { id in
+        var queue = table[id]!
+        queue.parkedPoll = nil
+        return queue
+      },
       mutations: mutationMemory.records,
       pushes: pushRegistry.records
     )
@@ -519,6 +576,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       throw .badEventQueueID(queueID)
     }
     if table.slots[slot]!.isExpired(at: now) {
+      record(.queuesRemoved(queueIDs: [queueID]), now: now)
       removeQueue(slot, actions: &actions)
       throw .badEventQueueID(queueID)
     }
@@ -548,7 +606,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   /// Appends an event to a queue, dropping the queue instead if it is full, and wakes its parked poll
   /// (unless `wake` is false: the caller answers it once the whole command is queued).
-  private mutating func push(
+  mutating func push(
     _ body: EventBody<Event>,
     origin: MutationOrigin? = nil,
     to slot: Int,
@@ -576,13 +634,12 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     let limit = table.slots[slot]!.parkedPoll?.limit
     parkedPolls[pollID] = nil
     table.slots[slot]!.parkedPoll = nil
-    table.slots[slot]!.lastContact = now
     actions.append(.completePoll(pollID, .events(table.slots[slot]!.events(limit: limit))))
     discardEndedHeartbeats()
   }
 
   /// Removes a queue, failing its parked poll, and tells the application when it was the user's last.
-  private mutating func removeQueue(_ slot: Int, notifyApplication: Bool = true, actions: inout [Action]) {
+  mutating func removeQueue(_ slot: Int, notifyApplication: Bool = true, actions: inout [Action]) {
     let (queue, wasUsersLast) = table.remove(slot: slot)
     if let parked = queue.parkedPoll {
       parkedPolls[parked.pollID] = nil

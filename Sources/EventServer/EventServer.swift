@@ -17,10 +17,10 @@ import Foundation
 /// ```
 public actor EventServer<Application: ServerApplication, C: Clock> where C.Duration == Duration {
   public typealias Event = Application.Event
-  private typealias Machine = EventServerStateMachine<Application>
+  typealias Machine = EventServerStateMachine<Application>
 
-  private var machine: Machine
-  private let timeline: Timeline<C>
+  var machine: Machine
+  let timeline: Timeline<C>
   private let pushGateway: any PushGateway
   private var waiters: [PollID: CheckedContinuation<Machine.PollOutcome, Never>] = [:]
   private var parkedWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
@@ -30,6 +30,27 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   private var timer: Task<Void, Never>?
   private var timerDeadline: Timestamp?
   private var isShutDown = false
+  /// The durable side, when the server keeps an input log; `nil` for a server in memory only.
+  var durability: Durability?
+
+  /// A durable server's log, its group commit, and what waits for it.
+  struct Durability {
+    let log: any ServerLog
+    var commit: GroupCommit
+    /// Encodes a snapshot of the machine at a position (the application is `Codable` for durable servers).
+    let encodeSnapshot: @Sendable (Machine, UInt64) throws(ServerLogError) -> Data
+    /// Take a snapshot after this many records.
+    let snapshotEvery: Int
+    var recordsSinceSnapshot = 0
+    /// Actions held until the log is durable through their position, oldest first.
+    var gated: [(position: UInt64, actions: [Machine.Action])] = []
+    var gatedStart = 0
+    /// Requests waiting for the log to be durable through their position.
+    var waiters: [(position: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
+    var failureWaiters: [CheckedContinuation<ServerLogError, Never>] = []
+    /// Why the last snapshot could not be stored, if it could not.
+    var snapshotFailure: ServerLogError?
+  }
 
   /// Creates a server.
   /// - Parameters:
@@ -51,6 +72,14 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     self.timeline = timeline
     self.pushGateway = pushGateway
     self.machine = Machine(application: application, configuration: configuration, random: random, now: timeline.now())
+  }
+
+  /// A server over a machine rebuilt from its log (see ``recovering(from:application:configuration:clock:anchor:random:pushGateway:snapshotEvery:)``).
+  init(machine: Machine, timeline: Timeline<C>, pushGateway: any PushGateway, durability: Durability) {
+    self.machine = machine
+    self.timeline = timeline
+    self.pushGateway = pushGateway
+    self.durability = durability
   }
 
   /// The application's current state.
@@ -76,12 +105,14 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ///   - lifespan: The idle timeout asked for; `nil` or zero for 600 s, capped at 7 days.
   ///   - clientID: The installation registering, whose push notifications name this queue.
   /// - Returns: The queue id, `lastEventID` (-1) and the snapshot.
+  /// - Throws: ``ServerLogError`` when a durable server cannot make the registration durable.
   public func register(
     user: UserID,
     eventTypes: Set<String>? = nil,
     lifespan: Duration? = nil,
     clientID: ClientID? = nil
-  ) -> Registration<Application.Snapshot> {
+  ) async throws(ServerLogError) -> Registration<Application.Snapshot> {
+    try checkLogHealthy()
     let (registration, actions) = machine.register(
       user: user,
       eventTypes: eventTypes,
@@ -89,7 +120,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       clientID: clientID,
       now: timeline.now()
     )
-    perform(actions)
+    try await waitUntilDurable(finish(actions))
     return registration
   }
 
@@ -103,7 +134,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ///   - limit: The most events to answer with, oldest first; `nil` for all.
   /// - Returns: The events, in increasing id order.
   /// - Throws: ``EventAPIError`` (`BAD_EVENT_QUEUE_ID`, or `BAD_REQUEST` for an id already pruned or never in
-  ///   the queue); `CancellationError` when the task is cancelled or the server shuts down while waiting.
+  ///   the queue); `CancellationError` when the task is cancelled or the server shuts down while waiting;
+  ///   ``ServerLogError`` when a durable server's log has failed.
   public func events(
     queueID: QueueID,
     user: UserID,
@@ -111,12 +143,13 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     dontBlock: Bool = false,
     limit: Int? = nil
   ) async throws -> [EventEnvelope<Event>] {
+    try checkLogHealthy()
     let pollID = PollID(nextPollID)
     nextPollID += 1
     let outcome = await withTaskCancellationHandler {
       await withCheckedContinuation { (continuation: CheckedContinuation<Machine.PollOutcome, Never>) in
         waiters[pollID] = continuation
-        perform(
+        finish(
           machine.poll(
             pollID,
             queueID: queueID,
@@ -134,42 +167,61 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     switch outcome {
     case .events(let events): return events
     case .failed(let error): throw error
-    case .cancelled: throw CancellationError()
+    case .cancelled:
+      if let failure = durability?.commit.failure { throw failure }
+      throw CancellationError()
     }
   }
 
   /// Deletes one of `user`'s queues; a poll parked on it fails with `BAD_EVENT_QUEUE_ID`.
-  /// - Throws: `BAD_EVENT_QUEUE_ID` for an unknown, expired or other user's queue.
-  public func deleteQueue(_ queueID: QueueID, user: UserID) throws(EventAPIError) {
-    perform(try machine.deleteQueue(queueID, user: user, now: timeline.now()))
+  /// - Throws: `BAD_EVENT_QUEUE_ID` for an unknown, expired or other user's queue; ``ServerLogError`` when a
+  ///   durable server cannot make the deletion durable.
+  public func deleteQueue(_ queueID: QueueID, user: UserID) async throws {
+    try checkLogHealthy()
+    try await waitUntilDurable(finish(try machine.deleteQueue(queueID, user: user, now: timeline.now())))
   }
 
-  /// Applies a command from `user` and delivers its events, atomically.
-  /// - Throws: `BAD_REQUEST` when the application rejects the command.
-  public func handle(_ command: Application.Command, from user: UserID) throws(EventAPIError) {
-    perform(try machine.handle(command, from: user, now: timeline.now()))
+  /// Applies a command from `user` and delivers its events, atomically; returns once it is durable.
+  /// - Throws: `BAD_REQUEST` when the application rejects the command; ``ServerLogError`` when a durable
+  ///   server cannot make it durable.
+  public func handle(_ command: Application.Command, from user: UserID) async throws {
+    try checkLogHealthy()
+    try await waitUntilDurable(finish(try machine.handle(command, from: user, now: timeline.now())))
   }
 
   /// Applies a mutation from a client's outbox at most once per (user, client, mutation id).
   /// - Returns: The receipt: whether it was applied now, and each of the user's queues' last event id.
+  /// A durable server answers only once the mutation's record is durable, rejection included (a retry
+  /// after a crash then meets the same decision).
   /// - Throws: `BAD_REQUEST` when the application rejects it (and for every repeat of it);
-  ///   `MUTATION_ID_REUSED` when the id was already used by this client for a different write.
+  ///   `MUTATION_ID_REUSED` when the id was already used by this client for a different write;
+  ///   ``ServerLogError`` when a durable server cannot make it durable.
   public func applyMutation(
     _ command: Application.Command,
     from user: UserID,
     clientID: ClientID,
     mutationID: MutationID
-  ) throws(EventAPIError) -> MutationReceipt {
-    let (receipt, actions) = try machine.applyMutation(
-      command,
-      from: user,
-      clientID: clientID,
-      mutationID: mutationID,
-      digest: MutationDigest(of: command),
-      now: timeline.now()
-    )
-    perform(actions)
-    return receipt
+  ) async throws -> MutationReceipt {
+    try checkLogHealthy()
+    let outcome: Result<(MutationReceipt, [Machine.Action]), EventAPIError>
+    do {
+      outcome = .success(
+        try machine.applyMutation(
+          command,
+          from: user,
+          clientID: clientID,
+          mutationID: mutationID,
+          digest: MutationDigest(of: command),
+          now: timeline.now()
+        )
+      )
+    } catch {
+      outcome = .failure(error)
+    }
+    // A rejection is a decision too (remembered for repeats): it waits for durability like an acceptance.
+    let position = finish((try? outcome.get())?.1 ?? [])
+    try await waitUntilDurable(position)
+    return try outcome.get().0
   }
 
   /// Changes the application's own bookkeeping outside any command (such as taking the list of files to
@@ -180,8 +232,11 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
 
   /// Registers the push token of one of `user`'s installations (its client id); it gets a push whenever
   /// an event is queued for the user while it is not long-polling.
-  public func registerPushToken(_ token: PushToken, user: UserID, clientID: ClientID) {
+  /// - Throws: ``ServerLogError`` when a durable server cannot make it durable.
+  public func registerPushToken(_ token: PushToken, user: UserID, clientID: ClientID) async throws(ServerLogError) {
+    try checkLogHealthy()
     machine.registerPushToken(token, user: user, clientID: clientID, now: timeline.now())
+    try await waitUntilDurable(finish([]))
   }
 
   /// Writes every queue to `url` atomically, for a restart.
@@ -194,6 +249,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// - Throws: ``QueueDumpError`` when the file is missing, unreadable, corrupt or of another version; the
   ///   server's queues are then left as they were (none, after a restart).
   public func restoreQueues(from url: URL) throws(QueueDumpError) {
+    precondition(durability == nil, "a durable server recovers from its log, not from a queue dump")
     guard FileManager.default.fileExists(atPath: url.path) else { throw .missing(url.path) }
     let data: Data
     do {
@@ -202,14 +258,14 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       throw .unreadable("cannot read \(url.path): \(error)")
     }
     let dump = try QueueDump<Event>.decode(data)
-    perform(try machine.restore(dump, now: timeline.now()))
+    finish(try machine.restore(dump, now: timeline.now()))
   }
 
   /// Stops the timer and ends every parked poll with `CancellationError`, keeping their events queued.
   /// Later polls answer at once instead of parking.
   public func shutdown() {
     isShutDown = true
-    perform(machine.connectionsDropped(now: timeline.now()))
+    finish(machine.connectionsDropped(now: timeline.now()))
     timer?.cancel()
     timer = nil
     timerDeadline = nil
@@ -233,23 +289,70 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
 
   private func pushTokenInvalid(_ token: PushToken) {
     machine.pushTokenInvalid(token, now: timeline.now())
+    finish([])
   }
 
   private func cancelPoll(_ pollID: PollID) {
-    perform(machine.pollCancelled(pollID, now: timeline.now()))
+    finish(machine.pollCancelled(pollID, now: timeline.now()))
   }
 
   private func timerFired() {
     let now = timeline.now()
     timerDeadline = nil
-    perform(machine.timerFired(now: now))
+    finish(machine.timerFired(now: now))
     lastTimerFiring = now
     let ready = timerWaiters.filter { $0.instant <= now }
     timerWaiters.removeAll { $0.instant <= now }
     for waiter in ready { waiter.continuation.resume() }
   }
 
-  private func perform(_ actions: [Machine.Action]) {
+  /// Hands what the last input recorded to the log, and performs its actions once the log is durable through
+  /// it (at once for a server without a log, or when nothing waits to be written): no answer, and no push,
+  /// reveals an effect that a crash could still undo.
+  /// - Returns: The log position the input's effects need (0 without a log).
+  @discardableResult
+  func finish(_ actions: [Machine.Action]) -> UInt64 {
+    guard durability != nil else {
+      perform(actions)
+      return 0
+    }
+    let entries = machine.takeRecordedEntries()
+    var frames: [Data] = []
+    frames.reserveCapacity(entries.count)
+    for entry in entries {
+      do {
+        frames.append(try ServerLogCodec.encode(entry))
+      } catch {
+        logFailed(error)
+        return UInt64.max
+      }
+    }
+    // Mutated in place: the gated list and the pending records are not copied per request.
+    let (position, write) = durability!.commit.enqueue(frames)
+    durability!.recordsSinceSnapshot += frames.count
+    var snapshotWrite: GroupCommit.Write?
+    if durability!.recordsSinceSnapshot >= durability!.snapshotEvery, durability!.commit.failure == nil {
+      durability!.recordsSinceSnapshot = 0
+      if let bytes = try? durability!.encodeSnapshot(machine, durability!.commit.appended) {
+        snapshotWrite = durability!.commit.enqueueSnapshot(bytes)
+      }
+    }
+    if position <= durability!.commit.durable {
+      perform(actions)
+    } else {
+      if !actions.isEmpty { durability!.gated.append((position, actions)) }
+      afterActions()
+    }
+    if let next = write ?? snapshotWrite { startWriting(next) }
+    return position
+  }
+
+  /// Resumes a poll's caller, if it still waits.
+  func endPoll(_ pollID: PollID, with outcome: Machine.PollOutcome) {
+    waiters.removeValue(forKey: pollID)?.resume(returning: outcome)
+  }
+
+  func perform(_ actions: [Machine.Action]) {
     for action in actions {
       switch action {
       case .completePoll(let pollID, let outcome):
@@ -260,6 +363,10 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
         }
       }
     }
+    afterActions()
+  }
+
+  private func afterActions() {
     if !parkedWaiters.isEmpty {
       let parked = machine.parkedPollCount
       let ready = parkedWaiters.filter { $0.count <= parked }

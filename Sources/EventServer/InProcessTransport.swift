@@ -36,7 +36,13 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     lifespan: Duration?,
     clientID: ClientID?
   ) async throws(TransportError) -> Registration<State> {
-    let registration = await server.register(user: user, eventTypes: eventTypes, lifespan: lifespan, clientID: clientID)
+    let registration: Registration<State>
+    do {
+      registration = try await server.register(user: user, eventTypes: eventTypes, lifespan: lifespan, clientID: clientID)
+    } catch {
+      // The server's log failed: what an HTTP server answers with 503.
+      throw .serverError(status: 503)
+    }
     return try wire(registration)
   }
 
@@ -58,6 +64,8 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
       throw wireError(error)
     } catch let error as TransportError {
       throw error
+    } catch is ServerLogError {
+      throw .serverError(status: 503)
     } catch {
       throw .cancelled
     }
@@ -75,8 +83,10 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
         clientID: request.clientID,
         mutationID: request.mutationID
       )
-    } catch {
+    } catch let error as EventAPIError {
       throw wireError(error)
+    } catch {
+      throw .serverError(status: 503)
     }
     return try wire(receipt)
   }

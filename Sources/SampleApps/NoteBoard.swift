@@ -5,7 +5,7 @@ import EventServer
 ///
 /// Each user's state is the list of notes they received; a `note` event carries one note and a `ping` event
 /// carries nothing (a second event type, for testing queues' type filters).
-public struct NoteBoard: ServerApplication, Equatable {
+public struct NoteBoard: ServerApplication, Equatable, Codable {
   /// The notes each user has received, oldest first.
   public var notes: [UserID: [String]] = [:]
   /// The users whose last queue was removed, in order (what the server told the application).

@@ -348,11 +348,12 @@ private struct ServerScheduleRun {
   }
 
   mutating func push(_ body: EventBody<NoteEvent>, to queueID: QueueID) -> [Machine.Action] {
+    // A heartbeat counts as contact; an event that wakes a parked poll does not (the client's next poll does).
+    if case .heartbeat = body { queues[queueID]!.lastContact = now }
     guard queues[queueID]!.pending.count < Self.maximumEventsPerQueue else { return removeModelQueue(queueID) }
     queues[queueID]!.history.append(body)
     guard let parked = queues[queueID]!.parked else { return [] }
     queues[queueID]!.parked = nil
-    queues[queueID]!.lastContact = now
     return [.completePoll(parked, .events(queues[queueID]!.pending))]
   }
 

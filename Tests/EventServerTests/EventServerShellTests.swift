@@ -20,8 +20,8 @@ private func makeServer(seed: UInt64 = 1) -> (EventServer<NoteBoard, ManualClock
 /// Registers alice and parks a poll on her new queue; returns the queue and the waiting poll.
 private func parkAlicesPoll(
   on server: EventServer<NoteBoard, ManualClock>
-) async -> (QueueID, Task<[EventEnvelope<NoteEvent>], any Error>) {
-  let queueID = await server.register(user: alice).queueID
+) async throws -> (QueueID, Task<[EventEnvelope<NoteEvent>], any Error>) {
+  let queueID = try await server.register(user: alice).queueID
   let poll = Task { try await server.events(queueID: queueID, user: alice, lastEventID: -1) }
   await server.waitForParkedPolls(count: 1)
   return (queueID, poll)
@@ -32,7 +32,7 @@ struct EventServerShellTests {
   @Test("a parked poll is woken by an event and gets the whole queue")
   func parkedPollWokenByEvent() async throws {
     let (server, _) = makeServer()
-    let (_, events) = await parkAlicesPoll(on: server)
+    let (_, events) = try await parkAlicesPoll(on: server)
     try await server.handle(.post("hello", to: [alice]), from: bob)
     #expect(try await events.value == [EventEnvelope(id: 0, body: .payload(.note(text: "hello")))])
     #expect(await server.parkedPollCount == 0)
@@ -42,7 +42,7 @@ struct EventServerShellTests {
   func heartbeat(seed: UInt64) async throws {
     let (server, clock) = makeServer(seed: seed)
     let start = clock.now
-    let (queueID, events) = await parkAlicesPoll(on: server)
+    let (queueID, events) = try await parkAlicesPoll(on: server)
     let deadline = try #require(await server.queue(queueID)?.parkedPoll?.heartbeatAt)
     #expect(start.duration(to: deadline) >= .seconds(45) && start.duration(to: deadline) <= .seconds(55))
 
@@ -55,7 +55,7 @@ struct EventServerShellTests {
   @Test("a second poll on the queue completes the first")
   func secondPollCompletesFirst() async throws {
     let (server, _) = makeServer()
-    let (queueID, first) = await parkAlicesPoll(on: server)
+    let (queueID, first) = try await parkAlicesPoll(on: server)
     async let second = server.events(queueID: queueID, user: alice, lastEventID: -1)
     #expect(try await first.value == [])
     await server.waitForParkedPolls(count: 1)
@@ -66,7 +66,7 @@ struct EventServerShellTests {
   @Test("a cancelled poll throws CancellationError and leaves every event queued")
   func cancellation() async throws {
     let (server, _) = makeServer()
-    let (queueID, poll) = await parkAlicesPoll(on: server)
+    let (queueID, poll) = try await parkAlicesPoll(on: server)
     poll.cancel()
     await #expect(throws: CancellationError.self) { try await poll.value }
     #expect(await server.parkedPollCount == 0)
@@ -79,7 +79,7 @@ struct EventServerShellTests {
   func expirySweep() async throws {
     let (server, clock) = makeServer()
     let start = clock.now
-    let registration = await server.register(user: alice, lifespan: .seconds(90))
+    let registration = try await server.register(user: alice, lifespan: .seconds(90))
     clock.advance(to: start.advanced(by: .seconds(60)))
     await server.waitForTimerFiring(atOrAfter: start.advanced(by: .seconds(60)))
     #expect(await server.queueCount == 1)
@@ -95,7 +95,7 @@ struct EventServerShellTests {
   @Test("deleting a queue fails its parked poll with BAD_EVENT_QUEUE_ID")
   func deleteQueue() async throws {
     let (server, _) = makeServer()
-    let (queueID, poll) = await parkAlicesPoll(on: server)
+    let (queueID, poll) = try await parkAlicesPoll(on: server)
     try await server.deleteQueue(queueID, user: alice)
     await #expect(throws: EventAPIError.badEventQueueID(queueID)) { try await poll.value }
   }
@@ -103,7 +103,7 @@ struct EventServerShellTests {
   @Test("queues survive a restart through a dump file and get a restart event")
   func restartThroughFile() async throws {
     let (server, clock) = makeServer()
-    let registration = await server.register(user: alice)
+    let registration = try await server.register(user: alice)
     try await server.handle(.post("before restart", to: [alice]), from: bob)
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("queues-\(UUID()).dump.json")
     defer { try? FileManager.default.removeItem(at: url) }
@@ -148,7 +148,7 @@ struct EventServerShellTests {
   @Test("shutdown ends parked polls with CancellationError and keeps their events")
   func shutdown() async throws {
     let (server, _) = makeServer()
-    let (queueID, poll) = await parkAlicesPoll(on: server)
+    let (queueID, poll) = try await parkAlicesPoll(on: server)
     await server.shutdown()
     await #expect(throws: CancellationError.self) { try await poll.value }
     let after = try await server.events(queueID: queueID, user: alice, lastEventID: -1)

@@ -118,7 +118,7 @@ struct PushTests {
       random: SeededRandomNumberGenerator(seed: 1),
       pushGateway: gateway
     )
-    await server.registerPushToken("p", user: alice, clientID: phone)
+    try await server.registerPushToken("p", user: alice, clientID: phone)
     try await server.handle(.post("x", to: [alice]), from: bob)
     await gateway.waitForPushes(count: 1)
     #expect(gateway.sent.map(\.token) == ["p"])

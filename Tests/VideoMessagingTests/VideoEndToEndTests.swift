@@ -53,7 +53,7 @@ struct VideoEndToEndTests {
     await waitFor(alice) { $0.freshness.freshness == .live }
     await waitFor(bob) { $0.freshness.freshness == .live }
     let bobClient = try #require(await bob.machine.clientID)
-    await server.registerPushToken("bob-phone", user: "bob", clientID: bobClient)
+    try await server.registerPushToken("bob-phone", user: "bob", clientID: bobClient)
     await bob.machine.enteredBackground()
     let bobEvents = await bob.events()
 
@@ -119,7 +119,7 @@ struct VideoEndToEndTests {
     )
     await bob.start()
     await waitFor(bob) { $0.freshness.freshness == .live }
-    await server.registerPushToken("bob-phone", user: "bob", clientID: try #require(await bob.machine.clientID))
+    try await server.registerPushToken("bob-phone", user: "bob", clientID: try #require(await bob.machine.clientID))
     await bob.machine.enteredBackground()
     let polls = await bob.machine.snapshot.metrics.polls
     let video = videoID(5)
