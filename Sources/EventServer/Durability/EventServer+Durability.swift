@@ -75,6 +75,10 @@ extension EventServer {
   /// restarted (it recovers from what is durable).
   public var logFailure: ServerLogError? { durability?.commit.failure }
 
+  /// The last log position given to a record (0 without a log); ahead of ``durablePosition`` while a write
+  /// is under way.
+  public var appendedPosition: UInt64 { durability?.commit.appended ?? 0 }
+
   /// Why the last snapshot could not be stored, if it could not (the log still holds everything).
   public var snapshotFailure: ServerLogError? { durability?.snapshotFailure }
 
