@@ -21,6 +21,7 @@ let package = Package(
     .executable(name: "video-client", targets: ["video-client"]),
     .executable(name: "event-server-load", targets: ["event-server-load"]),
     .library(name: "EventHTTPServer", targets: ["EventHTTPServer"]),
+    .library(name: "SQLiteServerLog", targets: ["SQLiteServerLog"]),
   ],
   dependencies: [
     .package(path: ".."),
@@ -28,8 +29,19 @@ let package = Package(
     .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    .package(url: "https://github.com/vapor/sqlite-nio", from: "1.13.2"),
   ],
   targets: [
+    // The embedded default input log: records and snapshots in SQLite (WAL, synchronous FULL).
+    .target(
+      name: "SQLiteServerLog",
+      dependencies: [
+        .product(name: "EventServer", package: root),
+        .product(name: "SQLiteNIO", package: "sqlite-nio"),
+        .product(name: "NIOCore", package: "swift-nio"),
+      ],
+      swiftSettings: swiftSettings
+    ),
     // Routes, authentication, rate limiting, blobs and the shutdown order, over the root's EventServer.
     .target(
       name: "EventHTTPServer",
@@ -42,6 +54,7 @@ let package = Package(
         .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "NIOCore", package: "swift-nio"),
+        "SQLiteServerLog",
       ],
       swiftSettings: swiftSettings
     ),
@@ -74,6 +87,7 @@ let package = Package(
       name: "EventHTTPServerTests",
       dependencies: [
         "EventHTTPServer",
+        "SQLiteServerLog",
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),
         .product(name: "UpdateMachine", package: root),

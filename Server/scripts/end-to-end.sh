@@ -23,7 +23,7 @@ export EVENT_SERVER_API_KEYS="alice:alice-key-1,bob:bob-key-22"
 server_log="$work/server.log"
 
 start_server() {
-  "$bin/event-server" --host 127.0.0.1 --port "$port" --data-dir "$work/server" --dump-interval 0 >>"$server_log" 2>&1 &
+  "$bin/event-server" --host 127.0.0.1 --port "$port" --data-dir "$work/server" --snapshot-interval 0 >>"$server_log" 2>&1 &
   server_pid=$!
   pids+=("$server_pid")
   for _ in $(seq 1 100); do

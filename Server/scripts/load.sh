@@ -27,7 +27,7 @@ for i in range(max(int(sys.argv[1]), int(sys.argv[2]))):
     print(f"load-{i}:load-key-{i}")
 PY
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$bin/event-server" --port "$port" --keys-file "$work/keys" --data-dir "$work/data" --dump-interval 0 \
+"$bin/event-server" --port "$port" --keys-file "$work/keys" --data-dir "$work/data" --snapshot-interval 0 \
   --rate-burst 1000000 --rate-per-second 1000000 >"$work/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 1 100); do grep -q "listening" "$work/server.log" && break; sleep 0.1; done

@@ -21,7 +21,7 @@ trap cleanup EXIT
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # A short heartbeat: a generated long-poll on a real queue ends in a second, not in 45.
 EVENT_SERVER_API_KEYS="alice:alice-key-1,bob:bob-key-22" "$bin/event-server" --port "$port" \
-  --data-dir "$work/data" --dump-interval 0 --heartbeat 1 --rate-burst 100000 --rate-per-second 100000 \
+  --data-dir "$work/data" --snapshot-interval 0 --heartbeat 1 --rate-burst 100000 --rate-per-second 100000 \
   >"$work/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 1 100); do grep -q "listening" "$work/server.log" && break; sleep 0.1; done

@@ -30,6 +30,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   private var timer: Task<Void, Never>?
   private var timerDeadline: Timestamp?
   private var isShutDown = false
+  var nextFailureWaiterID = 0
   /// The durable side, when the server keeps an input log; `nil` for a server in memory only.
   var durability: Durability?
 
@@ -47,7 +48,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     var gatedStart = 0
     /// Requests waiting for the log to be durable through their position.
     var waiters: [(position: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
-    var failureWaiters: [CheckedContinuation<ServerLogError, Never>] = []
+    var failureWaiters: [(id: Int, continuation: CheckedContinuation<ServerLogError?, Never>)] = []
     /// Why the last snapshot could not be stored, if it could not.
     var snapshotFailure: ServerLogError?
   }

@@ -202,7 +202,7 @@ struct DurableServerTests {
     await #expect(throws: ServerLogError.storage("disk full")) {
       _ = try await server.applyMutation(.post("hi", to: [bob]), from: alice, clientID: "c", mutationID: MutationID(rawValue: 1))
     }
-    #expect(await server.waitForLogFailure() == .storage("disk full"))
+    #expect(await server.waitForLogFailure() == ServerLogError.storage("disk full"))
     await #expect(throws: ServerLogError.storage("disk full")) { _ = try await server.register(user: bob) }
   }
 

@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import SQLiteServerLog
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
@@ -22,12 +23,14 @@ public struct EventHTTPServerConfiguration: Sendable {
   public var limits = RequestLimits()
   /// The event server's limits and timings (heartbeats, lifetimes, queue sizes).
   public var eventServer = EventServerConfiguration()
-  /// Where the state is kept across restarts (`application.json`, `queues.json`) and blobs (`blobs/`);
-  /// nothing is kept when `nil`.
+  /// Where the state is kept: the input log and snapshots (`event-server.sqlite`) and blobs (`blobs/`).
+  /// Every write is durable before it is answered. Nothing is kept when `nil`.
   public var dataDirectory: URL?
-  /// How often the state is written while running (so a crash loses at most this much); only on shutdown
-  /// when `nil`.
-  public var dumpInterval: Duration? = .seconds(60)
+  /// How often a snapshot is written while running, so a restart replays at most this much of the log (a
+  /// snapshot is also written every ``snapshotEveryRecords`` records, and on shutdown); `nil`: only those.
+  public var snapshotInterval: Duration? = .seconds(60)
+  /// How many log records between snapshots, whatever the time.
+  public var snapshotEveryRecords = 100_000
   /// How long a connection may stay silent: above the longest parked poll (55 s).
   public var idleTimeout: Duration = .seconds(120)
   /// How long a shutdown waits for the requests under way (after the parked polls were answered) before
@@ -85,8 +88,8 @@ where Application.Command: Codable & Equatable {
     self.extraRoutes = extraRoutes
   }
 
-  private var applicationURL: URL? { configuration.dataDirectory?.appendingPathComponent("application.json") }
-  private var queuesURL: URL? { configuration.dataDirectory?.appendingPathComponent("queues.json") }
+  /// The SQLite database that holds the input log and snapshots.
+  public var databaseURL: URL? { configuration.dataDirectory?.appendingPathComponent("event-server.sqlite") }
 
   /// Runs until shut down, then writes the state.
   /// - Parameters:
@@ -97,21 +100,40 @@ where Application.Command: Codable & Equatable {
     handleSignals: Bool = true,
     onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
   ) async throws {
-    let events = EventServer(
-      application: try loadApplication(),
-      configuration: configuration.eventServer,
-      clock: ContinuousClock(),
-      pushGateway: pushGateway
-    )
-    if let queuesURL, FileManager.default.fileExists(atPath: queuesURL.path) {
-      do {
-        try await events.restoreQueues(from: queuesURL)
-        let count = await events.queueCount
-        logger.info("restored queues", metadata: ["queues": "\(count)"])
-      } catch {
-        // Clients re-register: nothing they hold is lost, only the queues.
-        logger.error("queue dump not restored: \(error)")
-      }
+    let events: EventServer<Application, ContinuousClock>
+    var database: SQLiteServerLog?
+    if let databaseURL, let directory = configuration.dataDirectory {
+      let log = try await SQLiteServerLog.open(path: databaseURL.path)
+      database = log
+      try await LegacyDumpImport(directory: directory, logger: logger).importIfNeeded(
+        into: log,
+        application: Application.self
+      )
+      let (server, report) = try await EventServer.recovering(
+        from: log,
+        application: initialApplication,
+        configuration: configuration.eventServer,
+        clock: ContinuousClock(),
+        pushGateway: pushGateway,
+        snapshotEvery: configuration.snapshotEveryRecords
+      )
+      events = server
+      let queues = await events.queueCount
+      logger.info(
+        "recovered from the log",
+        metadata: [
+          "snapshot": "\(report.snapshotPosition)", "replayed": "\(report.replayed)",
+          "position": "\(report.lastPosition)", "queues": "\(queues)",
+          "torn": "\(report.tornPosition.map(String.init) ?? "none")",
+        ]
+      )
+    } else {
+      events = EventServer(
+        application: initialApplication,
+        configuration: configuration.eventServer,
+        clock: ContinuousClock(),
+        pushGateway: pushGateway
+      )
     }
     current.withLock { $0 = events }
     let gate = RequestGate(keys: configuration.keys, policy: configuration.rateLimit) { Timestamp(Date()) }
@@ -129,9 +151,10 @@ where Application.Command: Codable & Equatable {
       logger: logger
     )
     var services: [any Service] = [app]
-    if let interval = configuration.dumpInterval, configuration.dataDirectory != nil {
-      services.append(PeriodicDump(interval: interval) { try await self.saveState(of: events) })
+    if let interval = configuration.snapshotInterval, configuration.dataDirectory != nil {
+      services.append(PeriodicSnapshot(interval: interval) { try await events.saveSnapshot() })
     }
+    if database != nil { services.append(StopOnLogFailure(server: events, logger: logger)) }
     // Last, so it is the first to hear of the shutdown: parked polls are answered before HTTP drains.
     services.append(AnswerParkedPollsOnShutdown(server: events))
     var groupConfiguration = ServiceGroupConfiguration(
@@ -150,9 +173,14 @@ where Application.Command: Codable & Equatable {
     } catch {
       logger.warning("shutdown did not drain in time: \(error)")
     }
-    try await saveState(of: events)
+    if let failure = await events.logFailure {
+      await database?.close()
+      throw StateError("stopped: the input log failed (\(failure)); restart to recover from what is durable")
+    }
+    try await events.saveSnapshot()
+    await database?.close()
     let count = await events.queueCount
-    logger.info("stopped; state written", metadata: ["queues": "\(count)"])
+    logger.info("stopped; snapshot written", metadata: ["queues": "\(count)"])
   }
 
   /// The event server behind the HTTP API while ``run(handleSignals:onRunning:)`` runs, for inspection.
@@ -165,25 +193,6 @@ where Application.Command: Codable & Equatable {
     await group?.triggerGracefulShutdown()
   }
 
-  private func loadApplication() throws -> Application {
-    guard let applicationURL, FileManager.default.fileExists(atPath: applicationURL.path) else {
-      return initialApplication
-    }
-    do {
-      return try JSONDecoder().decode(Application.self, from: Data(contentsOf: applicationURL))
-    } catch {
-      throw StateError("cannot read the application state \(applicationURL.path): \(error)")
-    }
-  }
-
-  /// Writes the application state, then the queues, each atomically.
-  private func saveState(of events: EventServer<Application, ContinuousClock>) async throws {
-    guard let applicationURL, let queuesURL, let directory = configuration.dataDirectory else { return }
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    let application = await events.application
-    try JSONEncoder().encode(application).write(to: applicationURL, options: .atomic)
-    try await events.dumpQueues(to: queuesURL)
-  }
 }
 
 /// Why the saved state could not be used.
@@ -206,8 +215,8 @@ private struct AnswerParkedPollsOnShutdown<Application: ServerApplication>: Serv
   }
 }
 
-/// Writes the state every `interval` until the shutdown.
-private struct PeriodicDump: Service {
+/// Writes a snapshot every `interval` until the shutdown.
+private struct PeriodicSnapshot: Service {
   let interval: Duration
   let save: @Sendable () async throws -> Void
 
@@ -219,6 +228,21 @@ private struct PeriodicDump: Service {
         return
       }
       try? await save()
+    }
+  }
+}
+
+/// Stops the server when its input log fails: it can no longer make a write durable, so it must not answer
+/// any, and a restart recovers from what is durable.
+private struct StopOnLogFailure<Application: ServerApplication>: Service {
+  let server: EventServer<Application, ContinuousClock>
+  let logger: Logger
+
+  func run() async throws {
+    let failure = await cancelWhenGracefulShutdown { await server.waitForLogFailure() }
+    if let failure {
+      logger.critical("the input log failed; stopping: \(failure)")
+      throw StateError("the input log failed: \(failure)")
     }
   }
 }

@@ -57,7 +57,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
       if let clientID, !(1...ClientID.maximumLength).contains(clientID.rawValue.utf8.count) {
         throw EventAPIError.badRequest("client_id must be 1 to \(ClientID.maximumLength) bytes")
       }
-      let registration = await server.register(
+      let registration = try await server.register(
         user: user,
         eventTypes: try form.stringSet("event_types"),
         lifespan: try form.int("lifespan_secs", in: 0...(365 * 24 * 3600)).map { .seconds($0) },
@@ -153,7 +153,11 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
       guard token.utf8.count <= 4096, clientID.utf8.count <= ClientID.maximumLength else {
         throw EventAPIError.badRequest("token or client_id too long")
       }
-      await server.registerPushToken(PushToken(rawValue: token), user: user, clientID: ClientID(rawValue: clientID))
+      try await server.registerPushToken(
+        PushToken(rawValue: token),
+        user: user,
+        clientID: ClientID(rawValue: clientID)
+      )
       return try WireFormat.encodeSuccess(Empty())
     }
   }

@@ -1,4 +1,5 @@
 import EventProtocol
+import EventServer
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -19,6 +20,9 @@ enum HTTPAnswer {
       return json(.ok, try await body())
     } catch let error as EventAPIError {
       return failure(error, status: status(of: error))
+    } catch is ServerLogError {
+      // The input log cannot make writes durable: nothing was acknowledged; the client retries later.
+      return failure(.badRequest("the server cannot store writes right now"), status: .serviceUnavailable)
     } catch let refusal as Refusal {
       return failure(refusal.error, status: refusal.status)
     } catch let error as HTTPError where error.status == .contentTooLarge {

@@ -21,15 +21,19 @@ struct EventServerMain {
       --host HOST              address to listen on (default 127.0.0.1)
       --port PORT              port (default 8080; 0 picks a free one and prints it)
       --keys-file FILE         API keys, one user:key per line (or set EVENT_SERVER_API_KEYS="alice:key,bob:key")
-      --data-dir DIR           where state (application.json, queues.json) and blobs are kept (default ./event-server-data)
-      --dump-interval SECONDS  write the state this often while running (default 60; 0 only on shutdown)
+      --data-dir DIR           where the input log and snapshots (event-server.sqlite) and blobs are kept
+                               (default ./event-server-data); every write is on disk before it is answered
+      --snapshot-interval SECONDS
+                               write a snapshot this often, so a restart replays less (default 60; 0: only
+                               every 100,000 records and on shutdown; --dump-interval is the old name)
       --rate-burst N           requests a user may make in a burst (default 200)
       --rate-per-second N      requests per second a user may sustain (default 50)
       --heartbeat SECONDS      the parked-poll heartbeat (default 45-55 s; for tests)
       --help                   this text
 
-    SIGTERM or SIGINT shuts down gracefully: parked polls are answered, HTTP drains, the state is written.
-    A restart loads the state: clients resume without registering.
+    SIGTERM or SIGINT shuts down gracefully: parked polls are answered, HTTP drains, a snapshot is written.
+    A restart (after a shutdown, a crash or a power cut) rebuilds the state from the snapshot and the log:
+    clients resume without registering, and no acknowledged write is lost.
     """
 
   static func main() async {
@@ -50,7 +54,7 @@ struct EventServerMain {
     configuration.host = options.host
     configuration.port = options.port
     configuration.dataDirectory = options.dataDirectory
-    configuration.dumpInterval = options.dumpInterval
+    configuration.snapshotInterval = options.snapshotInterval
     configuration.rateLimit = RateLimiter.Policy(burst: options.rateBurst, perSecond: options.ratePerSecond)
     if let heartbeat = options.heartbeat {
       configuration.eventServer.heartbeatMinimum = heartbeat
@@ -95,7 +99,7 @@ struct Options {
   var port = 8080
   var keys = APIKeys([:])
   var dataDirectory = URL(fileURLWithPath: "event-server-data")
-  var dumpInterval: Duration? = .seconds(60)
+  var snapshotInterval: Duration? = .seconds(60)
   var rateBurst = 200.0
   var ratePerSecond = 50.0
   var heartbeat: Duration?
@@ -137,9 +141,9 @@ struct Options {
         }
         keysText = text
       case "--data-dir": dataDirectory = URL(fileURLWithPath: try value(argument))
-      case "--dump-interval":
+      case "--snapshot-interval", "--dump-interval":
         let seconds = try number(argument, in: 0...86_400)
-        dumpInterval = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
+        snapshotInterval = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
       case "--rate-burst": rateBurst = try number(argument, in: 1...1_000_000)
       case "--rate-per-second": ratePerSecond = try number(argument, in: 0.001...1_000_000)
       case "--app":

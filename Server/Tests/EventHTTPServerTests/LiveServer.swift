@@ -28,7 +28,7 @@ struct LiveServer {
     var configuration = EventHTTPServerConfiguration(keys: testKeys)
     configuration.port = port
     configuration.dataDirectory = dataDirectory
-    configuration.dumpInterval = nil
+    configuration.snapshotInterval = nil
     configure(&configuration)
     var logger = Logger(label: "live-test")
     logger.logLevel = .warning

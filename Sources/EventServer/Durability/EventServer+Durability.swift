@@ -82,11 +82,29 @@ extension EventServer {
   /// Why the last snapshot could not be stored, if it could not (the log still holds everything).
   public var snapshotFailure: ServerLogError? { durability?.snapshotFailure }
 
-  /// Suspends until the log fails (for a host that stops the process then); never returns for a healthy
-  /// server or one without a log.
-  public func waitForLogFailure() async -> ServerLogError {
-    if let failure = durability?.commit.failure { return failure }
-    return await withCheckedContinuation { durability?.failureWaiters.append($0) }
+  /// Suspends until the log fails (for a host that stops the process then).
+  /// - Returns: The failure; `nil` when the waiting task is cancelled first (or the server has no log).
+  public func waitForLogFailure() async -> ServerLogError? {
+    guard durability != nil else { return nil }
+    if let failure = durability!.commit.failure { return failure }
+    let id = nextFailureWaiterID
+    nextFailureWaiterID += 1
+    return await withTaskCancellationHandler {
+      await withCheckedContinuation { continuation in
+        if Task.isCancelled {
+          continuation.resume(returning: nil)
+        } else {
+          durability!.failureWaiters.append((id, continuation))
+        }
+      }
+    } onCancel: {
+      Task { await self.cancelFailureWaiter(id) }
+    }
+  }
+
+  private func cancelFailureWaiter(_ id: Int) {
+    guard let index = durability?.failureWaiters.firstIndex(where: { $0.id == id }) else { return }
+    durability!.failureWaiters.remove(at: index).continuation.resume(returning: nil)
   }
 
   /// Writes a snapshot of the state now (after the records before it), and waits until it is stored, so a
@@ -200,6 +218,6 @@ extension EventServer {
       for case .completePoll(let pollID, _) in actions { endPoll(pollID, with: .cancelled) }
     }
     for waiter in waiters { waiter.continuation.resume(throwing: error) }
-    for waiter in failureWaiters { waiter.resume(returning: error) }
+    for waiter in failureWaiters { waiter.continuation.resume(returning: error) }
   }
 }

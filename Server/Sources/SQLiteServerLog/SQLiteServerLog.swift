@@ -1,0 +1,167 @@
+import EventServer
+import Foundation
+import NIOCore
+import SQLiteNIO
+
+/// The embedded default ``ServerLog``: the input log and the newest snapshot in one SQLite database, in WAL
+/// mode with `synchronous = FULL`, so a committed transaction survives a crash of the process and a loss of
+/// power. Each group-commit write is one transaction (one sync).
+///
+/// Tables: `log(position INTEGER PRIMARY KEY, record BLOB)` and `snapshot(id = 1, position, state BLOB)`;
+/// `PRAGMA user_version` holds the schema version, and a database of a newer schema is refused.
+///
+/// ```swift
+/// let log = try await SQLiteServerLog.open(path: "data/event-server.sqlite")
+/// let (server, _) = try await EventServer.recovering(from: log, application: app, clock: ContinuousClock())
+/// ```
+public final class SQLiteServerLog: ServerLog {
+  /// The schema this build creates and reads.
+  public static var schemaVersion: Int { 1 }
+  /// Rows per `INSERT` statement (each binds two values; SQLite allows 32,766).
+  static var rowsPerStatement: Int { 500 }
+
+  private let connection: SQLiteConnection
+  /// The database file.
+  public let path: String
+
+  private init(connection: SQLiteConnection, path: String) {
+    self.connection = connection
+    self.path = path
+  }
+
+  /// Opens (creating when missing) the database at `path`, its folder included.
+  /// - Throws: ``ServerLogError/newerFormat(found:supported:)`` for a database of a newer schema (left as
+  ///   it is), ``ServerLogError/storage(_:)`` when it cannot be opened or set up.
+  public static func open(path: String) async throws(ServerLogError) -> SQLiteServerLog {
+    do {
+      try FileManager.default.createDirectory(
+        at: URL(fileURLWithPath: path).deletingLastPathComponent(),
+        withIntermediateDirectories: true
+      )
+    } catch {
+      throw .storage("cannot create the folder of \(path): \(error)")
+    }
+    let connection: SQLiteConnection
+    do {
+      connection = try await SQLiteConnection.open(storage: .file(path: path))
+    } catch {
+      throw .storage("cannot open \(path): \(error)")
+    }
+    let log = SQLiteServerLog(connection: connection, path: path)
+    do {
+      try await log.setUp()
+    } catch {
+      try? await connection.close()
+      throw error
+    }
+    return log
+  }
+
+  private func setUp() async throws(ServerLogError) {
+    let version = try await run("PRAGMA user_version").first?.column("user_version")?.integer ?? 0
+    guard version <= Self.schemaVersion else {
+      throw .newerFormat(found: version, supported: Self.schemaVersion)
+    }
+    // WAL keeps readers off the writer's path; FULL syncs the WAL at every commit: a committed write survives
+    // power loss (NORMAL would only survive a crash of the process).
+    _ = try await run("PRAGMA journal_mode = WAL")
+    _ = try await run("PRAGMA synchronous = FULL")
+    _ = try await run("CREATE TABLE IF NOT EXISTS log (position INTEGER PRIMARY KEY, record BLOB NOT NULL)")
+    _ = try await run(
+      "CREATE TABLE IF NOT EXISTS snapshot (id INTEGER PRIMARY KEY CHECK (id = 1), position INTEGER NOT NULL, state BLOB NOT NULL)"
+    )
+    if version < Self.schemaVersion { _ = try await run("PRAGMA user_version = \(Self.schemaVersion)") }
+  }
+
+  /// Closes the database.
+  public func close() async {
+    try? await connection.close()
+  }
+
+  public func load() async throws(ServerLogError) -> StoredLog {
+    let snapshotRows = try await run("SELECT position, state FROM snapshot WHERE id = 1")
+    var snapshot: StoredSnapshot?
+    if let row = snapshotRows.first {
+      snapshot = StoredSnapshot(position: try position(of: row), bytes: try bytes(of: row, column: "state"))
+    }
+    let rows = try await run(
+      "SELECT position, record FROM log WHERE position > ? ORDER BY position",
+      [.integer(Int(snapshot?.position ?? 0))]
+    )
+    var records: [StoredRecord] = []
+    records.reserveCapacity(rows.count)
+    for row in rows {
+      records.append(StoredRecord(position: try position(of: row), bytes: try bytes(of: row, column: "record")))
+    }
+    return StoredLog(snapshot: snapshot, records: records)
+  }
+
+  public func append(_ records: [StoredRecord]) async throws(ServerLogError) {
+    guard !records.isEmpty else { return }
+    try await transaction { () async throws(ServerLogError) in
+      var start = 0
+      while start < records.count {
+        let chunk = records[start..<min(start + Self.rowsPerStatement, records.count)]
+        let placeholders = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
+        var binds: [SQLiteData] = []
+        binds.reserveCapacity(chunk.count * 2)
+        for record in chunk {
+          binds.append(.integer(Int(record.position)))
+          binds.append(.blob(ByteBuffer(bytes: record.bytes)))
+        }
+        // A position already taken fails the whole write: positions are never overwritten.
+        _ = try await run("INSERT INTO log (position, record) VALUES \(placeholders)", binds)
+        start += chunk.count
+      }
+    }
+  }
+
+  public func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) {
+    try await transaction { () async throws(ServerLogError) in
+      _ = try await run(
+        "INSERT OR REPLACE INTO snapshot (id, position, state) VALUES (1, ?, ?)",
+        [.integer(Int(snapshot.position)), .blob(ByteBuffer(bytes: snapshot.bytes))]
+      )
+      _ = try await run("DELETE FROM log WHERE position <= ?", [.integer(Int(snapshot.position))])
+    }
+  }
+
+  public func truncate(after position: UInt64) async throws(ServerLogError) {
+    _ = try await run("DELETE FROM log WHERE position > ?", [.integer(Int(position))])
+  }
+
+  // MARK: - Helpers
+
+  private func transaction(_ body: () async throws(ServerLogError) -> Void) async throws(ServerLogError) {
+    _ = try await run("BEGIN IMMEDIATE")
+    do {
+      try await body()
+      _ = try await run("COMMIT")
+    } catch {
+      _ = try? await run("ROLLBACK")
+      throw error
+    }
+  }
+
+  private func run(_ sql: String, _ binds: [SQLiteData] = []) async throws(ServerLogError) -> [SQLiteRow] {
+    do {
+      return try await connection.query(sql, binds)
+    } catch {
+      throw .storage("\(path): \(error)")
+    }
+  }
+
+  private func position(of row: SQLiteRow) throws(ServerLogError) -> UInt64 {
+    guard let value = row.column("position")?.integer, value >= 0 else {
+      throw .undecodable("\(path): a row without a position")
+    }
+    return UInt64(value)
+  }
+
+  private func bytes(of row: SQLiteRow, column: String) throws(ServerLogError) -> Data {
+    guard case .blob(let buffer) = row.column(column) else {
+      throw .undecodable("\(path): a row whose \(column) is not a blob")
+    }
+    return Data(buffer.readableBytesView)
+  }
+}
