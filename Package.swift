@@ -22,6 +22,8 @@ let package = Package(
     .library(name: "VideoMessaging", targets: ["VideoMessaging"]),
     .library(name: "Simulation", targets: ["Simulation"]),
     .library(name: "EpisodeQueue", targets: ["EpisodeQueue"]),
+    // A small note board (server application and reducer): for demos, soak tests and examples.
+    .library(name: "SampleApps", targets: ["SampleApps"]),
     .executable(name: "Demo", targets: ["Demo"]),
     .executable(name: "Bench", targets: ["Bench"]),
   ],

@@ -20,6 +20,7 @@ let package = Package(
     .executable(name: "event-server", targets: ["event-server"]),
     .executable(name: "video-client", targets: ["video-client"]),
     .executable(name: "event-server-load", targets: ["event-server-load"]),
+    .executable(name: "soak-client", targets: ["soak-client"]),
     .library(name: "EventHTTPServer", targets: ["EventHTTPServer"]),
     .library(name: "SQLiteServerLog", targets: ["SQLiteServerLog"]),
   ],
@@ -61,7 +62,11 @@ let package = Package(
     // The server process: options, API keys, the dump on shutdown and its restore on start.
     .executableTarget(
       name: "event-server",
-      dependencies: ["EventHTTPServer", .product(name: "EpisodeQueue", package: root)],
+      dependencies: [
+        "EventHTTPServer",
+        .product(name: "EpisodeQueue", package: root),
+        .product(name: "SampleApps", package: root),
+      ],
       swiftSettings: swiftSettings
     ),
     // A video-messaging client process over HTTP, for the end-to-end script.
@@ -71,6 +76,16 @@ let package = Package(
         .product(name: "EventProtocol", package: root),
         .product(name: "UpdateMachine", package: root),
         .product(name: "VideoMessaging", package: root),
+      ],
+      swiftSettings: swiftSettings
+    ),
+    // A note-board client over HTTP, for the crash soak: writes through the outbox, then checks the server.
+    .executableTarget(
+      name: "soak-client",
+      dependencies: [
+        .product(name: "EventProtocol", package: root),
+        .product(name: "UpdateMachine", package: root),
+        .product(name: "SampleApps", package: root),
       ],
       swiftSettings: swiftSettings
     ),

@@ -4,6 +4,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import Logging
+import SampleApps
 import VideoMessaging
 
 /// `event-server`: the video-messaging event server over HTTP.
@@ -16,7 +17,7 @@ struct EventServerMain {
     with its blobs (default), or the podcast episode queue.
 
     Options:
-      --app NAME               videos (default) | episodes
+      --app NAME               videos (default) | episodes | notes (the sample note board, for soak tests)
       --admins USERS           who may change the episode catalog, comma-separated (default admin)
       --host HOST              address to listen on (default 127.0.0.1)
       --port PORT              port (default 8080; 0 picks a free one and prints it)
@@ -68,6 +69,9 @@ struct EventServerMain {
     }
     do {
       switch options.app {
+      case "notes":
+        let server = EventHTTPServer(application: NoteBoard(), configuration: configuration, logger: logger)
+        try await server.run(onRunning: onRunning)
       case "episodes":
         let server = EventHTTPServer(
           application: EpisodeServer(admins: options.admins),
@@ -148,8 +152,8 @@ struct Options {
       case "--rate-per-second": ratePerSecond = try number(argument, in: 0.001...1_000_000)
       case "--app":
         app = try value(argument)
-        guard ["videos", "episodes"].contains(app) else {
-          throw Problem(description: "--app must be videos or episodes, not '\(app)'")
+        guard ["videos", "episodes", "notes"].contains(app) else {
+          throw Problem(description: "--app must be videos, episodes or notes, not '\(app)'")
         }
       case "--admins":
         admins = Set(try value(argument).split(separator: ",").map { UserID(String($0)) })
