@@ -38,7 +38,12 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   ) async throws(TransportError) -> Registration<State> {
     let registration: Registration<State>
     do {
-      registration = try await server.register(user: user, eventTypes: eventTypes, lifespan: lifespan, clientID: clientID)
+      registration = try await server.register(
+        user: user,
+        eventTypes: eventTypes,
+        lifespan: lifespan,
+        clientID: clientID
+      )
     } catch {
       // The server's log failed: what an HTTP server answers with 503.
       throw .serverError(status: 503)

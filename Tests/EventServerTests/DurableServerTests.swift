@@ -96,7 +96,12 @@ struct DurableServerTests {
     log.hold()
     let answered = Finished()
     let mutation = Task {
-      let receipt = try await server.applyMutation(.post("hi", to: [bob]), from: alice, clientID: "c", mutationID: MutationID(rawValue: 1))
+      let receipt = try await server.applyMutation(
+        .post("hi", to: [bob]),
+        from: alice,
+        clientID: "c",
+        mutationID: MutationID(rawValue: 1)
+      )
       answered.set()
       return receipt
     }
@@ -137,7 +142,14 @@ struct DurableServerTests {
     let callsBefore = log.appendCalls
     log.hold()
     let writes = (0..<50).map { index in
-      Task { try await server.applyMutation(.post("n\(index)", to: [bob]), from: alice, clientID: "c", mutationID: MutationID(rawValue: UInt64(index + 1))) }
+      Task {
+        try await server.applyMutation(
+          .post("n\(index)", to: [bob]),
+          from: alice,
+          clientID: "c",
+          mutationID: MutationID(rawValue: UInt64(index + 1))
+        )
+      }
     }
     await log.waitForHeldWrite()
     while await server.application.notes[bob]?.count != 50 { await Task.yield() }
@@ -153,7 +165,12 @@ struct DurableServerTests {
     var server: Server? = try await start(log, clock: clock)
     let registration = try await server!.register(user: bob)
     for index in 1...3 {
-      _ = try await server!.applyMutation(.post("n\(index)", to: [bob]), from: alice, clientID: "c", mutationID: MutationID(rawValue: UInt64(index)))
+      _ = try await server!.applyMutation(
+        .post("n\(index)", to: [bob]),
+        from: alice,
+        clientID: "c",
+        mutationID: MutationID(rawValue: UInt64(index))
+      )
     }
     let seen = try await server!.events(queueID: registration.queueID, user: bob, lastEventID: -1, dontBlock: true)
     #expect(seen.map(\.id) == [0, 1, 2])
@@ -166,7 +183,12 @@ struct DurableServerTests {
     #expect(after.map(\.body) == [.restart])
     #expect(after[0].id > 1 << 20)
     // A retry of an acknowledged mutation is recognised, not applied again.
-    let retry = try await restarted.applyMutation(.post("n3", to: [bob]), from: alice, clientID: "c", mutationID: MutationID(rawValue: 3))
+    let retry = try await restarted.applyMutation(
+      .post("n3", to: [bob]),
+      from: alice,
+      clientID: "c",
+      mutationID: MutationID(rawValue: 3)
+    )
     #expect(!retry.applied)
     #expect(await restarted.application.notes[bob] == ["n1", "n2", "n3"])
   }
@@ -178,7 +200,12 @@ struct DurableServerTests {
     let server = try await start(log, clock: clock)
     let registration = try await server.register(user: bob)
     let backup = log.stored  // an operator's backup, taken before the write below
-    _ = try await server.applyMutation(.post("lost", to: [bob]), from: alice, clientID: "c", mutationID: MutationID(rawValue: 1))
+    _ = try await server.applyMutation(
+      .post("lost", to: [bob]),
+      from: alice,
+      clientID: "c",
+      mutationID: MutationID(rawValue: 1)
+    )
     let seen = try await server.events(queueID: registration.queueID, user: bob, lastEventID: -1, dontBlock: true)
     #expect(seen.map(\.id) == [0])
 
@@ -200,7 +227,12 @@ struct DurableServerTests {
     let server = try await start(log)
     log.failEveryCall(with: .storage("disk full"))
     await #expect(throws: ServerLogError.storage("disk full")) {
-      _ = try await server.applyMutation(.post("hi", to: [bob]), from: alice, clientID: "c", mutationID: MutationID(rawValue: 1))
+      _ = try await server.applyMutation(
+        .post("hi", to: [bob]),
+        from: alice,
+        clientID: "c",
+        mutationID: MutationID(rawValue: 1)
+      )
     }
     #expect(await server.waitForLogFailure() == ServerLogError.storage("disk full"))
     await #expect(throws: ServerLogError.storage("disk full")) { _ = try await server.register(user: bob) }
@@ -216,7 +248,12 @@ struct DurableServerTests {
     #expect(log.stored.records.isEmpty)
     try await server.handle(.post("b", to: [bob]), from: alice)
     let (restarted, report) = try await Server.recovering(
-      from: log, application: NoteBoard(), clock: clock, anchor: clock.now, random: SeededRandomNumberGenerator(seed: 4))
+      from: log,
+      application: NoteBoard(),
+      clock: clock,
+      anchor: clock.now,
+      random: SeededRandomNumberGenerator(seed: 4)
+    )
     #expect(report.replayed == 1)
     #expect(await restarted.application.notes[bob] == ["a", "b"])
   }

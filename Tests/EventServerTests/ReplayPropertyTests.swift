@@ -78,13 +78,20 @@ struct ReplayRun {
       guard let queueID = queues.randomElement(using: &random) else { return }
       let queue = machine.queue(queueID)!
       let owner = Bool.random(using: &random) ? queue.user : user
-      let last = [-1, queue.lastEventID, queue.lastEventID - 1, queue.prunedThrough, Int.random(in: -2...20, using: &random)]
-        .randomElement(using: &random)!
+      let last = [
+        -1, queue.lastEventID, queue.lastEventID - 1, queue.prunedThrough, Int.random(in: -2...20, using: &random),
+      ]
+      .randomElement(using: &random)!
       nextPollID += 1
       trace.append("\(now) poll \(queueID) by \(owner) through \(last)")
       _ = machine.poll(
-        PollID(nextPollID), queueID: queueID, user: owner, lastEventID: last,
-        dontBlock: Bool.random(using: &random), now: now)
+        PollID(nextPollID),
+        queueID: queueID,
+        user: owner,
+        lastEventID: last,
+        dontBlock: Bool.random(using: &random),
+        now: now
+      )
     case 40..<46:
       let parked = machine.queues.values.compactMap(\.parkedPoll?.pollID).sorted()
       guard let pollID = parked.randomElement(using: &random) else { return }
@@ -103,7 +110,13 @@ struct ReplayRun {
         [.post("m", to: [user, "bob"]), .ping(to: ["carol"]), .forbidden].randomElement(using: &random)!
       trace.append("\(now) \(user)/\(client) mutation \(mutationID) \(command)")
       _ = try? machine.applyMutation(
-        command, from: user, clientID: client, mutationID: mutationID, digest: MutationDigest(of: command), now: now)
+        command,
+        from: user,
+        clientID: client,
+        mutationID: mutationID,
+        digest: MutationDigest(of: command),
+        now: now
+      )
     case 78..<82:
       guard let queueID = queues.randomElement(using: &random) else { return }
       trace.append("\(now) \(user) deletes \(queueID)")
@@ -134,7 +147,9 @@ struct ReplayRun {
     let records = try entries.enumerated().map { index, entry in
       StoredRecord(position: UInt64(index + 1), bytes: try ServerLogCodec.encode(entry))
     }
-    let snapshot = try checkpoint.map { StoredSnapshot(position: $0.snapshot.position, bytes: try $0.snapshot.encoded()) }
+    let snapshot = try checkpoint.map {
+      StoredSnapshot(position: $0.snapshot.position, bytes: try $0.snapshot.encoded())
+    }
     let (rebuilt, report) = try Machine.rebuilding(
       from: StoredLog(snapshot: snapshot, records: records),
       application: NoteBoard(),

@@ -10,7 +10,10 @@ struct ServerLogTests {
   typealias Entry = ServerLogEntry<NoteBoard.Command>
 
   func entry(_ text: String, at seconds: Int64 = 0) -> Entry {
-    Entry(time: t0.advanced(by: .seconds(seconds)), input: .commandHandled(user: alice, command: .post(text, to: [bob])))
+    Entry(
+      time: t0.advanced(by: .seconds(seconds)),
+      input: .commandHandled(user: alice, command: .post(text, to: [bob]))
+    )
   }
 
   func records(_ entries: [Entry]) throws -> [StoredRecord] {
@@ -18,7 +21,12 @@ struct ServerLogTests {
   }
 
   func rebuild(_ stored: StoredLog) throws(ServerLogError) -> (Machine, LogRecoveryReport) {
-    try Machine.rebuilding(from: stored, application: NoteBoard(), random: SeededRandomNumberGenerator(seed: 1), now: t0)
+    try Machine.rebuilding(
+      from: stored,
+      application: NoteBoard(),
+      random: SeededRandomNumberGenerator(seed: 1),
+      now: t0
+    )
   }
 
   @Test("a record cut at any length reads as torn; whole, it reads back")

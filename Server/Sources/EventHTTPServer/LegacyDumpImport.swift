@@ -42,6 +42,9 @@ struct LegacyDumpImport {
     for url in [applicationURL, queuesURL] where FileManager.default.fileExists(atPath: url.path) {
       try FileManager.default.moveItem(at: url, to: url.appendingPathExtension("imported"))
     }
-    logger.info("imported the state of an older server into the input log", metadata: ["queues": "\(queues.queues.count)"])
+    logger.info(
+      "imported the state of an older server into the input log",
+      metadata: ["queues": "\(queues.queues.count)"]
+    )
   }
 }

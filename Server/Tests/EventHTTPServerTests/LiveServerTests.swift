@@ -188,6 +188,8 @@ struct LiveServerTests {
     let elapsed = ContinuousClock.now - began
     #expect(answered == 500)
     #expect(elapsed < .seconds(10))
-    #expect(FileManager.default.fileExists(atPath: live.dataDirectory.appendingPathComponent("event-server.sqlite").path))
+    #expect(
+      FileManager.default.fileExists(atPath: live.dataDirectory.appendingPathComponent("event-server.sqlite").path)
+    )
   }
 }

@@ -51,7 +51,8 @@ extension EventServer where Application: Codable {
     let durability = Durability(
       log: log,
       commit: GroupCommit(durable: report.lastPosition),
-      encodeSnapshot: { (machine, position) throws(ServerLogError) in try machine.snapshot(position: position).encoded() },
+      encodeSnapshot: { (machine, position) throws(ServerLogError) in try machine.snapshot(position: position).encoded()
+      },
       snapshotEvery: max(snapshotEvery, 1)
     )
     let server = EventServer(machine: machine, timeline: timeline, pushGateway: pushGateway, durability: durability)
