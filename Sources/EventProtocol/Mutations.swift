@@ -144,12 +144,7 @@ public struct MutationDigest: RawRepresentable, Hashable, Codable, Sendable, Cus
   /// type name, which still tells repeats apart from different types.
   public init(of value: some Encodable) {
     let bytes = (try? WireFormat.encode(value)) ?? Data(String(describing: type(of: value)).utf8)
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in bytes {
-      hash ^= UInt64(byte)
-      hash &*= 0x0000_0100_0000_01b3
-    }
-    self.rawValue = hash
+    self.rawValue = FNV1a.hash(bytes)
   }
 
   public var description: String { String(rawValue, radix: 16) }

@@ -1,3 +1,4 @@
+import EventProtocol
 import Foundation
 
 /// A store that, besides the whole record, keeps a journal of small entries appended after it, so a save
@@ -70,12 +71,7 @@ enum JournalFormat {
   /// FNV-1a, 64 bits: enough to tell a torn or stale journal from a good one (not a defence against
   /// tampering).
   static func digest(_ data: Data) -> UInt64 {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in data {
-      hash ^= UInt64(byte)
-      hash = hash &* 0x100_0000_01b3
-    }
-    return hash
+    FNV1a.hash(data)
   }
 
   private static func littleEndian(_ value: some FixedWidthInteger) -> Data {

@@ -21,7 +21,7 @@ import UpdateMachine
 public struct LoopbackWorld<Application: ServerApplication, Reducer: UpdateReducer>
 where
   Reducer.State == Application.Snapshot, Reducer.Event == Application.Event,
-  Reducer.Mutation == Application.Command, Application.Command: Equatable
+  Reducer.Mutation == Application.Command, Application.Command: Equatable, Application: Codable
 {
   public typealias Core = UpdateMachineCore<Reducer.State, Reducer.Event, Reducer.Mutation>
   public typealias Server = EventServerStateMachine<Application>
@@ -90,10 +90,15 @@ where
     var request: RequestID
     var exchange: Exchange
     var progress: Progress
+    /// The log position the answer needs durable before it may leave the server.
+    var needs: UInt64 = 0
   }
 
   /// The server's core.
   public private(set) var server: Server
+  /// The server's durable storage: what a crash keeps (answers leave only once it holds what they show).
+  public private(set) var storage = SimulatedServerStorage<Application>()
+  private let initialApplication: Application
   /// The devices.
   public private(set) var devices: [Device]
   /// The world's time.
@@ -136,6 +141,8 @@ where
       random: SeededRandomNumberGenerator(seed: random.next()),
       now: start
     )
+    self.server.startRecording()
+    self.initialApplication = application
     self.makeReducer = reducer
     self.configuration = configuration
     self.faults = faults
@@ -170,6 +177,8 @@ where
   /// - Throws: The application's refusal.
   public mutating func serverCommand(_ command: Application.Command, from user: UserID) throws(EventAPIError) {
     let actions = try server.handle(command, from: user, now: now)
+    storage.collect(from: &server)
+    storage.flush()
     trace.append("\(now) server runs a command from \(user)")
     applyServer(actions)
   }
@@ -208,22 +217,47 @@ where
     perform(actions, on: index)
   }
 
-  /// The server restarts: parked polls drop, the queues are dumped and restored through their JSON.
+  /// The server restarts gracefully: parked polls are answered (dropped), a snapshot is written, and the
+  /// new process starts from it.
   public mutating func restartServer() {
     trace.append("\(now) server restarts")
     applyServer(server.connectionsDropped(now: now))
+    storage.snapshot(of: &server)
+    rebuildServer()
+  }
+
+  /// The server is killed (SIGKILL, power cut): every record not yet durable is lost, with the answers that
+  /// were waiting for it; parked polls lose their connection. The new process rebuilds from the snapshot
+  /// and the durable records.
+  public mutating func crashServer() {
+    trace.append("\(now) server crashes: records after \(storage.durablePosition) are lost")
+    for index in outstanding.indices {
+      switch outstanding[index].progress {
+      case .toServer: continue
+      case .parked: break
+      case .answered: if outstanding[index].needs <= storage.durablePosition { continue }
+      }
+      outstanding[index].progress = .answered(.failed(.connectionFailed("the server crashed")))
+      outstanding[index].needs = 0
+    }
+    rebuildServer()
+  }
+
+  private mutating func rebuildServer() {
+    let application = initialApplication
+    let configuration = server.configuration
+    let random = SeededRandomNumberGenerator(seed: random.next())
     do {
-      let dump = try QueueDump<Application.Event>.decode(WireFormat.encode(server.dump()))
-      server = Server(
-        application: server.application,
-        configuration: server.configuration,
-        random: SeededRandomNumberGenerator(seed: random.next()),
+      server = try storage.crashed(
+        application: application,
+        configuration: configuration,
+        random: random,
         now: now
       )
-      applyServer(try server.restore(dump, now: now))
     } catch {
-      preconditionFailure("a dump of the server's own queues did not restore: \(error)")
+      preconditionFailure("the server's own log did not replay: \(error)")
     }
+    storage.collect(from: &server)
   }
 
   /// Moves time to `time` (never back) and fires every timer that is due.
@@ -259,6 +293,7 @@ where
       .randomElement(using: &random)!
       trace.append("\(now) time passes: \(step)")
       advance(to: now.advanced(by: step))
+      if step >= .seconds(61) { storage.snapshot(of: &server) }
     case 80..<88 where faults.lifecycle:
       let index = Int.random(in: devices.indices, using: &random)
       if Bool.random(using: &random) {
@@ -272,8 +307,10 @@ where
       }
     case 88..<93 where faults.crashBeforeAction > 0:
       crash(Int.random(in: devices.indices, using: &random))
-    case 93..<95 where faults.serverRestarts:
+    case 93 where faults.serverRestarts:
       restartServer()
+    case 94 where faults.serverRestarts:
+      crashServer()
     default:
       break
     }
@@ -398,6 +435,7 @@ where
 
   /// Routes the server's poll completions back to the waiting requests.
   private mutating func applyServer(_ actions: [Server.Action]) {
+    let needed = storage.collect(from: &server)
     for case .completePoll(let pollID, let outcome) in actions {
       guard
         let position = outstanding.firstIndex(where: {
@@ -409,6 +447,7 @@ where
       case .failed(let error): outstanding[position].progress = .answered(.failed(.api(error)))
       case .cancelled: outstanding[position].progress = .answered(.failed(.connectionFailed("dropped")))
       }
+      outstanding[position].needs = needed
     }
   }
 
@@ -454,6 +493,8 @@ where
         outstanding[position].progress = .answered(.failed(.api(error)))
       }
     }
+    // The answer shows this input's effects: it leaves once they are durable.
+    outstanding[position].needs = storage.collect(from: &server)
   }
 
   private mutating func deliverToClient(_ request: RequestID, on device: Int) {
@@ -462,6 +503,8 @@ where
       return
     }
     let exchange = outstanding.remove(at: position)
+    // Group commit: the answer waits for the records it shows.
+    if exchange.needs > storage.durablePosition { storage.flush() }
     let index = exchange.device
     trace.append("\(now) device \(index) \(request) answered: \(describe(answer))")
     let actions: [Core.Action]

@@ -17,10 +17,10 @@ struct Greetings: Codable, Sendable, Equatable {
   var all: [String] = []
 }
 
-/// The server side: everyone sees every greeting.
-struct GreetingBoard: ServerApplication {
+/// The server side: everyone sees every greeting. `Codable`, so a durable server can snapshot it.
+struct GreetingBoard: ServerApplication, Codable {
   var greetings = Greetings()
-  let everyone: [UserID] = ["alice", "bob"]
+  var everyone: [UserID] = ["alice", "bob"]
 
   func snapshot(for user: UserID) -> Greetings { greetings }
 

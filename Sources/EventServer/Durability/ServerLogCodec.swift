@@ -1,3 +1,4 @@
+import EventProtocol
 import Foundation
 
 /// How a ``ServerLogEntry`` becomes a record's bytes and back: a frame that tells a torn or damaged record
@@ -73,13 +74,7 @@ public enum ServerLogCodec {
     }
   }
 
-  /// FNV-1a, 64 bits: tells a torn or damaged record from a good one (not a defence against tampering).
   static func digest(_ data: some Collection<UInt8>) -> UInt64 {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in data {
-      hash ^= UInt64(byte)
-      hash = hash &* 0x100_0000_01b3
-    }
-    return hash
+    FNV1a.hash(data)
   }
 }

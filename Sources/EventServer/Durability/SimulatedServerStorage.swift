@@ -1,0 +1,97 @@
+import EventProtocol
+import Foundation
+
+/// The durable storage of a server in a deterministic world (``EventServerStateMachine`` driven directly,
+/// with no actor and no threads): what a crash keeps and what it loses, through the real record codec and
+/// snapshots.
+///
+/// The world's server machine records its inputs; after each input the world calls ``collect(from:)``,
+/// which takes them as pending (written, not yet durable) and returns the position the input's effects need.
+/// An answer may leave the server only once ``durablePosition`` reaches that position: the world calls
+/// ``flush()`` before delivering it, as a group commit would. ``crashed(configuration:random:now:)``
+/// rebuilds the server from what is durable, losing every pending record, exactly as a restart after a
+/// SIGKILL does.
+///
+/// ```swift
+/// var storage = SimulatedServerStorage<NoteBoard>()
+/// server.startRecording()
+/// let (receipt, actions) = try server.applyMutation(request, from: "alice", now: now)
+/// let needed = storage.collect(from: &server)
+/// storage.flush()                    // before the receipt leaves the server
+/// server = try storage.crashed(configuration: server.configuration, random: rng, now: now)
+/// ```
+public struct SimulatedServerStorage<Application: ServerApplication & Codable>: Sendable {
+  /// What survives a crash: the newest snapshot and the framed records after it.
+  public private(set) var durable = StoredLog(snapshot: nil, records: [])
+  private var pending: [ServerLogEntry<Application.Command>] = []
+  /// The last position known durable.
+  public private(set) var durablePosition: UInt64 = 0
+  /// How many crashes rebuilt the server from this storage.
+  public private(set) var crashes = 0
+
+  /// Empty storage (a server that has never run).
+  public init() {}
+
+  /// The last position given to a record, durable or not.
+  public var appendedPosition: UInt64 { durablePosition + UInt64(pending.count) }
+
+  /// Takes what `server` recorded since the last call as pending records.
+  /// - Returns: The position the recorded inputs' effects need to be durable through.
+  @discardableResult
+  public mutating func collect(from server: inout EventServerStateMachine<Application>) -> UInt64 {
+    pending += server.takeRecordedEntries()
+    return appendedPosition
+  }
+
+  /// Makes every pending record durable, through the record codec (a group commit).
+  public mutating func flush() {
+    for entry in pending {
+      durablePosition += 1
+      // The codec encodes every entry of a `Codable` command; a failure is a bug of the world's application.
+      guard let bytes = try? ServerLogCodec.encode(entry) else {
+        preconditionFailure("a log entry of \(Application.self) did not encode")
+      }
+      durable.records.append(StoredRecord(position: durablePosition, bytes: bytes))
+    }
+    pending = []
+  }
+
+  /// Flushes, then stores a snapshot of `server` and drops the records it covers.
+  public mutating func snapshot(of server: inout EventServerStateMachine<Application>) {
+    collect(from: &server)
+    flush()
+    guard let bytes = try? server.snapshot(position: durablePosition).encoded() else {
+      preconditionFailure("a snapshot of \(Application.self) did not encode")
+    }
+    durable = StoredLog(snapshot: StoredSnapshot(position: durablePosition, bytes: bytes), records: [])
+  }
+
+  /// The server after a crash: pending records are lost; the server is rebuilt from the durable snapshot and
+  /// records, starts recording again and recovers (see ``EventServerStateMachine/recover(now:)``).
+  /// - Parameters:
+  ///   - application: The application when nothing durable holds one yet.
+  ///   - configuration: Limits and timings.
+  ///   - random: The new process's source of queue ids and heartbeat jitter.
+  ///   - now: The time of the restart.
+  /// - Returns: The rebuilt server (its recovery recorded and pending).
+  /// - Throws: ``ServerLogError`` when the durable records cannot be replayed (a bug of the world).
+  public mutating func crashed(
+    application: @autoclosure () -> Application,
+    configuration: EventServerConfiguration,
+    random: some RandomNumberGenerator & Sendable,
+    now: Timestamp
+  ) throws(ServerLogError) -> EventServerStateMachine<Application> {
+    pending = []
+    crashes += 1
+    var (server, _) = try EventServerStateMachine<Application>.rebuilding(
+      from: durable,
+      application: application(),
+      configuration: configuration,
+      random: random,
+      now: now
+    )
+    server.startRecording()
+    _ = server.recover(now: now)
+    return server
+  }
+}
