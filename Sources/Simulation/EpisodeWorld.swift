@@ -28,6 +28,8 @@ struct EpisodeWorld {
     case comesOnline(device: Int)
     case crash(device: Int)
     case serverRestart
+    case serverLogCommit
+    case serverCrash
     case faultsStop
   }
 
@@ -57,6 +59,8 @@ struct EpisodeWorld {
   var parkedPolls: [PollID: (device: Int, request: RequestID)] = [:]
   var nextPollID: UInt64 = 0
   var serverTimerAt: Timestamp?
+  /// The server's storage, and the answers waiting for their records to be durable.
+  var durability = ServerDurability<EpisodeServer, Happening>()
   /// Each user's projections, in the order the server produced them.
   var history: [UserID: [EpisodeProjection]] = [:]
   var nextEpisode = 0
@@ -79,6 +83,7 @@ struct EpisodeWorld {
       random: SeededRandomNumberGenerator(seed: random.next()),
       now: now
     )
+    server.startRecording()
     users = (0..<max(scenario.users, 1)).map { UserID("listener\($0 + 1)") }
     self.random = random
     for user in users {
@@ -188,8 +193,14 @@ struct EpisodeWorld {
       schedule(.crash(device: index), after: exponential(perHour: scenario.faults.crashesPerHour))
     case .serverRestart:
       guard faultsOn else { return }
-      restartServer(withDump: !chance(scenario.faults.restartWithoutDump))
+      // A crash strikes at the worst moment: while records wait for their group commit.
+      if chance(scenario.faults.restartIsCrash) { durability.isCrashArmed = true } else { restartServer(crash: false) }
       schedule(.serverRestart, after: exponential(perHour: scenario.faults.serverRestartsPerHour))
+    case .serverCrash:
+      guard faultsOn else { return }
+      restartServer(crash: true)
+    case .serverLogCommit:
+      for (happening, delay) in durability.commit(server: &server) { schedule(happening, after: delay) }
     case .faultsStop:
       faultsOn = false
       for index in devices.indices where !devices[index].online {
@@ -480,7 +491,7 @@ struct EpisodeWorld {
     let user = devices[index].user
     func answer(_ result: Result<[UInt8], TransportError>) {
       let delivered: Result<[UInt8], TransportError> = losesAnswer ? .failure(.connectionFailed("answer lost")) : result
-      schedule(
+      emit(
         .reachesDevice(device: index, epoch: devices[index].epoch, request: request, answer: delivered),
         after: latency()
       )
@@ -544,7 +555,7 @@ struct EpisodeWorld {
         case .failed(let error): .failure(.api(error))
         case .cancelled: .failure(.connectionFailed("dropped"))
         }
-      schedule(
+      emit(
         .reachesDevice(device: index, epoch: devices[index].epoch, request: request, answer: result),
         after: latency()
       )
@@ -552,31 +563,67 @@ struct EpisodeWorld {
     rescheduleServerTimer()
   }
 
+  /// Schedules an answer that shows the server's state now: held until that state is durable.
+  mutating func emit(_ happening: Happening, after delay: Duration) {
+    let (ready, commit) = durability.emit(happening, after: delay, server: &server)
+    if let (happening, delay) = ready { schedule(happening, after: delay) }
+    if commit { scheduleCommit() }
+  }
+
+  /// Schedules the group commit of the records now pending, and an armed crash just before it.
+  mutating func scheduleCommit() {
+    schedule(.serverLogCommit, after: ServerDurability<EpisodeServer, Happening>.commitDelay)
+    if durability.takeArmedCrash() {
+      schedule(.serverCrash, after: ServerDurability<EpisodeServer, Happening>.commitDelay / 2)
+    }
+  }
+
   mutating func rescheduleServerTimer() {
+    if durability.collect(from: &server) { scheduleCommit() }
     let next = server.nextDeadline
     guard next != serverTimerAt else { return }
     serverTimerAt = next
     happenings.push(.serverTimer, at: next)
   }
 
-  mutating func restartServer(withDump: Bool) {
-    applyServer(server.connectionsDropped(now: now))
-    let dump = server.dump()
-    let application = server.application
-    server = Server(
-      application: application,
-      configuration: server.configuration,
+  /// The server restarts gracefully (everything durable, a snapshot) or crashes (what is not yet durable is
+  /// lost with the answers waiting for it; connections drop); it rebuilds from its snapshot and log.
+  mutating func restartServer(crash: Bool) {
+    if crash {
+      for (pollID, (index, request)) in parkedPolls.sorted(by: { $0.key < $1.key }) {
+        devices[index].parked[request] = nil
+        parkedPolls[pollID] = nil
+        schedule(
+          .reachesDevice(
+            device: index,
+            epoch: devices[index].epoch,
+            request: request,
+            answer: .failure(.connectionFailed("server crashed"))
+          ),
+          after: latency()
+        )
+      }
+    } else {
+      applyServer(server.connectionsDropped(now: now))
+      for (happening, delay) in durability.stop(server: &server) { schedule(happening, after: delay) }
+    }
+    let lost = durability.crash(
+      application: EpisodeServer(admins: [Self.broadcaster]),
+      server: &server,
       random: SeededRandomNumberGenerator(seed: random.next()),
       now: now
     )
-    if withDump, let restored = try? QueueDump<EpisodeEvent>.decode(WireFormat.encode(dump)) {
-      applyServer((try? server.restore(restored, now: now)) ?? [])
+    for case (.reachesDevice(let index, let epoch, let request, _), let delay) in lost {
+      schedule(
+        .reachesDevice(device: index, epoch: epoch, request: request, answer: .failure(.connectionFailed("crashed"))),
+        after: delay
+      )
     }
+    noteProjections()
     serverTimerAt = nil
     rescheduleServerTimer()
   }
 
-  /// Records each user's projection when it changed.
   mutating func noteProjections() {
     for user in users {
       let projection = server.application.snapshot(for: user)

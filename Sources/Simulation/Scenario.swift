@@ -43,8 +43,8 @@ public struct FaultRates: Sendable, Hashable, Codable {
   public var crashesPerHour = 0.2
   /// Server restarts per hour.
   public var serverRestartsPerHour = 0.1
-  /// The share of server restarts that lose the queue dump.
-  public var restartWithoutDump = 0.3
+  /// The share of server restarts that are crashes (SIGKILL: what is not yet durable is lost).
+  public var restartIsCrash = 0.3
   /// Transfer steps that fail.
   public var blobFailure = 0.05
   /// Transfer steps that move fewer bytes than asked.

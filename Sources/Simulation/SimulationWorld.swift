@@ -33,6 +33,8 @@ struct SimulationWorld {
     case comesOnline(device: Int)
     case crash(device: Int)
     case serverRestart
+    case serverLogCommit
+    case serverCrash
     case faultsStop
     case convergenceCheck
   }
@@ -67,6 +69,8 @@ struct SimulationWorld {
   var resumedFrom: [Int: (video: VideoID, bytes: Int)] = [:]
   var settledAt: Timestamp?
   var finished = false
+  /// The server's storage, and the answers and pushes waiting for their records to be durable.
+  var durability = ServerDurability<VideoServer, Event>()
 
   init(scenario: Scenario) {
     self.scenario = scenario
@@ -83,6 +87,7 @@ struct SimulationWorld {
       random: SeededRandomNumberGenerator(seed: random.next()),
       now: start
     )
+    self.server.startRecording()
     self.users = (0..<max(scenario.users, 1)).map { UserID("user\($0 + 1)") }
     self.random = random
     for user in users {
@@ -161,8 +166,17 @@ struct SimulationWorld {
       schedule(.crash(device: device), after: exponential(perHour: faults.crashesPerHour))
     case .serverRestart:
       guard faultsOn else { return }
-      restartServer(withDump: !chance(faults.restartWithoutDump))
+      // A crash strikes at the worst moment: while records wait for their group commit.
+      if chance(faults.restartIsCrash) { durability.isCrashArmed = true } else { restartServer(crash: false) }
       schedule(.serverRestart, after: exponential(perHour: faults.serverRestartsPerHour))
+    case .serverCrash:
+      guard faultsOn else { return }
+      restartServer(crash: true)
+    case .serverLogCommit:
+      for (event, delay) in durability.commit(server: &server) { schedule(event, after: delay) }
+      // Blobs are deleted only once their release is durable: a crash cannot bring back a video whose bytes
+      // are gone.
+      for key in server.updateBookkeeping({ $0.takeBlobDeletions() }) { blobs[key] = nil }
     case .faultsStop: stopFaults()
     case .convergenceCheck:
       if isConverged {
@@ -296,14 +310,13 @@ struct SimulationWorld {
         reply(to: index, request, .body(encode(error)))
       }
       recordVersions()
-      for key in server.updateBookkeeping({ $0.takeBlobDeletions() }) { blobs[key] = nil }
     }
     scheduleServerTimer()
   }
 
   mutating func reply(to index: Int, _ request: RequestID, _ answer: Answer) {
     if case .body(let bytes) = answer { devices[index].bytes += Self.overheadBytes + bytes.count }
-    schedule(.answerReachesDevice(device: index, request: request, answer: answer), after: latency())
+    emit(.answerReachesDevice(device: index, request: request, answer: answer), after: latency())
   }
 
   func encode(_ value: some Encodable) -> [UInt8] {
@@ -334,14 +347,30 @@ struct SimulationWorld {
         let copies = faultsOn && chance(faults.pushDuplicate) ? 2 : 1
         for _ in 0..<copies {
           let delay = faultsOn && chance(faults.pushLate) ? seconds(1...60) : latency()
-          schedule(.pushReachesDevice(device: index, payload: push.payload), after: delay)
+          emit(.pushReachesDevice(device: index, payload: push.payload), after: delay)
         }
       }
     }
     scheduleServerTimer()
   }
 
+  /// Schedules an answer or a push that shows the server's state now: held until that state is durable.
+  mutating func emit(_ event: Event, after delay: Duration) {
+    let (ready, commit) = durability.emit(event, after: delay, server: &server)
+    if let (event, delay) = ready { schedule(event, after: delay) }
+    if commit { scheduleCommit() }
+  }
+
+  /// Schedules the group commit of the records now pending, and an armed crash just before it.
+  mutating func scheduleCommit() {
+    schedule(.serverLogCommit, after: ServerDurability<VideoServer, Event>.commitDelay)
+    if durability.takeArmedCrash() {
+      schedule(.serverCrash, after: ServerDurability<VideoServer, Event>.commitDelay / 2)
+    }
+  }
+
   mutating func scheduleServerTimer() {
+    if durability.collect(from: &server) { scheduleCommit() }
     let deadline = server.nextDeadline
     guard deadline != serverTimerAt else { return }
     serverTimerAt = deadline
@@ -361,34 +390,35 @@ struct SimulationWorld {
     }
   }
 
-  mutating func restartServer(withDump: Bool) {
-    note(
-      "the server restarts \(withDump ? "from its queue dump" : "WITHOUT its queue dump: every device must re-register")"
-    )
-    applyServer(server.connectionsDropped(now: now))
-    let application = server.application
-    var configuration = server.configuration
-    configuration.maximumIdleTimeout = .seconds(7 * 24 * 3600)
-    let dump = server.dump()
-    server = Server(
-      application: application,
-      configuration: configuration,
+  /// The server restarts: gracefully (parked polls answered, everything durable, a snapshot), or by a
+  /// crash (what is not yet durable is lost, with the answers and pushes waiting for it; connections drop).
+  /// Either way the new process rebuilds from its snapshot and log.
+  mutating func restartServer(crash: Bool) {
+    note(crash ? "the server crashes: what is not yet durable is lost" : "the server restarts")
+    if crash {
+      for (pollID, (index, request)) in parkedPolls.sorted(by: { $0.key < $1.key }) {
+        devices[index].parked[request] = nil
+        parkedPolls[pollID] = nil
+        schedule(
+          .answerReachesDevice(device: index, request: request, answer: .failure(.connectionFailed("server crashed"))),
+          after: latency()
+        )
+      }
+    } else {
+      applyServer(server.connectionsDropped(now: now))
+      for (event, delay) in durability.stop(server: &server) { schedule(event, after: delay) }
+    }
+    let lost = durability.crash(
+      application: VideoServer(),
+      server: &server,
       random: SeededRandomNumberGenerator(seed: random.next()),
       now: now
     )
-    if withDump, let restored = try? QueueDump<VideoEvent>.decode(WireFormat.encode(dump)) {
-      applyServer((try? server.restore(restored, now: now)) ?? [])
-    } else {
-      for index in devices.indices where scenario.strategy.usesPushes {
-        if let clientID = devices[index].core.clientID {
-          server.registerPushToken(
-            PushToken(rawValue: "device-\(index)"),
-            user: devices[index].user,
-            clientID: clientID,
-            now: now
-          )
-        }
-      }
+    for case (.answerReachesDevice(let index, let request, _), let delay) in lost {
+      schedule(
+        .answerReachesDevice(device: index, request: request, answer: .failure(.connectionFailed("server crashed"))),
+        after: delay
+      )
     }
     serverTimerAt = nil
     scheduleServerTimer()

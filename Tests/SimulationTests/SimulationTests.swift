@@ -23,7 +23,7 @@ private let faultMixes: [(String, FaultRates)] = [
       var rates = FaultRates()
       rates.crashesPerHour = 4
       rates.serverRestartsPerHour = 2
-      rates.restartWithoutDump = 0.5
+      rates.restartIsCrash = 0.5
       return rates
     }()
   ),
