@@ -69,6 +69,6 @@ for user in alice bob; do
   cat "$work/$user.log"
 done
 stop_server
-grep -q "restored queues" "$server_log" || { echo "end-to-end: the restart did not restore the queues"; status=1; }
+grep -qE "queues=[1-9][0-9]* .*recovered from the log" "$server_log" || { echo "end-to-end: the restart did not restore the queues"; status=1; }
 if [ "$status" -ne 0 ]; then echo "end-to-end: FAILED"; cat "$server_log"; exit 1; fi
 echo "end-to-end: both clients converged across a server restart"
