@@ -21,6 +21,7 @@ let package = Package(
     .executable(name: "video-client", targets: ["video-client"]),
     .executable(name: "event-server-load", targets: ["event-server-load"]),
     .executable(name: "soak-client", targets: ["soak-client"]),
+    .executable(name: "durability-bench", targets: ["durability-bench"]),
     .library(name: "EventHTTPServer", targets: ["EventHTTPServer"]),
     .library(name: "SQLiteServerLog", targets: ["SQLiteServerLog"]),
   ],
@@ -85,6 +86,18 @@ let package = Package(
       dependencies: [
         .product(name: "EventProtocol", package: root),
         .product(name: "UpdateMachine", package: root),
+        .product(name: "SampleApps", package: root),
+      ],
+      swiftSettings: swiftSettings
+    ),
+    // What durability costs: acknowledged mutations per second and latency with and without the log, and the
+    // restart time of a long log. Prints figures.
+    .executableTarget(
+      name: "durability-bench",
+      dependencies: [
+        "SQLiteServerLog",
+        .product(name: "EventProtocol", package: root),
+        .product(name: "EventServer", package: root),
         .product(name: "SampleApps", package: root),
       ],
       swiftSettings: swiftSettings

@@ -11,12 +11,16 @@ public enum VideoCommand: Codable, Sendable, Hashable {
   case viewed(VideoID)
   /// The sender no longer wants it tracked (clean-up): the server forgets it and deletes its file.
   case deleted(VideoID)
+  /// An upload begins under a blob key: the key is bound to its first uploader, durably (the HTTP server's
+  /// blob routes send it before storing the first byte; another user's upload under the key is refused).
+  case uploadStarted(BlobKey)
 
-  /// The video the command is about.
-  public var video: VideoID {
+  /// The video the command is about (`nil` for an upload, which names only a blob key).
+  public var video: VideoID? {
     switch self {
     case .uploaded(let upload): upload.video
     case .downloaded(let video), .viewed(let video), .deleted(let video): video
+    case .uploadStarted: nil
     }
   }
 }

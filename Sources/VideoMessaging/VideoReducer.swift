@@ -46,6 +46,8 @@ public struct VideoReducer: UpdateReducer {
       state.incoming.removeAll { $0.id == video }
     case .deleted(let video):
       state.outgoing.removeAll { $0.id == video }
+    case .uploadStarted:
+      break
     }
   }
 

@@ -41,6 +41,32 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
   public private(set) var pendingBlobDeletions: [BlobKey] = []
   /// The latest commands dropped because their video is not tracked (at most 100), for logs.
   public private(set) var droppedCommands: [String] = []
+  /// Who started the upload under each blob key: the only user who may write it.
+  public private(set) var uploadOwners: [BlobKey: UserID] = [:]
+
+  private enum CodingKeys: String, CodingKey {
+    case videos
+    case pendingBlobDeletions
+    case droppedCommands
+    case uploadOwners
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    videos = try container.decode([VideoID: TrackedVideo].self, forKey: .videos)
+    pendingBlobDeletions = try container.decode([BlobKey].self, forKey: .pendingBlobDeletions)
+    droppedCommands = try container.decode([String].self, forKey: .droppedCommands)
+    // State written before uploads were bound to their uploader has none.
+    uploadOwners = try container.decodeIfPresent([BlobKey: UserID].self, forKey: .uploadOwners) ?? [:]
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(videos, forKey: .videos)
+    try container.encode(pendingBlobDeletions, forKey: .pendingBlobDeletions)
+    try container.encode(droppedCommands, forKey: .droppedCommands)
+    try container.encode(uploadOwners, forKey: .uploadOwners)
+  }
 
   /// An empty service.
   public init() {}
@@ -65,6 +91,13 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     case .downloaded(let video): return try advance(video, to: .downloaded, by: user)
     case .viewed(let video): return try advance(video, to: .viewed, by: user)
     case .deleted(let video): return try delete(video, by: user)
+    case .uploadStarted(let key):
+      if let owner = uploadOwners[key] {
+        guard owner == user else { throw CommandRejection("blob \(key) is another user's upload") }
+        return []
+      }
+      uploadOwners[key] = user
+      return []
     }
   }
 

@@ -4,7 +4,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
-import Synchronization
 import VideoMessaging
 
 /// The video files on HTTP, resumable both ways (`docs/protocol.md`, "Blobs"):
@@ -17,7 +16,7 @@ import VideoMessaging
 ///
 /// Keys travel as a query parameter because they contain slashes (`videos/<id>`).
 ///
-/// The first user to upload under a key owns the upload; a blob is readable by the sender and the recipient
+/// The first user to upload under a key owns the upload (bound durably, through the application's log); a blob is readable by the sender and the recipient
 /// of the video that names it. An unknown or unreadable blob is 404 `BLOB_GONE` (the same for both, so a
 /// blob's existence is not revealed).
 public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
@@ -26,7 +25,6 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
   let gate: RequestGate
   let limits: RequestLimits
   let now: @Sendable () -> Timestamp
-  private let uploaders = UploadOwners()
 
   /// Routes for the blobs of `server`'s videos, kept in `blobs`.
   public init(
@@ -51,13 +49,13 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
     router.refuseOtherMethods(on: "api/v1/blobs", allowing: [.get])
     router.get("api/v1/uploads") { request, _ in
       await HTTPAnswer.run {
-        let (_, key) = try admitUploader(request)
+        let (_, key) = try await admitUploader(request)
         return try WireFormat.encodeSuccess(Length(length: try await blobCall { try await blobs.partialLength(key) }))
       }
     }
     router.put("api/v1/uploads") { request, _ in
       await HTTPAnswer.run {
-        let (_, key) = try admitUploader(request)
+        let (_, key) = try await admitUploader(request)
         let query = try RequestFields(query: request, allowed: ["key", "offset"])
         guard let offset = try query.int("offset", in: 0...Int(Int32.max) * 1024) else {
           throw EventAPIError.badRequest("Missing 'offset' argument")
@@ -71,7 +69,7 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
     }
     router.post("api/v1/uploads/complete") { request, _ in
       await HTTPAnswer.run {
-        let (_, key) = try admitUploader(request)
+        let (_, key) = try await admitUploader(request)
         try await blobCall { try await blobs.complete(key, at: now()) }
         return try WireFormat.encodeSuccess(Empty())
       }
@@ -121,10 +119,21 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
     return BlobKey(rawValue: raw)
   }
 
-  private func admitUploader(_ request: Request) throws -> (UserID, BlobKey) {
+  /// The uploader and the key, once the key is bound to them: the first upload under a key binds it through
+  /// the application (a logged command, so the binding survives a restart); another user's is refused.
+  private func admitUploader(_ request: Request) async throws -> (UserID, BlobKey) {
     let user = try gate.admit(authorization: request.headers[.authorization])
     let key = try key(request)
-    guard uploaders.claim(key, for: user) else { throw Self.gone(key) }
+    switch await server.application.uploadOwners[key] {
+    case user?: break
+    case nil:
+      do {
+        try await server.handle(.uploadStarted(key), from: user)
+      } catch is EventAPIError {
+        throw Self.gone(key)  // another user bound it first
+      }
+    case _?: throw Self.gone(key)
+    }
     return (user, key)
   }
 
@@ -170,20 +179,6 @@ extension EventAPIError.Code {
   static let offsetMismatch = EventAPIError.Code(wireValue: "OFFSET_MISMATCH")
   /// The blob store failed this time.
   static let blobUnavailable = EventAPIError.Code(wireValue: "BLOB_UNAVAILABLE")
-}
-
-/// Which user owns each upload under way: the first to write under a key.
-private final class UploadOwners: Sendable {
-  private let owners = Mutex<[BlobKey: UserID]>([:])
-
-  /// Whether `user` may write under `key` (claiming it when nobody has).
-  func claim(_ key: BlobKey, for user: UserID) -> Bool {
-    owners.withLock { owners in
-      if let owner = owners[key] { return owner == user }
-      owners[key] = user
-      return true
-    }
-  }
 }
 
 private struct Length: Encodable {

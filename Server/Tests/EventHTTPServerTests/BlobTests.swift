@@ -51,6 +51,28 @@ struct BlobTests {
     try await live.stop()
   }
 
+  @Test("upload ownership survives a restart: after it, another user still cannot append to the upload")
+  func ownershipSurvivesRestart() async throws {
+    let first = try await LiveServer.start()
+    defer { first.removeData() }
+    let key = BlobKey(rawValue: "videos/alice-partial")
+    try await store(first, "alice").append(Data(repeating: 1, count: 1_000), to: key, at: 0)
+    #expect(await (try first.events).application.uploadOwners[key] == "alice")
+    try await first.stop()
+
+    let second = try await LiveServer.start(dataDirectory: first.dataDirectory)
+    let bob = store(second, "bob")
+    do {
+      try await bob.append(Data([2]), to: key, at: 1_000)
+      Issue.record("bob appended to alice's upload after a restart")
+    } catch {
+      #expect(error.isGone)
+    }
+    #expect(try await store(second, "alice").partialLength(key) == 1_000)
+    try await store(second, "alice").append(Data([3]), to: key, at: 1_000)
+    try await second.stop()
+  }
+
   @Test("two devices exchange a video over HTTP: uploaded, downloaded, viewed, on both sides")
   func devicesExchangeAVideo() async throws {
     let live = try await LiveServer.start()

@@ -28,7 +28,7 @@ extension EventServer where Application: Codable {
   ///   nothing stored is changed then.
   public static func recovering(
     from log: any ServerLog,
-    application: @autoclosure () -> Application,
+    application: Application,
     configuration: EventServerConfiguration = .init(),
     clock: C,
     anchor: Timestamp? = nil,
@@ -40,7 +40,7 @@ extension EventServer where Application: Codable {
     let stored = try await log.load()
     var (machine, report) = try Machine.rebuilding(
       from: stored,
-      application: application(),
+      application: application,
       configuration: configuration,
       random: random,
       now: timeline.now()
