@@ -4,6 +4,7 @@
 # At the end each client checks the server's state and its own: every note acknowledged is there, none is
 # applied twice, all are in order, every client converged; the script adds up the figures.
 #
+# Snapshots are written every 0.1 s, so some kills land while a snapshot is being written.
 # Usage: scripts/crash-soak.sh [KILLS] [CLIENTS] [NOTES]   (defaults 20 4 150; CI runs the defaults)
 # Everything listens on 127.0.0.1, every wait is bounded, every process is stopped by its pid.
 set -euo pipefail
@@ -32,7 +33,7 @@ server_log="$work/server.log"
 
 start_server() {
   "$bin/event-server" --app notes --host 127.0.0.1 --port "$port" --data-dir "$work/server" \
-    --snapshot-interval 2 --rate-burst 100000 --rate-per-second 100000 >>"$server_log" 2>&1 &
+    --snapshot-interval 0.1 --rate-burst 100000 --rate-per-second 100000 >>"$server_log" 2>&1 &
   server_pid=$!
   pids+=("$server_pid")
   for _ in $(seq 1 300); do
