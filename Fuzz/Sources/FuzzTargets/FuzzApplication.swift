@@ -3,7 +3,7 @@ import EventServer
 import UpdateMachine
 
 /// A small application for the fuzz targets: each user's list of texts; a command posts a text to users.
-struct FuzzBoard: ServerApplication, Equatable {
+struct FuzzBoard: ServerApplication, Equatable, Codable {
   var texts: [UserID: [String]] = [:]
 
   enum Command: Codable, Sendable, Equatable {

@@ -128,6 +128,7 @@ enum FuzzTarget: String, CaseIterable {
       case 2: try? world.serverCommand(.post("s\(count)", to: ["a"]), from: "b")
       case 3: world.crash(Int(byte / 8) % 3)
       case 4: world.advance(to: world.now.advanced(by: .milliseconds(Int64(reader.next()) * 997)))
+      case 5 where byte >= 128: world.crashServer()
       default: world.chaoticStep()
       }
     }
