@@ -74,7 +74,7 @@ public enum ServerLogCodec {
     }
   }
 
-  static func digest(_ data: some Collection<UInt8>) -> UInt64 {
+  static func digest(_ data: Data) -> UInt64 {
     FNV1a.hash(data)
   }
 }
