@@ -49,6 +49,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     /// Requests waiting for the log to be durable through their position.
     var waiters: [(position: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
     var failureWaiters: [(id: Int, continuation: CheckedContinuation<ServerLogError?, Never>)] = []
+    /// Callers of ``EventServer/waitUntilAppended(through:)``, with the position each waits for.
+    var appendWaiters: [(position: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
     /// Why the last snapshot could not be stored, if it could not.
     var snapshotFailure: ServerLogError?
   }
@@ -345,6 +347,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       afterActions()
     }
     if let next = write ?? snapshotWrite { startWriting(next) }
+    if !durability!.appendWaiters.isEmpty { resumeAppendWaiters() }
     return position
   }
 

@@ -140,6 +140,7 @@ struct DurableServerTests {
     let log = HeldServerLog()
     let server = try await start(log)
     let callsBefore = log.appendCalls
+    let start = await server.appendedPosition
     log.hold()
     let writes = (0..<50).map { index in
       Task {
@@ -152,7 +153,7 @@ struct DurableServerTests {
       }
     }
     await log.waitForHeldWrite()
-    while await server.application.notes[bob]?.count != 50 { await Task.yield() }
+    await server.waitUntilAppended(through: start + 50)
     log.release()
     for write in writes { #expect(try await write.value.applied) }
     #expect(log.appendCalls - callsBefore == 2)

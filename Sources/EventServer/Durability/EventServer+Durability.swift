@@ -125,6 +125,24 @@ extension EventServer {
     if let failure = durability!.snapshotFailure { throw failure }
   }
 
+  /// Suspends until records through `position` have been given to the log (durable or not): lets a test
+  /// act once a number of requests are under way, without sleeping.
+  public func waitUntilAppended(through position: UInt64) async {
+    guard durability != nil, durability!.commit.appended < position else { return }
+    await withCheckedContinuation { durability!.appendWaiters.append((position, $0)) }
+  }
+
+  func resumeAppendWaiters() {
+    let appended = durability!.commit.appended
+    var ready: [CheckedContinuation<Void, Never>] = []
+    durability!.appendWaiters.removeAll { waiter in
+      guard waiter.position <= appended else { return false }
+      ready.append(waiter.continuation)
+      return true
+    }
+    for continuation in ready { continuation.resume() }
+  }
+
   // MARK: - Shell
 
   /// Throws the log's failure, if it failed.
