@@ -56,7 +56,7 @@ struct ServerDurability<Application: ServerApplication & Codable, Happening> {
     commitScheduled = false
     storage.collect(from: &server)
     storage.flush()
-    if storage.durable.records.count >= Self.snapshotEvery { storage.snapshot(of: &server) }
+    if storage.durableRecordCount >= Self.snapshotEvery { storage.snapshot(of: &server) }
     defer { held = [] }
     return held
   }

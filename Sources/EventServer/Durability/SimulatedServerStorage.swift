@@ -21,8 +21,11 @@ import Foundation
 /// server = try storage.crashed(configuration: server.configuration, random: rng, now: now)
 /// ```
 public struct SimulatedServerStorage<Application: ServerApplication & Codable>: Sendable {
-  /// What survives a crash: the newest snapshot and the framed records after it.
-  public private(set) var durable = StoredLog(snapshot: nil, records: [])
+  /// The durable snapshot, kept as a value; encoded (and decoded) only when a crash rebuilds from it.
+  private var snapshot: ServerSnapshot<Application>?
+  /// The durable records after the snapshot, kept as values; framed through ``ServerLogCodec`` only when a
+  /// crash rebuilds from them, so a world pays for the codec per crash, not per input.
+  private var records: [ServerLogEntry<Application.Command>] = []
   private var pending: [ServerLogEntry<Application.Command>] = []
   /// The last position known durable.
   public private(set) var durablePosition: UInt64 = 0
@@ -35,6 +38,24 @@ public struct SimulatedServerStorage<Application: ServerApplication & Codable>: 
   /// The last position given to a record, durable or not.
   public var appendedPosition: UInt64 { durablePosition + UInt64(pending.count) }
 
+  /// How many durable records follow the snapshot.
+  public var durableRecordCount: Int { records.count }
+
+  /// What survives a crash, as a restarting server reads it: the snapshot and the framed records after it.
+  /// - Throws: ``ServerLogError`` when an entry or the snapshot cannot be encoded (a bug of the application).
+  public func durable() throws(ServerLogError) -> StoredLog {
+    let base = snapshot?.position ?? 0
+    var framed: [StoredRecord] = []
+    framed.reserveCapacity(records.count)
+    for (offset, entry) in records.enumerated() {
+      framed.append(StoredRecord(position: base + UInt64(offset + 1), bytes: try ServerLogCodec.encode(entry)))
+    }
+    let stored = try snapshot.map { snapshot throws(ServerLogError) in
+      StoredSnapshot(position: snapshot.position, bytes: try snapshot.encoded())
+    }
+    return StoredLog(snapshot: stored, records: framed)
+  }
+
   /// Takes what `server` recorded since the last call as pending records.
   /// - Returns: The position the recorded inputs' effects need to be durable through.
   @discardableResult
@@ -43,16 +64,10 @@ public struct SimulatedServerStorage<Application: ServerApplication & Codable>: 
     return appendedPosition
   }
 
-  /// Makes every pending record durable, through the record codec (a group commit).
+  /// Makes every pending record durable (a group commit).
   public mutating func flush() {
-    for entry in pending {
-      durablePosition += 1
-      // The codec encodes every entry of a `Codable` command; a failure is a bug of the world's application.
-      guard let bytes = try? ServerLogCodec.encode(entry) else {
-        preconditionFailure("a log entry of \(Application.self) did not encode")
-      }
-      durable.records.append(StoredRecord(position: durablePosition, bytes: bytes))
-    }
+    durablePosition += UInt64(pending.count)
+    records += pending
     pending = []
   }
 
@@ -60,14 +75,13 @@ public struct SimulatedServerStorage<Application: ServerApplication & Codable>: 
   public mutating func snapshot(of server: inout EventServerStateMachine<Application>) {
     collect(from: &server)
     flush()
-    guard let bytes = try? server.snapshot(position: durablePosition).encoded() else {
-      preconditionFailure("a snapshot of \(Application.self) did not encode")
-    }
-    durable = StoredLog(snapshot: StoredSnapshot(position: durablePosition, bytes: bytes), records: [])
+    snapshot = server.snapshot(position: durablePosition)
+    records = []
   }
 
   /// The server after a crash: pending records are lost; the server is rebuilt from the durable snapshot and
-  /// records, starts recording again and recovers (see ``EventServerStateMachine/recover(now:)``).
+  /// records (through the record codec and the snapshot's encoding, as a real restart reads them), starts
+  /// recording again and recovers (see ``EventServerStateMachine/recover(now:)``).
   /// - Parameters:
   ///   - application: The application when nothing durable holds one yet.
   ///   - configuration: Limits and timings.
@@ -84,7 +98,7 @@ public struct SimulatedServerStorage<Application: ServerApplication & Codable>: 
     pending = []
     crashes += 1
     var (server, _) = try EventServerStateMachine<Application>.rebuilding(
-      from: durable,
+      from: try durable(),
       application: application(),
       configuration: configuration,
       random: random,
