@@ -242,28 +242,6 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     try await waitUntilDurable(finish([]))
   }
 
-  /// Writes every queue to `url` atomically, for a restart.
-  /// - Throws: An encoding or file-system error.
-  public func dumpQueues(to url: URL) throws {
-    try WireFormat.encode(machine.dump()).write(to: url, options: .atomic)
-  }
-
-  /// Loads queues written by ``dumpQueues(to:)``, sending a `restart` event to each accepting queue.
-  /// - Throws: ``QueueDumpError`` when the file is missing, unreadable, corrupt or of another version; the
-  ///   server's queues are then left as they were (none, after a restart).
-  public func restoreQueues(from url: URL) throws(QueueDumpError) {
-    precondition(durability == nil, "a durable server recovers from its log, not from a queue dump")
-    guard FileManager.default.fileExists(atPath: url.path) else { throw .missing(url.path) }
-    let data: Data
-    do {
-      data = try Data(contentsOf: url)
-    } catch {
-      throw .unreadable("cannot read \(url.path): \(error)")
-    }
-    let dump = try QueueDump<Event>.decode(data)
-    finish(try machine.restore(dump, now: timeline.now()))
-  }
-
   /// Stops the timer and ends every parked poll with `CancellationError`, keeping their events queued.
   /// Later polls answer at once instead of parking.
   public func shutdown() {

@@ -1,7 +1,8 @@
 import EventProtocol
 import Foundation
 
-/// The queues of an ``EventServer`` as written to disk for a restart, in a versioned envelope.
+/// The queues of an ``EventServer``, the mutation memory and the push tokens, in a versioned envelope: the
+/// queue part of a ``ServerSnapshot``.
 public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
   /// The format version this build writes; it also reads version 1 (no mutation digests).
   public static var currentVersion: Int { 2 }
@@ -155,11 +156,9 @@ public struct MutationRecord: Hashable, Sendable, Codable {
   }
 }
 
-/// Why queues could not be loaded after a restart. The server then starts with no queues.
+/// Why a queue dump (the queues of a snapshot) is refused.
 public struct QueueDumpError: Error, Hashable, Sendable, CustomStringConvertible {
   private enum Code: Hashable {
-    case missing
-    case unreadable
     case corrupt
     case unsupportedVersion
   }
@@ -173,10 +172,6 @@ public struct QueueDumpError: Error, Hashable, Sendable, CustomStringConvertible
     self.detail = detail
   }
 
-  /// There was no dump file.
-  public static func missing(_ path: String) -> QueueDumpError { .init(.missing, "no queue dump at \(path)") }
-  /// The file could not be read.
-  public static func unreadable(_ detail: String) -> QueueDumpError { .init(.unreadable, detail) }
   /// The file is not a valid dump (bad JSON, or state that breaks the queues' invariants).
   public static func corrupt(_ detail: String) -> QueueDumpError { .init(.corrupt, "corrupt queue dump: \(detail)") }
   /// The file was written in a format this build does not read.

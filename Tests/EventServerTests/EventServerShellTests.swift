@@ -100,49 +100,25 @@ struct EventServerShellTests {
     await #expect(throws: EventAPIError.badEventQueueID(queueID)) { try await poll.value }
   }
 
-  @Test("queues survive a restart through a dump file and get a restart event")
-  func restartThroughFile() async throws {
-    let (server, clock) = makeServer()
-    let registration = try await server.register(user: alice)
-    try await server.handle(.post("before restart", to: [alice]), from: bob)
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("queues-\(UUID()).dump.json")
-    defer { try? FileManager.default.removeItem(at: url) }
-    try await server.dumpQueues(to: url)
-
-    let restarted = EventServer(application: await server.application, clock: clock, anchor: clock.now)
-    try await restarted.restoreQueues(from: url)
-    let events = try await restarted.events(queueID: registration.queueID, user: alice, lastEventID: -1)
-    #expect(
-      events == [
-        EventEnvelope(id: 0, body: .payload(.note(text: "before restart"))), EventEnvelope(id: 1, body: .restart),
-      ]
+  @Test("a corrupt or newer snapshot in the log is a typed error, and the log is left as it was")
+  func badSnapshots() async throws {
+    let corrupt = StoredLog(
+      snapshot: StoredSnapshot(position: 3, bytes: Data(#"{"version": 1, "queues": [{"id": 3}]"#.utf8)),
+      records: []
     )
-  }
-
-  @Test("a missing or corrupt dump file is a typed error and the server starts with no queues")
-  func badDumpFiles() async throws {
-    let (server, _) = makeServer()
-    let directory = FileManager.default.temporaryDirectory
-    let missing = directory.appendingPathComponent("missing-\(UUID()).dump.json")
-    await #expect(throws: QueueDumpError.missing(missing.path)) { try await server.restoreQueues(from: missing) }
-
-    let corrupt = directory.appendingPathComponent("corrupt-\(UUID()).dump.json")
-    defer { try? FileManager.default.removeItem(at: corrupt) }
-    try Data(#"{"version": 1, "queues": [{"id": 3}]"#.utf8).write(to: corrupt)
+    let log = InMemoryServerLog(corrupt)
     do {
-      try await server.restoreQueues(from: corrupt)
-      Issue.record("a corrupt dump loaded")
+      _ = try await EventServer.recovering(from: log, application: NoteBoard(), clock: ManualClock())
+      Issue.record("a corrupt snapshot loaded")
     } catch {
-      #expect(error.isSameKind(as: .corrupt("")))
+      #expect(error.isSameKind(as: .undecodable("")))
     }
+    #expect(log.stored == corrupt)
 
-    let newer = directory.appendingPathComponent("newer-\(UUID()).dump.json")
-    defer { try? FileManager.default.removeItem(at: newer) }
-    try Data(#"{"version": 7, "queues": []}"#.utf8).write(to: newer)
-    await #expect(throws: QueueDumpError.unsupportedVersion(found: 7, supported: 2)) {
-      try await server.restoreQueues(from: newer)
+    let newer = StoredLog(snapshot: StoredSnapshot(position: 3, bytes: Data(#"{"version": 7}"#.utf8)), records: [])
+    await #expect(throws: ServerLogError.newerFormat(found: 7, supported: 1)) {
+      _ = try await EventServer.recovering(from: InMemoryServerLog(newer), application: NoteBoard(), clock: ManualClock())
     }
-    #expect(await server.queueCount == 0)
   }
 
   @Test("shutdown ends parked polls with CancellationError and keeps their events")
