@@ -117,7 +117,11 @@ struct EventServerShellTests {
 
     let newer = StoredLog(snapshot: StoredSnapshot(position: 3, bytes: Data(#"{"version": 7}"#.utf8)), records: [])
     await #expect(throws: ServerLogError.newerFormat(found: 7, supported: 1)) {
-      _ = try await EventServer.recovering(from: InMemoryServerLog(newer), application: NoteBoard(), clock: ManualClock())
+      _ = try await EventServer.recovering(
+        from: InMemoryServerLog(newer),
+        application: NoteBoard(),
+        clock: ManualClock()
+      )
     }
   }
 
