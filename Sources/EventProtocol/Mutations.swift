@@ -40,6 +40,10 @@ public struct MutationID: RawRepresentable, Hashable, Comparable, Codable, Senda
     self.rawValue = rawValue
   }
 
+  /// The ids a server accepts: from 1 (an outbox's first) to 2^53 − 1 (the largest integer every JSON
+  /// reader keeps exact).
+  public static let valid = MutationID(1)...MutationID((1 << 53) - 1)
+
   public static func < (lhs: MutationID, rhs: MutationID) -> Bool {
     lhs.rawValue < rhs.rawValue
   }
@@ -143,8 +147,16 @@ public struct MutationDigest: RawRepresentable, Hashable, Codable, Sendable, Cus
   /// The digest of `value`'s canonical JSON encoding; a value that cannot be encoded digests as its
   /// type name, which still tells repeats apart from different types.
   public init(of value: some Encodable) {
-    let bytes = (try? WireFormat.encode(value)) ?? Data(String(describing: type(of: value)).utf8)
-    self.rawValue = FNV1a.hash(bytes)
+    self = Self.measuring(value).digest
+  }
+
+  /// The digest of `value` and the size of its canonical JSON encoding (`nil` when it cannot be encoded),
+  /// from one encoding: what a server needs to tell repeats apart and to refuse a command too large.
+  public static func measuring(_ value: some Encodable) -> (digest: MutationDigest, bytes: Int?) {
+    guard let bytes = try? WireFormat.encode(value) else {
+      return (MutationDigest(rawValue: FNV1a.hash(Data(String(describing: type(of: value)).utf8))), nil)
+    }
+    return (MutationDigest(rawValue: FNV1a.hash(bytes)), bytes.count)
   }
 
   public var description: String { String(rawValue, radix: 16) }

@@ -54,6 +54,9 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// When expired queues are next swept away.
   public internal(set) var nextSweepAt: Timestamp
   private var random: any RandomNumberGenerator & Sendable
+  /// How many events were over ``EventServerConfiguration/maximumEventBytes`` and queued all the same (an
+  /// application whose events outgrow its commands); for metrics and logs.
+  public internal(set) var oversizeEvents = 0
   /// The inputs recorded for the input log since the shell last took them; `nil` when not recording.
   var recorded: [ServerLogEntry<Application.Command>]?
 
@@ -300,11 +303,10 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       for recipient in Self.distinct(delivery.recipients) {
         if tracksPushes, notifiedSet.insert(recipient).inserted { notified.append(recipient) }
         for slot in table.slots(of: recipient) where table.slots[slot]!.accepts(eventType) {
-          if fits == nil { fits = fitsSizeLimit(delivery.event) }
-          guard fits! else {
-            // Too big to queue: the client re-registers and finds the change in its snapshot.
-            removeQueue(slot, actions: &actions)
-            continue
+          if fits == nil {
+            fits = fitsSizeLimit(delivery.event)
+            // Another user's command must not cost a queue: the event is queued all the same, and counted.
+            if fits == false { oversizeEvents += 1 }
           }
           if tracksPushes, table.slots[slot]!.parkedPoll != nil, let clientID = table.slots[slot]!.clientID {
             servedByPoll.insert(MutationSource(user: recipient, clientID: clientID))
@@ -336,8 +338,34 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     return actions
   }
 
-  /// A device registers its push token for one of `user`'s installations.
-  public mutating func registerPushToken(_ token: PushToken, user: UserID, clientID: ClientID, now: Timestamp) {
+  /// The longest push token accepted, in bytes (platform tokens are far shorter).
+  public static var maximumPushTokenBytes: Int { 4096 }
+
+  /// A device registers its push token for one of `user`'s installations (replacing the installation's
+  /// earlier token).
+  /// - Throws: `BAD_REQUEST`, changing nothing, when the token is empty or over ``maximumPushTokenBytes``,
+  ///   the client id is not 1 to ``ClientID/maximumLength`` bytes, or the user already has
+  ///   ``EventServerConfiguration/maximumClientsPerUser`` installations registered (a token the platform
+  ///   reports invalid frees its place).
+  public mutating func registerPushToken(
+    _ token: PushToken,
+    user: UserID,
+    clientID: ClientID,
+    now: Timestamp
+  ) throws(EventAPIError) {
+    guard (1...Self.maximumPushTokenBytes).contains(token.rawValue.utf8.count),
+      (1...ClientID.maximumLength).contains(clientID.rawValue.utf8.count)
+    else {
+      throw .badRequest(
+        "a push token is 1 to \(Self.maximumPushTokenBytes) bytes, a client id 1 to \(ClientID.maximumLength)"
+      )
+    }
+    let installation = MutationSource(user: user, clientID: clientID)
+    if pushRegistry.entries[installation] == nil,
+      pushRegistry.installations(of: user).count >= configuration.maximumClientsPerUser
+    {
+      throw .badRequest("at most \(configuration.maximumClientsPerUser) installations per user may register for pushes")
+    }
     record(.pushTokenRegistered(token: token, user: user, clientID: clientID), now: now)
     pushRegistry.register(token: token, for: MutationSource(user: user, clientID: clientID))
   }
@@ -381,9 +409,13 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     return users.filter { seen.insert($0).inserted }
   }
 
+  /// Whether `event`, inside the envelope a poll answers it in, is within the size limit. Measured in its
+  /// envelope because that is what travels (a payload may encode only there: a top-level empty keyed
+  /// container does not); an event that cannot be encoded at all is not a size, and counts as fitting (the
+  /// application's defect, found by its tests, not a reason to drop anyone's queue).
   private func fitsSizeLimit(_ event: Event) -> Bool {
     guard let limit = configuration.maximumEventBytes else { return true }
-    guard let bytes = try? WireFormat.encode(event) else { return false }
+    guard let bytes = try? WireFormat.encode(EventEnvelope(id: Int.max, body: .payload(event))) else { return true }
     return bytes.count <= limit
   }
 
@@ -394,19 +426,29 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// send the write again: nothing is acknowledged that was not applied.
   /// - Parameters:
   ///   - digest: The write's ``MutationDigest``; the shell computes it from the command.
+  ///   - commandBytes: The command's size in bytes of JSON, when the shell measured it (as it digested it):
+  ///     over ``EventServerConfiguration/maximumCommandBytes`` the mutation is refused before it is applied.
   /// - Returns: The receipt, with each of the user's queues' last event id after the mutation, and the actions.
-  /// - Throws: `BAD_REQUEST` when the application rejects the mutation (and again for every repeat of it), or
-  ///   when the client id is longer than ``ClientID/maximumLength``; `MUTATION_ID_REUSED` as above.
+  /// - Throws: `BAD_REQUEST` when the application rejects the mutation (and again for every repeat of it),
+  ///   when the client id is longer than ``ClientID/maximumLength``, the mutation id outside
+  ///   ``MutationID/valid``, or the command too large; `MUTATION_ID_REUSED` as above.
   public mutating func applyMutation(
     _ command: Application.Command,
     from user: UserID,
     clientID: ClientID,
     mutationID: MutationID,
     digest: MutationDigest,
+    commandBytes: Int? = nil,
     now: Timestamp
   ) throws(EventAPIError) -> (MutationReceipt, [Action]) {
     guard clientID.rawValue.utf8.count <= ClientID.maximumLength, !clientID.rawValue.isEmpty else {
       throw .badRequest("client id must be 1 to \(ClientID.maximumLength) bytes")
+    }
+    guard MutationID.valid.contains(mutationID) else {
+      throw .badRequest("mutation_id must be 1 to \(MutationID.valid.upperBound.rawValue)")
+    }
+    if let limit = configuration.maximumCommandBytes, let commandBytes, commandBytes > limit {
+      throw .badRequest("the mutation's command is \(commandBytes) bytes; at most \(limit) are accepted")
     }
     let source = MutationSource(user: user, clientID: clientID)
     if case .reused = mutationMemory.verdict(for: source, mutationID: mutationID, digest: digest) {
@@ -464,12 +506,14 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     from user: UserID,
     now: Timestamp
   ) throws(EventAPIError) -> (MutationReceipt, [Action]) where Application.Command: Equatable {
-    try applyMutation(
+    let (digest, bytes) = MutationDigest.measuring(request.mutation)
+    return try applyMutation(
       request.mutation,
       from: user,
       clientID: request.clientID,
       mutationID: request.mutationID,
-      digest: MutationDigest(of: request.mutation),
+      digest: digest,
+      commandBytes: bytes,
       now: now
     )
   }

@@ -207,6 +207,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ) async throws -> MutationReceipt {
     try checkLogHealthy()
     let outcome: Result<(MutationReceipt, [Machine.Action]), EventAPIError>
+    let (digest, commandBytes) = MutationDigest.measuring(command)
     do {
       outcome = .success(
         try machine.applyMutation(
@@ -214,7 +215,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
           from: user,
           clientID: clientID,
           mutationID: mutationID,
-          digest: MutationDigest(of: command),
+          digest: digest,
+          commandBytes: commandBytes,
           now: timeline.now()
         )
       )
@@ -235,10 +237,12 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
 
   /// Registers the push token of one of `user`'s installations (its client id); it gets a push whenever
   /// an event is queued for the user while it is not long-polling.
-  /// - Throws: ``ServerLogError`` when a durable server cannot make it durable.
-  public func registerPushToken(_ token: PushToken, user: UserID, clientID: ClientID) async throws(ServerLogError) {
+  /// - Throws: `BAD_REQUEST` (``EventAPIError``) for a token or client id out of bounds or one installation
+  ///   too many (``EventServerStateMachine/registerPushToken(_:user:clientID:now:)``); ``ServerLogError``
+  ///   when a durable server cannot make it durable.
+  public func registerPushToken(_ token: PushToken, user: UserID, clientID: ClientID) async throws {
     try checkLogHealthy()
-    machine.registerPushToken(token, user: user, clientID: clientID, now: timeline.now())
+    try machine.registerPushToken(token, user: user, clientID: clientID, now: timeline.now())
     try await waitUntilDurable(finish([]))
   }
 

@@ -27,10 +27,15 @@ public struct EventServerConfiguration: Sendable, Hashable {
   /// stays offline holding a write whose acknowledgement was lost. A client silent for longer that then
   /// retries such a write gets it applied a second time; nothing is ever lost.
   public var mutationMemoryLifetime: Duration = .seconds(90 * 24 * 3600)
-  /// The largest event, in bytes of JSON, a queue holds; `nil` for no limit. Default 256 KiB. An event
-  /// over it is not queued: each queue that would receive it is dropped instead, so its client
-  /// re-registers and gets the change in its snapshot.
+  /// The largest event, in bytes of JSON inside its envelope, an application should produce; `nil` for no
+  /// limit. Default 256 KiB. Events are kept under it by refusing large commands before they are applied
+  /// (``maximumCommandBytes``, with an application's events no larger than the command that caused them plus
+  /// a little). An event over it all the same is still queued (no queue is dropped for what another user
+  /// sent) and counted in ``EventServerStateMachine/oversizeEvents``.
   public var maximumEventBytes: Int? = 256 << 10
+  /// The largest command, in bytes of JSON, a mutation may carry; `nil` for no limit. Default 64 KiB. A
+  /// larger one is refused (`BAD_REQUEST`) before it is applied, so nothing changes.
+  public var maximumCommandBytes: Int? = 64 << 10
 
   /// The shortest time between two pushes to one installation; pushes in between are coalesced into one
   /// sent at the end of the interval, composed then. Default 10 s.

@@ -7,9 +7,12 @@ import Foundation
   import Darwin
 #endif
 
-/// A blob store in a directory: a partial blob is a `.partial` file appended to and flushed (`fsync`) on
+/// A blob store in a directory: a partial blob is a `~partial` file appended to and flushed (`fsync`) on
 /// every append, so a transfer killed between any two writes resumes from the file's length; completing
 /// renames it to its final name, so a blob appears whole or not at all.
+///
+/// File names are the keys percent-encoded (everything but letters, digits, `-`, `_` and `.`), so no key
+/// names a file outside the directory, and none names a partial file: `~` is always encoded in a key's name.
 ///
 /// ```swift
 /// let store = FileBlobStore(directory: URL.applicationSupportDirectory.appending(path: "Videos"))
@@ -29,7 +32,12 @@ public struct FileBlobStore: BlobStore {
   }
 
   private func completeURL(_ key: BlobKey) -> URL { directory.appendingPathComponent(fileName(key)) }
-  private func partialURL(_ key: BlobKey) -> URL { directory.appendingPathComponent(fileName(key) + ".partial") }
+  /// A partial blob's file: a name no key's file name can be (`~` is always percent-encoded in those).
+  private func partialURL(_ key: BlobKey) -> URL {
+    directory.appendingPathComponent(fileName(key) + Self.partialSuffix)
+  }
+
+  private static let partialSuffix = "~partial"
 
   private func ensureDirectory() throws(BlobStoreError) {
     do {
@@ -115,7 +123,7 @@ public struct FileBlobStore: BlobStore {
 
   public func list() async throws(BlobStoreError) -> [BlobInfo] {
     guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return [] }
-    return names.filter { !$0.hasSuffix(".partial") }.sorted().compactMap { name in
+    return names.filter { !$0.hasSuffix(Self.partialSuffix) }.sorted().compactMap { name in
       let url = directory.appendingPathComponent(name)
       guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
         let size = (attributes[.size] as? NSNumber)?.intValue

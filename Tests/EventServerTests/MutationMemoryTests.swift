@@ -126,18 +126,6 @@ struct MutationMemoryTests {
     #expect(machine.mutationMemory.records.map(\.source.clientID) == ["c2", "c3", "c4"])
   }
 
-  @Test("an event over the byte limit is not queued: the queue is dropped so its client re-registers")
-  func eventSizeLimit() throws {
-    var machine = makeMachine { $0.maximumEventBytes = 100 }
-    let queue = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID
-    let pollActions = machine.poll(PollID(1), queueID: queue, user: alice, lastEventID: -1, dontBlock: false, now: t0)
-    #expect(pollActions.isEmpty)
-    let actions = try machine.handle(.post(String(repeating: "x", count: 200), to: [alice]), from: bob, now: t0)
-    #expect(actions == [.completePoll(PollID(1), .failed(.badEventQueueID(queue)))])
-    #expect(machine.queues[queue] == nil)
-    #expect(machine.application.notes[alice]?.count == 1)
-  }
-
   @Test("the memory survives a dump, and a version-1 dump (last decision only) still loads")
   func dumps() throws {
     var machine = makeMachine()

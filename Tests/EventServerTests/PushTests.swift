@@ -22,7 +22,7 @@ struct PushTests {
   func pushWithEvents() throws {
     var machine = makeMachine()
     let queue = machine.register(user: alice, eventTypes: nil, lifespan: nil, clientID: phone, now: t0).0.queueID
-    machine.registerPushToken("apns-phone", user: alice, clientID: phone, now: t0)
+    try machine.registerPushToken("apns-phone", user: alice, clientID: phone, now: t0)
     let actions = try machine.handle(.post("hi", to: [alice]), from: bob, now: t0)
     let sent = pushes(actions)
     #expect(sent.count == 1)
@@ -46,8 +46,8 @@ struct PushTests {
     var machine = makeMachine()
     let phoneQueue = machine.register(user: alice, eventTypes: nil, lifespan: nil, clientID: phone, now: t0).0.queueID
     _ = machine.register(user: alice, eventTypes: nil, lifespan: nil, clientID: tablet, now: t0)
-    machine.registerPushToken("p", user: alice, clientID: phone, now: t0)
-    machine.registerPushToken("t", user: alice, clientID: tablet, now: t0)
+    try machine.registerPushToken("p", user: alice, clientID: phone, now: t0)
+    try machine.registerPushToken("t", user: alice, clientID: tablet, now: t0)
     _ = machine.poll(PollID(1), queueID: phoneQueue, user: alice, lastEventID: -1, dontBlock: false, now: t0)
     let actions = try machine.handle(.post("hi", to: [alice]), from: bob, now: t0)
     #expect(pushes(actions).map(\.0.clientID) == [tablet])
@@ -57,7 +57,7 @@ struct PushTests {
   func coalescing() throws {
     var machine = makeMachine { $0.pushInterval = .seconds(10) }
     let queue = machine.register(user: alice, eventTypes: nil, lifespan: nil, clientID: phone, now: t0).0.queueID
-    machine.registerPushToken("p", user: alice, clientID: phone, now: t0)
+    try machine.registerPushToken("p", user: alice, clientID: phone, now: t0)
     #expect(pushes(try machine.handle(.post("one", to: [alice]), from: bob, now: t0)).count == 1)
     let later = t0.advanced(by: .seconds(3))
     #expect(pushes(try machine.handle(.post("two", to: [alice]), from: bob, now: later)).isEmpty)
@@ -75,7 +75,7 @@ struct PushTests {
   func payloadLimit() throws {
     var machine = makeMachine { $0.maximumPushPayloadBytes = 200 }
     let queue = machine.register(user: alice, eventTypes: nil, lifespan: nil, clientID: phone, now: t0).0.queueID
-    machine.registerPushToken("p", user: alice, clientID: phone, now: t0)
+    try machine.registerPushToken("p", user: alice, clientID: phone, now: t0)
     let sent = pushes(try machine.handle(.post(String(repeating: "x", count: 300), to: [alice]), from: bob, now: t0))
     #expect(sent.first?.1 == PushPayload(queueID: queue, lastEventID: 0, events: nil))
   }
@@ -84,7 +84,7 @@ struct PushTests {
   func expiredQueueStillPushed() throws {
     var machine = makeMachine()
     _ = machine.register(user: alice, eventTypes: nil, lifespan: nil, clientID: phone, now: t0)
-    machine.registerPushToken("p", user: alice, clientID: phone, now: t0)
+    try machine.registerPushToken("p", user: alice, clientID: phone, now: t0)
     let aWeekLater = t0.advanced(by: .seconds(7 * 24 * 3600))
     _ = machine.timerFired(now: aWeekLater)
     #expect(machine.queues.isEmpty)
@@ -95,8 +95,8 @@ struct PushTests {
   @Test("a token the platform reports invalid gets no more pushes; registrations survive a restart")
   func invalidTokensAndDumps() throws {
     var machine = makeMachine()
-    machine.registerPushToken("p", user: alice, clientID: phone, now: t0)
-    machine.registerPushToken("t", user: alice, clientID: tablet, now: t0)
+    try machine.registerPushToken("p", user: alice, clientID: phone, now: t0)
+    try machine.registerPushToken("t", user: alice, clientID: tablet, now: t0)
     machine.pushTokenInvalid("p", now: t0)
     #expect(pushes(try machine.handle(.post("x", to: [alice]), from: bob, now: t0)).map(\.0.clientID) == [tablet])
     let dump = try QueueDump<NoteEvent>.decode(WireFormat.encode(machine.dump()))

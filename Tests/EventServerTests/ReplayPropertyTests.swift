@@ -125,7 +125,12 @@ struct ReplayRun {
       let token = PushToken(rawValue: ["p1", "p2"].randomElement(using: &random)!)
       if Bool.random(using: &random) {
         trace.append("\(now) push token \(token) for \(user)")
-        machine.registerPushToken(token, user: user, clientID: ["c1", "c2"].randomElement(using: &random)!, now: now)
+        _ = try? machine.registerPushToken(
+          token,
+          user: user,
+          clientID: ["c1", "c2"].randomElement(using: &random)!,
+          now: now
+        )
       } else {
         trace.append("\(now) push token \(token) invalid")
         machine.pushTokenInvalid(token, now: now)

@@ -16,9 +16,11 @@ import VideoMessaging
 ///
 /// Keys travel as a query parameter because they contain slashes (`videos/<id>`).
 ///
-/// The first user to upload under a key owns the upload (bound durably, through the application's log); a blob is readable by the sender and the recipient
-/// of the video that names it. An unknown or unreadable blob is 404 `BLOB_GONE` (the same for both, so a
-/// blob's existence is not revealed).
+/// Keys are not capabilities (`docs/security.md`): the first user to upload under a key owns it (bound
+/// durably, through the application's log), only their video may claim it, and once claimed it is no longer
+/// written. A blob is readable by the sender and the recipient of the video that claimed it until it is
+/// released (downloaded, viewed or deleted). An unknown, unreadable or released blob is 404 `BLOB_GONE`
+/// (the same for all, so a blob's existence is not revealed).
 public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
   let server: EventServer<VideoServer, C>
   let blobs: any BlobStore
@@ -55,14 +57,21 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
     }
     router.put("api/v1/uploads") { request, _ in
       await HTTPAnswer.run {
-        let (_, key) = try await admitUploader(request)
+        let (_, key) = try await admitUploader(request, writing: true)
         let query = try RequestFields(query: request, allowed: ["key", "offset"])
-        guard let offset = try query.int("offset", in: 0...Int(Int32.max) * 1024) else {
+        let maximum = await server.application.limits.maximumVideoBytes
+        guard let offset = try query.int("offset", in: 0...maximum) else {
           throw EventAPIError.badRequest("Missing 'offset' argument")
         }
         var request = request
         let chunk = Data(try await request.collectBody(upTo: limits.blobChunkBytes).readableBytesView)
         guard !chunk.isEmpty else { throw EventAPIError.badRequest("an upload chunk needs at least one byte") }
+        guard offset + chunk.count <= maximum else {
+          throw HTTPAnswer.Refusal(
+            status: .contentTooLarge,
+            error: EventAPIError(code: .quotaExceeded, message: "a video is at most \(maximum) bytes")
+          )
+        }
         try await blobCall { try await blobs.append(chunk, to: key, at: offset) }
         return try WireFormat.encodeSuccess(Length(length: offset + chunk.count))
       }
@@ -120,19 +129,28 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
   }
 
   /// The uploader and the key, once the key is bound to them: the first upload under a key binds it through
-  /// the application (a logged command, so the binding survives a restart); another user's is refused.
-  private func admitUploader(_ request: Request) async throws -> (UserID, BlobKey) {
+  /// the application (a logged command, so the binding survives a restart); another user's key, a released
+  /// one, or (for a write) one a video already claimed is answered as gone, the same as a key never seen.
+  private func admitUploader(_ request: Request, writing: Bool = false) async throws -> (UserID, BlobKey) {
     let user = try gate.admit(authorization: request.headers[.authorization])
     let key = try key(request)
-    switch await server.application.uploadOwners[key] {
-    case user?: break
+    let binding = await server.application.blobBindings[key]
+    switch binding {
     case nil:
       do {
         try await server.handle(.uploadStarted(key), from: user)
-      } catch is EventAPIError {
-        throw Self.gone(key)  // another user bound it first
+      } catch let error as EventAPIError where error.code == .badRequest {
+        // Another user bound it first, or this user has too many uploads waiting.
+        if await server.application.blobBindings[key] != nil { throw Self.gone(key) }
+        throw HTTPAnswer.Refusal(
+          status: .tooManyRequests,
+          error: EventAPIError(code: .quotaExceeded, message: error.message)
+        )
       }
-    case _?: throw Self.gone(key)
+    case let binding? where binding.owner == user && binding.releasedAt == nil && (binding.video == nil || !writing):
+      break
+    default:
+      throw Self.gone(key)
     }
     return (user, key)
   }
@@ -140,10 +158,7 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
   private func admitReader(_ request: Request) async throws -> BlobKey {
     let user = try gate.admit(authorization: request.headers[.authorization])
     let key = try key(request)
-    let videos = await server.application.videos.values
-    guard videos.contains(where: { $0.blobKey == key && ($0.sender == user || $0.recipient == user) }) else {
-      throw Self.gone(key)
-    }
+    guard await server.application.mayRead(key, user: user) else { throw Self.gone(key) }
     return key
   }
 
@@ -179,6 +194,8 @@ extension EventAPIError.Code {
   static let offsetMismatch = EventAPIError.Code(wireValue: "OFFSET_MISMATCH")
   /// The blob store failed this time.
   static let blobUnavailable = EventAPIError.Code(wireValue: "BLOB_UNAVAILABLE")
+  /// The user is over one of their bounds (uploads waiting, a video's size).
+  static let quotaExceeded = EventAPIError.Code(wireValue: "QUOTA_EXCEEDED")
 }
 
 private struct Length: Encodable {

@@ -1,0 +1,54 @@
+import EventProtocol
+
+/// What the server knows of a blob key: who uploads under it, the one video that claimed it, and whether it
+/// was released. Keys are not capabilities: a key is bound to its first uploader (at upload start, or by the
+/// `uploaded` notice that first names it), only that user's video may claim it, only once, and a released
+/// key is never bound again (`docs/security.md`).
+public struct BlobBinding: Codable, Sendable, Hashable {
+  /// The user who uploads under the key: the only one who may write it or name it in `uploaded`.
+  public var owner: UserID
+  /// The video that claimed the key, once its `uploaded` notice was applied.
+  public var video: VideoID?
+  /// When the key was released (its video downloaded, viewed or deleted): it can no longer be written,
+  /// read or claimed.
+  public var releasedAt: Timestamp?
+
+  /// Creates a BlobBinding from its parts.
+  public init(owner: UserID, video: VideoID? = nil, releasedAt: Timestamp? = nil) {
+    self.owner = owner
+    self.video = video
+    self.releasedAt = releasedAt
+  }
+
+  /// Whether the key is bound to its owner and not yet claimed by a video: an upload in progress, or done
+  /// and waiting for its notice.
+  public var isUploading: Bool { video == nil && releasedAt == nil }
+}
+
+/// How much one user may keep on the video server: every id and string bounded, every collection per user
+/// bounded, so one user cannot grow the server's memory, its log or its snapshots without limit.
+///
+/// Lengths are in UTF-8 bytes, as `Server/openapi.yaml` states them.
+public struct VideoServerLimits: Codable, Sendable, Hashable {
+  /// The longest video id (a ``VideoID/make(at:using:)`` id is 38).
+  public var maximumVideoIDBytes = 64
+  /// The longest user id a video may name as its recipient.
+  public var maximumUserIDBytes = 64
+  /// The longest blob key (what the blob routes accept).
+  public var maximumBlobKeyBytes = 160
+  /// The largest video file.
+  public var maximumVideoBytes = 2 << 30
+  /// The most videos one sender may have tracked at once (any status; deleting one frees its place).
+  public var maximumVideosPerSender = 10_000
+  /// The most videos one sender may have waiting for their recipients (status uploaded).
+  public var maximumVideosInFlightPerSender = 1_000
+  /// The most keys one user may have bound and not yet claimed (uploads in progress or waiting for their
+  /// notice); with ``maximumVideoBytes`` it bounds the bytes a user's uploads may take.
+  public var maximumUploadsPerUser = 64
+  /// How many released keys are remembered per user, so none is bound again; past this the oldest is
+  /// forgotten (its blob was deleted at the janitor's run that followed its release).
+  public var maximumReleasedKeysPerUser = 10_000
+
+  /// The defaults.
+  public init() {}
+}

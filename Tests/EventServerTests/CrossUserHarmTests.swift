@@ -1,0 +1,114 @@
+import EventProtocol
+import SampleApps
+import Testing
+
+@testable import EventServer
+
+/// No command from one user can drop, expire or fill another user's queue, and every field a user sends is
+/// bounded (`docs/security.md`, "An authenticated user attacking others").
+@Suite("cross-user harm")
+struct CrossUserHarmTests {
+  @Test("a mutation whose command is over the limit is refused before it is applied: the queue and the state stay")
+  func oversizeCommandRefused() throws {
+    var machine = makeMachine { $0.maximumCommandBytes = 100 }
+    let queue = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID
+    #expect(machine.poll(PollID(1), queueID: queue, user: alice, lastEventID: -1, dontBlock: false, now: t0).isEmpty)
+    let request = MutationRequest(
+      clientID: "bob-phone",
+      mutationID: MutationID(1),
+      mutation: NoteBoard.Command.post(String(repeating: "x", count: 200), to: [alice])
+    )
+    #expect(throws: EventAPIError.self) { try machine.applyMutation(request, from: bob, now: t0) }
+    #expect(machine.queue(queue) != nil)
+    #expect(machine.parkedPollCount == 1)
+    #expect(machine.application.notes[alice] == nil)
+    #expect(machine.mutationMemory.records.isEmpty)
+  }
+
+  @Test(
+    "an event over the event limit is queued all the same and counted: another user's queue is never dropped for it"
+  )
+  func oversizeEventKeepsQueue() throws {
+    var machine = makeMachine { $0.maximumEventBytes = 100 }
+    let queue = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID
+    #expect(machine.poll(PollID(1), queueID: queue, user: alice, lastEventID: -1, dontBlock: false, now: t0).isEmpty)
+    let actions = try machine.handle(.post(String(repeating: "x", count: 200), to: [alice]), from: bob, now: t0)
+    guard case .completePoll(PollID(1), .events(let events)) = actions.first else {
+      Issue.record("the parked poll was not answered with the event: \(actions)")
+      return
+    }
+    #expect(events.count == 1)
+    #expect(machine.queue(queue) != nil)
+    #expect(machine.oversizeEvents == 1)
+  }
+
+  @Test("a payload that encodes only inside its envelope is measured there: every receiving queue keeps it")
+  func payloadMeasuredInEnvelope() throws {
+    var machine = EventServerStateMachine(
+      application: Pinger(),
+      random: SeededRandomNumberGenerator(seed: 1),
+      now: t0
+    )
+    #expect(throws: (any Error).self) { try WireFormat.encode(Ping()) }
+    let queues = [alice, bob].map { machine.register(user: $0, eventTypes: nil, lifespan: nil, now: t0).0.queueID }
+    _ = try machine.handle(.ping, from: alice, now: t0)
+    for queue in queues {
+      #expect(machine.queue(queue)?.events.count == 1)
+    }
+    #expect(machine.oversizeEvents == 0)
+  }
+
+  @Test("mutation ids outside 1...2^53-1 are refused, as the spec says", arguments: [UInt64(0), 1 << 53, .max])
+  func mutationIDBounds(id: UInt64) throws {
+    var machine = makeMachine()
+    let request = MutationRequest(
+      clientID: "c",
+      mutationID: MutationID(id),
+      mutation: NoteBoard.Command.post("hi", to: [alice])
+    )
+    #expect(throws: EventAPIError.self) { try machine.applyMutation(request, from: alice, now: t0) }
+    #expect(machine.application.notes.isEmpty)
+  }
+
+  @Test("push tokens are bounded in length and in installations per user; a replaced token takes no new place")
+  func pushTokenBounds() throws {
+    var machine = makeMachine { $0.maximumClientsPerUser = 3 }
+    let long = PushToken(rawValue: String(repeating: "t", count: Machine.maximumPushTokenBytes + 1))
+    #expect(throws: EventAPIError.self) { try machine.registerPushToken(long, user: alice, clientID: "c0", now: t0) }
+    for index in 0..<3 {
+      try machine.registerPushToken(
+        PushToken(rawValue: "token-\(index)"),
+        user: alice,
+        clientID: ClientID(rawValue: "c\(index)"),
+        now: t0
+      )
+    }
+    try machine.registerPushToken("token-0-renewed", user: alice, clientID: "c0", now: t0)
+    #expect(throws: EventAPIError.self) {
+      try machine.registerPushToken("token-3", user: alice, clientID: "c3", now: t0)
+    }
+    #expect(machine.pushRegistry.installations(of: alice).count == 3)
+    // Bob's place is his own.
+    try machine.registerPushToken("bob-token", user: bob, clientID: "c0", now: t0)
+    machine.pushTokenInvalid("token-1", now: t0)
+    try machine.registerPushToken("token-3", user: alice, clientID: "c3", now: t0)
+  }
+}
+
+/// An event whose own encoding writes nothing (a top-level encode throws), but which is fine inside its
+/// envelope, beside `id` and `type`.
+private struct Ping: EventPayload {
+  static let knownEventTypes: Set<String> = ["ping"]
+  var eventType: String { "ping" }
+  init() {}
+  init(from decoder: any Decoder) throws {}
+  func encode(to encoder: any Encoder) throws {}
+}
+
+private struct Pinger: ServerApplication {
+  enum Command: Codable, Sendable { case ping }
+  func snapshot(for user: UserID) -> Int { 0 }
+  mutating func handle(_ command: Command, from user: UserID) throws(CommandRejection) -> [Delivery<Ping>] {
+    [Delivery(to: ["alice", "bob"], event: Ping())]
+  }
+}
