@@ -9,14 +9,18 @@ public struct BlobBinding: Codable, Sendable, Hashable {
   public var owner: UserID
   /// The video that claimed the key, once its `uploaded` notice was applied.
   public var video: VideoID?
+  /// The blob's size once its upload completed (through the blob routes); `nil` before, or when the key
+  /// was bound by a notice alone.
+  public var size: Int?
   /// When the key was released (its video downloaded, viewed or deleted): it can no longer be written,
   /// read or claimed.
   public var releasedAt: Timestamp?
 
   /// Creates a BlobBinding from its parts.
-  public init(owner: UserID, video: VideoID? = nil, releasedAt: Timestamp? = nil) {
+  public init(owner: UserID, video: VideoID? = nil, size: Int? = nil, releasedAt: Timestamp? = nil) {
     self.owner = owner
     self.video = video
+    self.size = size
     self.releasedAt = releasedAt
   }
 
@@ -37,7 +41,10 @@ public struct VideoServerLimits: Codable, Sendable, Hashable {
   /// The longest blob key (what the blob routes accept).
   public var maximumBlobKeyBytes = 160
   /// The largest video file.
-  public var maximumVideoBytes = 2 << 30
+  public var maximumVideoBytes = 1 << 30
+  /// The most bytes one user's blobs may take: completed uploads and videos not yet released, counted
+  /// here, plus uploads in progress, which the blob routes add before storing each chunk.
+  public var maximumBytesPerUser = 8 << 30
   /// The most videos one sender may have tracked at once (any status; deleting one frees its place).
   public var maximumVideosPerSender = 10_000
   /// The most videos one sender may have waiting for their recipients (status uploaded).

@@ -19,7 +19,9 @@ public struct VideoBlobJanitor: Sendable {
     self.grace = grace
   }
 
-  /// Deletes the released blobs, then the stranded ones.
+  /// Deletes the released blobs, then the stranded ones: a stranded upload is first abandoned on its
+  /// uploader's behalf (a logged command), so its key is released for good and its bytes no longer count
+  /// toward the uploader's bound.
   /// - Returns: The keys deleted.
   /// - Throws: ``BlobStoreError`` from the store; what was taken but not deleted is swept later.
   public func run<C: Clock>(
@@ -27,11 +29,22 @@ public struct VideoBlobJanitor: Sendable {
     blobs: some BlobStore,
     now: Timestamp
   ) async throws(BlobStoreError) -> [BlobKey] where C.Duration == Duration {
-    let released = await server.updateBookkeeping { $0.takeBlobDeletions() }
     let listing = try await blobs.list()
     let application = await server.application
     let stranded = application.unclaimedBlobs(in: listing, now: now, grace: grace)
-    let doomed = Array(Set(released + stranded)).sorted()
+    for key in stranded {
+      guard let owner = application.uploadOwner(of: key), application.uploads(of: owner).contains(key) else {
+        continue
+      }
+      // Refused only when the key changed meanwhile (its notice arrived): then it is not deleted below.
+      _ = try? await server.handle(.uploadAbandoned(key), from: owner)
+    }
+    let released = await server.updateBookkeeping { $0.takeBlobDeletions() }
+    let after = await server.application
+    let stillStranded = stranded.filter { key in
+      after.blobBindings[key].map { $0.video == nil || $0.releasedAt != nil } ?? true
+    }
+    let doomed = Array(Set(released + stillStranded)).sorted()
     for key in doomed { try await blobs.delete(key) }
     return doomed
   }

@@ -14,13 +14,20 @@ public enum VideoCommand: Codable, Sendable, Hashable {
   /// An upload begins under a blob key: the key is bound to its first uploader, durably (the HTTP server's
   /// blob routes send it before storing the first byte; another user's upload under the key is refused).
   case uploadStarted(BlobKey)
+  /// The upload under a key is complete, with this many bytes (the blob routes send it before answering the
+  /// completion): the bytes count toward the uploader's bound, and the video that claims the key must
+  /// declare this size.
+  case uploadCompleted(BlobKey, size: Int)
+  /// The uploader gives up an upload no video claimed (the server's janitor sends it for stranded uploads,
+  /// on the uploader's behalf): the key is released and its blob deleted.
+  case uploadAbandoned(BlobKey)
 
   /// The video the command is about (`nil` for an upload, which names only a blob key).
   public var video: VideoID? {
     switch self {
     case .uploaded(let upload): upload.video
     case .downloaded(let video), .viewed(let video), .deleted(let video): video
-    case .uploadStarted: nil
+    case .uploadStarted, .uploadCompleted, .uploadAbandoned: nil
     }
   }
 }

@@ -46,7 +46,7 @@ public struct VideoReducer: UpdateReducer {
       state.incoming.removeAll { $0.id == video }
     case .deleted(let video):
       state.outgoing.removeAll { $0.id == video }
-    case .uploadStarted:
+    case .uploadStarted, .uploadCompleted, .uploadAbandoned:
       break
     }
   }

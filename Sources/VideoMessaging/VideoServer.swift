@@ -44,6 +44,8 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     var tracked = 0
     var inFlight = 0
     var uploading: Set<BlobKey> = []
+    /// The bytes of the user's blobs not released: completed uploads, and claimed videos' sizes.
+    var bytes = 0
     /// Released keys, oldest release first.
     var released: [BlobKey] = []
   }
@@ -67,6 +69,13 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     guard let binding = blobBindings[key], binding.releasedAt == nil else { return nil }
     return binding.owner
   }
+
+  /// The keys `user` has bound and no video claimed yet (uploads in progress or waiting for their notice).
+  public func uploads(of user: UserID) -> Set<BlobKey> { footprints[user]?.uploading ?? [] }
+
+  /// The bytes of `user`'s blobs that count toward ``VideoServerLimits/maximumBytesPerUser``: completed
+  /// uploads and claimed videos not yet released (uploads in progress are the blob routes' to add).
+  public func storedBytes(of user: UserID) -> Int { footprints[user]?.bytes ?? 0 }
 
   /// Whether `user` may read the blob under `key`: the sender or the recipient of the video that claimed it,
   /// until the blob is released.
@@ -139,9 +148,17 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     for (owner, _, key) in released.sorted(by: { ($0.1, $0.2) < ($1.1, $1.2) }) {
       footprints[owner, default: Footprint()].released.append(key)
     }
-    for (key, binding) in blobBindings where binding.isUploading {
-      footprints[binding.owner, default: Footprint()].uploading.insert(key)
+    for (key, binding) in blobBindings where binding.releasedAt == nil {
+      if binding.isUploading { footprints[binding.owner, default: Footprint()].uploading.insert(key) }
+      footprints[binding.owner, default: Footprint()].bytes += countedBytes(binding)
     }
+  }
+
+  /// What a binding not released counts toward its owner's bytes: the uploaded size, or for a key bound by
+  /// its notice alone, the size the video declared.
+  private func countedBytes(_ binding: BlobBinding) -> Int {
+    if let size = binding.size { return size }
+    return binding.video.flatMap { videos[$0]?.size } ?? 0
   }
 
   public func snapshot(for user: UserID) -> VideoSnapshot {
@@ -175,7 +192,33 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     case .uploadStarted(let key):
       try bind(key, to: user)
       return []
+    case .uploadCompleted(let key, let size):
+      try completed(key, size: size, by: user)
+      return []
+    case .uploadAbandoned(let key):
+      guard let binding = blobBindings[key], binding.owner == user, binding.isUploading else {
+        throw CommandRejection("blob \(key) is not an upload of yours waiting for its notice")
+      }
+      footprints[user]!.uploading.remove(key)
+      footprints[user]!.bytes -= countedBytes(binding)
+      pendingBlobDeletions.append(key)
+      remember(released: key, owner: user, now: now)
+      return []
     }
+  }
+
+  private mutating func completed(_ key: BlobKey, size: Int, by user: UserID) throws(CommandRejection) {
+    guard let binding = blobBindings[key], binding.owner == user, binding.releasedAt == nil, binding.video == nil
+    else { throw CommandRejection("blob \(key) is not an upload of yours in progress") }
+    guard (0...limits.maximumVideoBytes).contains(size) else {
+      throw CommandRejection("a video is 0 to \(limits.maximumVideoBytes) bytes")
+    }
+    let change = size - (binding.size ?? 0)
+    guard footprints[user, default: Footprint()].bytes + change <= limits.maximumBytesPerUser else {
+      throw CommandRejection("your blobs would be over \(limits.maximumBytesPerUser) bytes: delete some first")
+    }
+    blobBindings[key]!.size = size
+    footprints[user]!.bytes += change
   }
 
   /// Binds `key` to `user` unless it already is: refused when it is another user's, was released, or the
@@ -232,10 +275,20 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
       guard binding.owner == user, binding.releasedAt == nil, binding.video == nil else {
         throw CommandRejection("blob \(upload.blobKey) is not yours to claim")
       }
+      if let size = binding.size, size != upload.size {
+        throw CommandRejection("the video declares \(upload.size) bytes, but its blob holds \(size)")
+      }
+      if binding.size == nil, footprint.bytes + upload.size > limits.maximumBytesPerUser {
+        throw CommandRejection("your blobs would be over \(limits.maximumBytesPerUser) bytes: delete some first")
+      }
     } else {
+      guard footprint.bytes + upload.size <= limits.maximumBytesPerUser else {
+        throw CommandRejection("your blobs would be over \(limits.maximumBytesPerUser) bytes: delete some first")
+      }
       // Named before any upload under it (or by a shell without blob routes): the sender becomes its uploader.
       try bind(upload.blobKey, to: user)
     }
+    if blobBindings[upload.blobKey]!.size == nil { footprints[user]!.bytes += upload.size }
     blobBindings[upload.blobKey]!.video = upload.video
     footprints[user]!.uploading.remove(upload.blobKey)
     footprints[user]!.tracked += 1
@@ -314,8 +367,17 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     video.blobReleased = true
     pendingBlobDeletions.append(video.blobKey)
     let key = video.blobKey
-    blobBindings[key]?.releasedAt = now
     let owner = blobBindings[key]?.owner ?? video.sender
+    if let binding = blobBindings[key], binding.releasedAt == nil {
+      footprints[owner, default: Footprint()].bytes -= binding.size ?? video.size
+    }
+    remember(released: key, owner: owner, now: now)
+  }
+
+  /// Marks `key` released at `now` and remembers it among its owner's released keys, forgetting the oldest
+  /// past the bound.
+  private mutating func remember(released key: BlobKey, owner: UserID, now: Timestamp) {
+    blobBindings[key, default: BlobBinding(owner: owner)].releasedAt = now
     // Kept in (release time, key) order, as a rebuild from a snapshot orders them, so a live server and a
     // recovered one forget the same key first.
     var index = footprints[owner, default: Footprint()].released.endIndex

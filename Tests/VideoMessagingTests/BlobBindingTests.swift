@@ -146,4 +146,62 @@ struct BlobBindingTests {
     #expect(server.uploadOwner(of: "videos/u") == carol)
     #expect(server.mayRead("videos/v1", user: bob))
   }
+
+  @Test("bytes are bounded per user: completed uploads and claimed videos count, released ones stop counting")
+  func byteBounds() throws {
+    var limits = VideoServerLimits()
+    limits.maximumBytesPerUser = 1_000
+    var server = VideoServer(limits: limits)
+    _ = try server.handle(.uploadStarted("videos/a"), from: alice)
+    _ = try server.handle(.uploadCompleted("videos/a", size: 600), from: alice)
+    _ = try server.handle(.uploadStarted("videos/b"), from: alice)
+    #expect(throws: CommandRejection.self) { try server.handle(.uploadCompleted("videos/b", size: 500), from: alice) }
+    #expect(server.storedBytes(of: alice) == 600)
+    // The notice must declare what was uploaded.
+    let lying = VideoUpload(video: vid1, recipient: bob, blobKey: "videos/a", size: 1)
+    #expect(throws: CommandRejection.self) { try server.handle(.uploaded(lying), from: alice) }
+    _ = try server.handle(
+      .uploaded(VideoUpload(video: vid1, recipient: bob, blobKey: "videos/a", size: 600)),
+      from: alice
+    )
+    #expect(server.storedBytes(of: alice) == 600)
+    // A notice naming a key never uploaded counts its declared size.
+    #expect(throws: CommandRejection.self) {
+      try server.handle(.uploaded(upload(vid2, to: bob, size: 401)), from: alice)
+    }
+    _ = try server.handle(.downloaded(vid1), from: bob)
+    #expect(server.storedBytes(of: alice) == 0)
+    _ = try server.handle(.uploadCompleted("videos/b", size: 500), from: alice)
+    #expect(server.storedBytes(of: bob) == 0)
+    // Bob cannot complete or abandon Alice's upload.
+    #expect(throws: CommandRejection.self) { try server.handle(.uploadCompleted("videos/b", size: 1), from: bob) }
+    #expect(throws: CommandRejection.self) { try server.handle(.uploadAbandoned("videos/b"), from: bob) }
+    let decoded = try JSONDecoder().decode(VideoServer.self, from: JSONEncoder().encode(server))
+    #expect(decoded.storedBytes(of: alice) == 500 && decoded.uploads(of: alice) == ["videos/b"])
+  }
+
+  @Test(
+    "the janitor abandons a stranded upload for its uploader: its place and bytes are freed, its key never bound again"
+  )
+  func janitorAbandonsStranded() async throws {
+    var limits = VideoServerLimits()
+    limits.maximumUploadsPerUser = 1
+    let server = EventServer(application: VideoServer(limits: limits))
+    let blobs = InMemoryBlobStore()
+    let key = BlobKey(rawValue: "videos/stranded")
+    try await server.handle(.uploadStarted(key), from: alice)
+    try await blobs.append(Data([1, 2, 3]), to: key, at: 0)
+    try await blobs.complete(key, at: t0)
+    try await server.handle(.uploadCompleted(key, size: 3), from: alice)
+    await #expect(throws: EventAPIError.self) { try await server.handle(.uploadStarted("videos/next"), from: alice) }
+    let janitor = VideoBlobJanitor(grace: .seconds(3600))
+    #expect(try await janitor.run(server: server, blobs: blobs, now: t0.advanced(by: .seconds(60))) == [])
+    #expect(try await janitor.run(server: server, blobs: blobs, now: t0.advanced(by: .seconds(3600))) == [key])
+    #expect(try await blobs.list().isEmpty)
+    let application = await server.application
+    #expect(application.uploads(of: alice).isEmpty && application.storedBytes(of: alice) == 0)
+    #expect(application.blobBindings[key]?.releasedAt != nil)
+    try await server.handle(.uploadStarted("videos/next"), from: alice)
+    await #expect(throws: EventAPIError.self) { try await server.handle(.uploadStarted(key), from: alice) }
+  }
 }

@@ -9,10 +9,30 @@ import Foundation
 public struct APIKeys: Sendable {
   private let keys: [UserID: [UInt8]]
 
+  /// The shortest key accepted, in bytes.
+  public static let minimumKeyBytes = 8
+
   /// Keys by user.
-  public init(_ keys: [UserID: String]) {
+  /// - Throws: ``APIKeysError`` naming the first user (in order) whose key is shorter than
+  ///   ``minimumKeyBytes`` or whose name is empty or holds a `:`.
+  public init(_ keys: [UserID: String]) throws(APIKeysError) {
+    for (user, key) in keys.sorted(by: { $0.key < $1.key }) {
+      guard !user.rawValue.isEmpty, !user.rawValue.contains(":") else {
+        throw APIKeysError("a user name must be non-empty and hold no ':' ('\(user.rawValue.prefix(40))')")
+      }
+      guard key.utf8.count >= Self.minimumKeyBytes else {
+        throw APIKeysError("the key of \(user) is shorter than \(Self.minimumKeyBytes) characters")
+      }
+    }
     self.keys = keys.mapValues { Array($0.utf8) }
   }
+
+  private init(checked keys: [UserID: [UInt8]]) {
+    self.keys = keys
+  }
+
+  /// No keys: nobody is authenticated.
+  public static let none = APIKeys(checked: [:])
 
   /// How many users have a key.
   public var count: Int { keys.count }
@@ -26,13 +46,13 @@ public struct APIKeys: Sendable {
     }
     for (index, entry) in entries.enumerated() where !entry.isEmpty && !entry.hasPrefix("#") {
       let parts = entry.split(separator: ":", maxSplits: 1).map(String.init)
-      guard parts.count == 2, !parts[0].isEmpty, parts[1].utf8.count >= 8 else {
-        throw APIKeysError("entry \(index + 1) is not user:key with a key of at least 8 characters")
+      guard parts.count == 2, !parts[0].isEmpty, parts[1].utf8.count >= minimumKeyBytes else {
+        throw APIKeysError("entry \(index + 1) is not user:key with a key of at least \(minimumKeyBytes) characters")
       }
       keys[UserID(parts[0])] = parts[1]
     }
     guard !keys.isEmpty else { throw APIKeysError("no user:key entries") }
-    return APIKeys(keys)
+    return try APIKeys(keys)
   }
 
   /// The user an `Authorization` header proves, or `nil`.

@@ -57,7 +57,7 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
     }
     router.put("api/v1/uploads") { request, _ in
       await HTTPAnswer.run {
-        let (_, key) = try await admitUploader(request, writing: true)
+        let (user, key) = try await admitUploader(request, writing: true)
         let query = try RequestFields(query: request, allowed: ["key", "offset"])
         let maximum = await server.application.limits.maximumVideoBytes
         guard let offset = try query.int("offset", in: 0...maximum) else {
@@ -72,14 +72,29 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
             error: EventAPIError(code: .quotaExceeded, message: "a video is at most \(maximum) bytes")
           )
         }
+        try await checkUserBytes(user, adding: chunk.count)
         try await blobCall { try await blobs.append(chunk, to: key, at: offset) }
         return try WireFormat.encodeSuccess(Length(length: offset + chunk.count))
       }
     }
     router.post("api/v1/uploads/complete") { request, _ in
       await HTTPAnswer.run {
-        let (_, key) = try await admitUploader(request)
+        let (user, key) = try await admitUploader(request)
         try await blobCall { try await blobs.complete(key, at: now()) }
+        if await server.application.blobBindings[key]?.isUploading == true {
+          // The size is recorded (logged) before the completion is answered: it counts toward the user's bytes,
+          // and the video that claims the key must declare it.
+          let size = try await blobCall { try await blobs.size(of: key) }
+          do {
+            try await server.handle(.uploadCompleted(key, size: size), from: user)
+          } catch let error as EventAPIError {
+            try? await blobs.delete(key)
+            throw HTTPAnswer.Refusal(
+              status: .tooManyRequests,
+              error: EventAPIError(code: .quotaExceeded, message: error.message)
+            )
+          }
+        }
         return try WireFormat.encodeSuccess(Empty())
       }
     }
@@ -132,7 +147,7 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
   /// the application (a logged command, so the binding survives a restart); another user's key, a released
   /// one, or (for a write) one a video already claimed is answered as gone, the same as a key never seen.
   private func admitUploader(_ request: Request, writing: Bool = false) async throws -> (UserID, BlobKey) {
-    let user = try gate.admit(authorization: request.headers[.authorization])
+    let user = try await gate.admit(authorization: request.headers[.authorization])
     let key = try key(request)
     let binding = await server.application.blobBindings[key]
     switch binding {
@@ -155,8 +170,25 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
     return (user, key)
   }
 
+  /// Refuses a chunk that would take `user` over their bytes: what the application counts (completed uploads,
+  /// videos not released) plus every upload of theirs in progress.
+  private func checkUserBytes(_ user: UserID, adding count: Int) async throws {
+    let application = await server.application
+    var total = application.storedBytes(of: user) + count
+    for key in application.uploads(of: user) {
+      total += try await blobCall { try await blobs.partialLength(key) }
+    }
+    let maximum = application.limits.maximumBytesPerUser
+    guard total <= maximum else {
+      throw HTTPAnswer.Refusal(
+        status: .tooManyRequests,
+        error: EventAPIError(code: .quotaExceeded, message: "your blobs would be over \(maximum) bytes")
+      )
+    }
+  }
+
   private func admitReader(_ request: Request) async throws -> BlobKey {
-    let user = try gate.admit(authorization: request.headers[.authorization])
+    let user = try await gate.admit(authorization: request.headers[.authorization])
     let key = try key(request)
     guard await server.application.mayRead(key, user: user) else { throw Self.gone(key) }
     return key

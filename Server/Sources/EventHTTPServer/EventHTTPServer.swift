@@ -15,8 +15,8 @@ public struct EventHTTPServerConfiguration: Sendable {
   public var host = "127.0.0.1"
   /// The port; 0 picks a free one (reported to `onRunning`).
   public var port = 8080
-  /// Each user's API key.
-  public var keys: APIKeys
+  /// Who each request is from: ``APIKeys`` by default, or the host's own accounts.
+  public var authenticator: any Authenticator
   /// How many requests each user may make.
   public var rateLimit = RateLimiter.Policy()
   /// What a request may carry.
@@ -39,7 +39,12 @@ public struct EventHTTPServerConfiguration: Sendable {
 
   /// A configuration with these keys and the defaults.
   public init(keys: APIKeys) {
-    self.keys = keys
+    self.authenticator = keys
+  }
+
+  /// A configuration with the host's own accounts and the defaults.
+  public init(authenticator: any Authenticator) {
+    self.authenticator = authenticator
   }
 }
 
@@ -69,6 +74,7 @@ where Application.Command: Codable & Equatable {
   private let logger: Logger
   private let pushGateway: any PushGateway
   private let extraRoutes: ExtraRoutes?
+  private let periodicTasks: [PeriodicTask<Application>]
   private let running = Mutex<ServiceGroup?>(nil)
   private let current = Mutex<EventServer<Application, ContinuousClock>?>(nil)
   private let shutdownRequested = Mutex(false)
@@ -79,8 +85,10 @@ where Application.Command: Codable & Equatable {
     configuration: EventHTTPServerConfiguration,
     logger: Logger,
     pushGateway: (any PushGateway)? = nil,
+    periodicTasks: [PeriodicTask<Application>] = [],
     extraRoutes: ExtraRoutes? = nil
   ) {
+    self.periodicTasks = periodicTasks
     self.initialApplication = application
     self.configuration = configuration
     self.logger = logger
@@ -136,7 +144,9 @@ where Application.Command: Codable & Equatable {
       )
     }
     current.withLock { $0 = events }
-    let gate = RequestGate(keys: configuration.keys, policy: configuration.rateLimit) { Timestamp(Date()) }
+    let gate = RequestGate(authenticator: configuration.authenticator, policy: configuration.rateLimit) {
+      Timestamp(Date())
+    }
     let router = Router()
     EventRoutes(server: events, gate: gate, limits: configuration.limits).add(to: router)
     extraRoutes?(router, events, gate)
@@ -152,7 +162,19 @@ where Application.Command: Codable & Equatable {
     )
     var services: [any Service] = [app]
     if let interval = configuration.snapshotInterval, configuration.dataDirectory != nil {
-      services.append(PeriodicSnapshot(interval: interval) { try await events.saveSnapshot() })
+      services.append(Periodically(interval: interval) { try await events.saveSnapshot() })
+    }
+    for task in periodicTasks {
+      let logger = logger
+      services.append(
+        Periodically(interval: task.interval) {
+          do {
+            try await task.run(events)
+          } catch {
+            logger.warning("\(task.name) failed; it runs again at its next turn", metadata: ["error": "\(error)"])
+          }
+        }
+      )
     }
     if database != nil { services.append(StopOnLogFailure(server: events, logger: logger)) }
     // Last, so it is the first to hear of the shutdown: parked polls are answered before HTTP drains.
@@ -215,10 +237,38 @@ private struct AnswerParkedPollsOnShutdown<Application: ServerApplication>: Serv
   }
 }
 
-/// Writes a snapshot every `interval` until the shutdown.
-private struct PeriodicSnapshot: Service {
+/// Work an ``EventHTTPServer`` does on its own schedule while it runs, such as the video domain's blob
+/// janitor. A failure is logged and the task runs again at its next turn.
+///
+/// ```swift
+/// let janitor = PeriodicTask<VideoServer>(name: "blob janitor", interval: .seconds(600)) { events in
+///   _ = try await VideoBlobJanitor().run(server: events, blobs: blobs, now: Timestamp(Date()))
+/// }
+/// ```
+public struct PeriodicTask<Application: ServerApplication>: Sendable {
+  /// What the logs call it.
+  public var name: String
+  /// The time between two runs (the first comes one interval after the start).
+  public var interval: Duration
+  /// The work.
+  public var run: @Sendable (EventServer<Application, ContinuousClock>) async throws -> Void
+
+  /// A task running `run` every `interval`.
+  public init(
+    name: String,
+    interval: Duration,
+    run: @escaping @Sendable (EventServer<Application, ContinuousClock>) async throws -> Void
+  ) {
+    self.name = name
+    self.interval = interval
+    self.run = run
+  }
+}
+
+/// Runs `work` every `interval` until the shutdown.
+private struct Periodically: Service {
   let interval: Duration
-  let save: @Sendable () async throws -> Void
+  let work: @Sendable () async throws -> Void
 
   func run() async throws {
     while !Task.isCancelled, !Task.isShuttingDownGracefully {
@@ -227,7 +277,7 @@ private struct PeriodicSnapshot: Service {
       } catch {
         return
       }
-      try? await save()
+      try? await work()
     }
   }
 }

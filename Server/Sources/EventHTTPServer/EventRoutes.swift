@@ -2,6 +2,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import Hummingbird
+import Logging
 
 /// Limits on what a request may carry.
 public struct RequestLimits: Sendable, Hashable {
@@ -44,13 +45,13 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     router.refuseOtherMethods(on: "api/v1/push_tokens", allowing: [.post])
   }
 
-  private func admit(_ request: Request) throws(EventAPIError) -> UserID {
-    try gate.admit(authorization: request.headers[.authorization])
+  private func admit(_ request: Request) async throws(EventAPIError) -> UserID {
+    try await gate.admit(authorization: request.headers[.authorization])
   }
 
   private func register(_ request: Request) async -> Response {
     await HTTPAnswer.run {
-      let user = try admit(request)
+      let user = try await admit(request)
       var request = request
       let form = try RequestFields(form: String(buffer: try await request.collectBody(upTo: limits.formBytes)))
       let clientID = form.string("client_id").map(ClientID.init(rawValue:))
@@ -69,7 +70,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
 
   private func events(_ request: Request) async -> Response {
     await HTTPAnswer.run {
-      let user = try admit(request)
+      let user = try await admit(request)
       let query = try RequestFields(query: request, allowed: ["queue_id", "last_event_id", "dont_block", "limit"])
       let queueID = QueueID(rawValue: try query.required("queue_id"))
       guard let lastEventID = try query.int("last_event_id", in: Int.min...Int.max) else {
@@ -112,7 +113,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
 
   private func deleteQueue(_ request: Request) async -> Response {
     await HTTPAnswer.run {
-      let user = try admit(request)
+      let user = try await admit(request)
       let queueID = QueueID(rawValue: try RequestFields(query: request, allowed: ["queue_id"]).required("queue_id"))
       try await server.deleteQueue(queueID, user: user)
       return try WireFormat.encodeSuccess(Empty())
@@ -121,7 +122,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
 
   private func mutation(_ request: Request) async -> Response {
     await HTTPAnswer.run {
-      let user = try admit(request)
+      let user = try await admit(request)
       var request = request
       let body = try await request.collectBody(upTo: limits.mutationBytes)
       let mutation: MutationRequest<Application.Command>
@@ -131,7 +132,10 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
           from: Data(body.readableBytesView)
         )
       } catch {
-        throw EventAPIError.badRequest("the mutation is not valid: \(error)")
+        HTTPAnswer.logger.debug("an undecodable mutation", metadata: ["error": "\(error)"])
+        throw EventAPIError.badRequest(
+          "the mutation is not valid: a JSON object with client_id, mutation_id and this application's mutation"
+        )
       }
       let receipt = try await server.applyMutation(
         mutation.mutation,
@@ -145,14 +149,12 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
 
   private func pushToken(_ request: Request) async -> Response {
     await HTTPAnswer.run {
-      let user = try admit(request)
+      let user = try await admit(request)
       var request = request
       let form = try RequestFields(form: String(buffer: try await request.collectBody(upTo: limits.formBytes)))
       let token = try form.required("token")
       let clientID = try form.required("client_id")
-      guard token.utf8.count <= 4096, clientID.utf8.count <= ClientID.maximumLength else {
-        throw EventAPIError.badRequest("token or client_id too long")
-      }
+      // Bounds (lengths, installations per user) are the server core's: it refuses with BAD_REQUEST.
       try await server.registerPushToken(
         PushToken(rawValue: token),
         user: user,

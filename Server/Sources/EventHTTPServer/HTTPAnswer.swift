@@ -3,11 +3,18 @@ import EventServer
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import NIOCore
 
 /// Turns what a route produced into an HTTP response: a JSON success body, or an API error with Zulip's
-/// status (400, 401, 429 with `Retry-After`) and its JSON body.
+/// status (400, 401, 413, 429 with `Retry-After`) and its JSON body.
+///
+/// Answers never carry internals: an error the routes did not make (NIO's, Foundation's, a decoder's) is
+/// answered with a stable message and logged here with its detail.
 enum HTTPAnswer {
+  /// Where the detail of an error answered with a stable message goes.
+  static let logger = Logger(label: "event-server.http")
+
   /// What a route handler can fail with besides an API error.
   struct Refusal: Error {
     var status: HTTPResponse.Status
@@ -25,15 +32,21 @@ enum HTTPAnswer {
       return failure(.badRequest("the server cannot store writes right now"), status: .serviceUnavailable)
     } catch let refusal as Refusal {
       return failure(refusal.error, status: refusal.status)
-    } catch let error as HTTPError where error.status == .contentTooLarge {
-      return failure(.badRequest("the request body is too large"), status: .contentTooLarge)
+    } catch is NIOTooManyBytesError {
+      return failure(.badRequest(tooLarge), status: .contentTooLarge)
+    } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+      return failure(.badRequest(tooLarge), status: .contentTooLarge)
     } catch is CancellationError {
       // The client went away (or the server is stopping): nobody reads this answer.
       return failure(.badRequest("the request was cancelled"), status: .serviceUnavailable)
     } catch {
-      return failure(.badRequest("\(error)"), status: .badRequest)
+      logger.warning("a request failed outside the API's errors", metadata: ["error": "\(error)"])
+      return failure(.badRequest("the request could not be read"), status: .badRequest)
     }
   }
+
+  /// The one message for a body over its route's limit (`docs/protocol.md` gives each limit).
+  static let tooLarge = "the request body is over this route's limit"
 
   /// The HTTP status Zulip gives an API error.
   static func status(of error: EventAPIError) -> HTTPResponse.Status {

@@ -1,24 +1,28 @@
 import EventProtocol
 import Synchronization
 
-/// Who a request is from, and whether they may make it now: the API keys and the rate limiter, in front of
-/// every route.
+/// Who a request is from, and whether they may make it now: the authenticator and the rate limiter, in
+/// front of every route.
 public final class RequestGate: Sendable {
-  private let keys: APIKeys
+  private let authenticator: any Authenticator
   private let limiter: Mutex<RateLimiter>
   private let now: @Sendable () -> Timestamp
 
-  /// A gate checking `keys` and limiting each user by `policy`, on the clock `now`.
-  public init(keys: APIKeys, policy: RateLimiter.Policy, now: @escaping @Sendable () -> Timestamp) {
-    self.keys = keys
+  /// A gate asking `authenticator` and limiting each user by `policy`, on the clock `now`.
+  public init(
+    authenticator: any Authenticator,
+    policy: RateLimiter.Policy,
+    now: @escaping @Sendable () -> Timestamp
+  ) {
+    self.authenticator = authenticator
     self.limiter = Mutex(RateLimiter(policy: policy))
     self.now = now
   }
 
   /// The authenticated user of a request with this `Authorization` header, who has a token left.
   /// - Throws: `UNAUTHORIZED` for missing or wrong credentials; `RATE_LIMIT_HIT` with the wait otherwise.
-  public func admit(authorization: String?) throws(EventAPIError) -> UserID {
-    guard let user = keys.user(authorization: authorization) else { throw .unauthorized() }
+  public func admit(authorization: String?) async throws(EventAPIError) -> UserID {
+    guard let user = await authenticator.user(authorization: authorization) else { throw .unauthorized() }
     let decision = limiter.withLock { $0.admit(user, now: now()) }
     if case .limited(let retryAfter) = decision { throw .rateLimitHit(retryAfter: retryAfter) }
     return user

@@ -30,6 +30,10 @@ struct EventServerMain {
       --rate-burst N           requests a user may make in a burst (default 200)
       --rate-per-second N      requests per second a user may sustain (default 50)
       --heartbeat SECONDS      the parked-poll heartbeat (default 45-55 s; for tests)
+      --janitor-interval SECONDS
+                               how often released and stranded blobs are deleted (videos; default 600)
+      --blob-grace SECONDS     how old an upload no video claimed must be before it is deleted (default
+                               604800, 7 days: longer than an outbox retries its notice)
       --help                   this text
 
     SIGTERM or SIGINT shuts down gracefully: parked polls are answered, HTTP drains, a snapshot is written.
@@ -82,7 +86,19 @@ struct EventServerMain {
       default:
         let blobs = FileBlobStore(directory: options.dataDirectory.appendingPathComponent("blobs"))
         let limits = configuration.limits
-        let server = EventHTTPServer(application: VideoServer(), configuration: configuration, logger: logger) {
+        let janitor = VideoBlobJanitor(grace: options.blobGrace)
+        let janitorLogger = logger
+        let janitorTask = PeriodicTask<VideoServer>(name: "blob janitor", interval: options.janitorInterval) {
+          events in
+          let deleted = try await janitor.run(server: events, blobs: blobs, now: Timestamp(Date()))
+          if !deleted.isEmpty { janitorLogger.info("blob janitor deleted \(deleted.count) blobs") }
+        }
+        let server = EventHTTPServer(
+          application: VideoServer(),
+          configuration: configuration,
+          logger: logger,
+          periodicTasks: [janitorTask]
+        ) {
           router,
           events,
           gate in
@@ -101,12 +117,14 @@ struct EventServerMain {
 struct Options {
   var host = "127.0.0.1"
   var port = 8080
-  var keys = APIKeys([:])
+  var keys = APIKeys.none
   var dataDirectory = URL(fileURLWithPath: "event-server-data")
   var snapshotInterval: Duration? = .seconds(60)
   var rateBurst = 200.0
   var ratePerSecond = 50.0
   var heartbeat: Duration?
+  var janitorInterval: Duration = .seconds(600)
+  var blobGrace: Duration = .seconds(7 * 24 * 3600)
   var app = "videos"
   var admins: Set<UserID> = ["admin"]
   var help = false
@@ -158,6 +176,9 @@ struct Options {
       case "--admins":
         admins = Set(try value(argument).split(separator: ",").map { UserID(String($0)) })
       case "--heartbeat": heartbeat = .milliseconds(Int64(try number(argument, in: 0.1...300) * 1000))
+      case "--janitor-interval":
+        janitorInterval = .milliseconds(Int64(try number(argument, in: 0.1...86_400) * 1000))
+      case "--blob-grace": blobGrace = .milliseconds(Int64(try number(argument, in: 0...31_536_000) * 1000))
       default: throw Problem(description: "unknown option '\(argument)'")
       }
     }

@@ -57,7 +57,7 @@ struct BlobTests {
     defer { first.removeData() }
     let key = BlobKey(rawValue: "videos/alice-partial")
     try await store(first, "alice").append(Data(repeating: 1, count: 1_000), to: key, at: 0)
-    #expect(await (try first.events).application.uploadOwners[key] == "alice")
+    #expect(await (try first.events).application.uploadOwner(of: key) == "alice")
     try await first.stop()
 
     let second = try await LiveServer.start(dataDirectory: first.dataDirectory)

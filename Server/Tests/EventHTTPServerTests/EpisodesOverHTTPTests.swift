@@ -14,7 +14,7 @@ struct EpisodesOverHTTPTests {
   @Test("the broadcaster publishes, a listener's two devices fetch and finish over HTTP, and converge")
   func episodesConverge() async throws {
     var configuration = EventHTTPServerConfiguration(
-      keys: APIKeys(["kpcc": "kpcc-key-1", "ann": "ann-key-12"])
+      keys: try APIKeys(["kpcc": "kpcc-key-1", "ann": "ann-key-12"])
     )
     configuration.port = 0
     var logger = Logger(label: "episodes-test")

@@ -7,7 +7,7 @@ import UpdateMachine
 import VideoMessaging
 
 /// The users and keys every live test uses.
-let testKeys = APIKeys(["alice": "alice-key-1", "bob": "bob-key-22"])
+let testKeys = try! APIKeys(["alice": "alice-key-1", "bob": "bob-key-22"])
 
 /// An `EventHTTPServer` serving the video domain on 127.0.0.1 and a port the system picks, in this process,
 /// stopped by ``stop()`` (every test bounds its time with `.timeLimit`).
