@@ -128,19 +128,27 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
   private func key(_ request: Request) throws(EventAPIError) -> BlobKey {
     let parameters: Set<String> = request.method == .put ? ["key", "offset"] : ["key"]
     let raw = try RequestFields(query: request, allowed: parameters).required("key")
-    let allowed = raw.utf8.allSatisfy { byte in
-      (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-        || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
-        || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "/")
-    }
-    let segments = raw.split(separator: "/", omittingEmptySubsequences: false)
-    guard (1...160).contains(raw.utf8.count), allowed, segments.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." })
-    else {
-      throw .badRequest(
-        "a blob key is 1 to 160 characters of [A-Za-z0-9._-/], in non-empty segments other than . and .."
-      )
-    }
+    guard Self.isValidKey(raw) else { throw .badRequest(Self.keyRule) }
     return BlobKey(rawValue: raw)
+  }
+
+  /// What `Server/openapi.yaml` says of a key (its `pattern` and `maxLength`).
+  static var keyRule: String {
+    "a blob key is 1 to 160 characters of [A-Za-z0-9._-] in /-separated segments, none empty or starting with ."
+  }
+
+  /// Whether `raw` matches `^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$` in at most 160
+  /// bytes: no segment is empty, `.`, `..` or hidden, so no key names a path outside the store.
+  static func isValidKey(_ raw: String) -> Bool {
+    guard (1...160).contains(raw.utf8.count) else { return false }
+    return raw.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).allSatisfy { segment in
+      guard let first = segment.first, first != UInt8(ascii: ".") else { return false }
+      return segment.allSatisfy { byte in
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+          || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
+          || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
+      }
+    }
   }
 
   /// The uploader and the key, once the key is bound to them: the first upload under a key binds it through

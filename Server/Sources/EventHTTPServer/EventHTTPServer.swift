@@ -31,6 +31,8 @@ public struct EventHTTPServerConfiguration: Sendable {
   public var snapshotInterval: Duration? = .seconds(60)
   /// How many log records between snapshots, whatever the time.
   public var snapshotEveryRecords = 100_000
+  /// How many connections are kept, and how long one may stay without authenticating.
+  public var connections = ConnectionLimits()
   /// How long a connection may stay silent: above the longest parked poll (55 s).
   public var idleTimeout: Duration = .seconds(120)
   /// How long a shutdown waits for the requests under way (after the parked polls were answered) before
@@ -66,7 +68,7 @@ public final class EventHTTPServer<Application: ServerApplication & Codable>: Se
 where Application.Command: Codable & Equatable {
   /// Adds routes beyond the events API (such as the video domain's blobs).
   public typealias ExtraRoutes =
-    @Sendable (Router<BasicRequestContext>, EventServer<Application, ContinuousClock>, RequestGate) -> Void
+    @Sendable (Router<EventRequestContext>, EventServer<Application, ContinuousClock>, RequestGate) -> Void
 
   /// The configuration.
   public let configuration: EventHTTPServerConfiguration
@@ -147,12 +149,19 @@ where Application.Command: Codable & Equatable {
     let gate = RequestGate(authenticator: configuration.authenticator, policy: configuration.rateLimit) {
       Timestamp(Date())
     }
-    let router = Router()
+    let connections = ConnectionGuard(limits: configuration.connections, logger: logger)
+    let router = Router(context: EventRequestContext.self)
+    router.add(middleware: ConnectionAuthenticationMiddleware(connections: connections))
     EventRoutes(server: events, gate: gate, limits: configuration.limits).add(to: router)
     extraRoutes?(router, events, gate)
     let app = Hummingbird.Application(
       router: router,
-      server: .http1(configuration: .init(idleTimeout: .seconds(Int64(configuration.idleTimeout / .seconds(1))))),
+      server: .http1(
+        configuration: .init(
+          additionalChannelHandlers: [ConnectionGuardHandler(connections: connections)],
+          idleTimeout: .seconds(Int64(configuration.idleTimeout / .seconds(1)))
+        )
+      ),
       configuration: .init(
         address: .hostname(configuration.host, port: configuration.port),
         serverName: "event-server"

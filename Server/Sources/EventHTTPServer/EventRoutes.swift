@@ -8,8 +8,9 @@ import Logging
 public struct RequestLimits: Sendable, Hashable {
   /// The largest register or push-token form.
   public var formBytes = 64 << 10
-  /// The largest mutation body.
-  public var mutationBytes = 1 << 20
+  /// The largest mutation body: a command within the event server's `maximumCommandBytes` (64 KiB) and its
+  /// envelope fit; a larger body is `413`.
+  public var mutationBytes = 128 << 10
   /// The largest blob chunk in one upload request.
   public var blobChunkBytes = 8 << 20
 
@@ -60,7 +61,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
       }
       let registration = try await server.register(
         user: user,
-        eventTypes: try form.stringSet("event_types"),
+        eventTypes: try form.eventTypes("event_types"),
         lifespan: try form.int("lifespan_secs", in: 0...(365 * 24 * 3600)).map { .seconds($0) },
         clientID: clientID
       )

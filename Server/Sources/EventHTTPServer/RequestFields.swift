@@ -69,12 +69,27 @@ struct RequestFields {
     }
   }
 
-  /// A JSON array of strings in a field value, as Zulip's `event_types`.
-  func stringSet(_ name: String) throws(EventAPIError) -> Set<String>? {
+  /// A JSON array of event types in a field value, as Zulip's `event_types`: at most 64, each matching
+  /// `^[a-z][a-z0-9_]{0,63}$` (as `Server/openapi.yaml` says).
+  func eventTypes(_ name: String) throws(EventAPIError) -> Set<String>? {
     guard let text = fields[name] else { return nil }
-    guard let strings = try? JSONDecoder().decode([String].self, from: Data(text.utf8)) else {
-      throw .badRequest("Invalid '\(name)': expected a JSON array of strings")
+    guard let strings = try? JSONDecoder().decode([String].self, from: Data(text.utf8)), strings.count <= 64,
+      strings.allSatisfy(Self.isEventType)
+    else {
+      throw .badRequest(
+        "Invalid '\(name)': expected a JSON array of at most 64 event types, each [a-z][a-z0-9_]* of at most 64 bytes"
+      )
     }
     return Set(strings)
+  }
+
+  private static func isEventType(_ type: String) -> Bool {
+    guard (1...64).contains(type.utf8.count), let first = type.utf8.first,
+      (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first)
+    else { return false }
+    return type.utf8.allSatisfy { byte in
+      (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+        || byte == UInt8(ascii: "_")
+    }
   }
 }

@@ -7,7 +7,9 @@ import UpdateMachine
 import VideoMessaging
 
 /// The users and keys every live test uses.
-let testKeys = try! APIKeys(["alice": "alice-key-1", "bob": "bob-key-22"])
+let testKeyByUser: [UserID: String] = ["alice": "alice-key-1", "bob": "bob-key-22", "carol": "carol-key-333"]
+// Every key is longer than the minimum: this cannot throw.
+let testKeys = try! APIKeys(testKeyByUser)
 
 /// An `EventHTTPServer` serving the video domain on 127.0.0.1 and a port the system picks, in this process,
 /// stopped by ``stop()`` (every test bounds its time with `.timeLimit`).
@@ -23,6 +25,8 @@ struct LiveServer {
   static func start(
     dataDirectory: URL = FileManager.default.temporaryDirectory.appendingPathComponent("live-\(UUID())"),
     port: Int = 0,
+    application: VideoServer = VideoServer(),
+    janitor: (interval: Duration, grace: Duration)? = nil,
     configure: (inout EventHTTPServerConfiguration) -> Void = { _ in }
   ) async throws -> LiveServer {
     var configuration = EventHTTPServerConfiguration(keys: testKeys)
@@ -34,7 +38,21 @@ struct LiveServer {
     logger.logLevel = .warning
     let blobs = FileBlobStore(directory: dataDirectory.appendingPathComponent("blobs"))
     let limits = configuration.limits
-    let server = EventHTTPServer(application: VideoServer(), configuration: configuration, logger: logger) {
+    var tasks: [PeriodicTask<VideoServer>] = []
+    if let janitor {
+      let sweeper = VideoBlobJanitor(grace: janitor.grace)
+      tasks.append(
+        PeriodicTask(name: "blob janitor", interval: janitor.interval) { events in
+          _ = try await sweeper.run(server: events, blobs: blobs, now: Timestamp(Date()))
+        }
+      )
+    }
+    let server = EventHTTPServer(
+      application: application,
+      configuration: configuration,
+      logger: logger,
+      periodicTasks: tasks
+    ) {
       router,
       events,
       gate in
@@ -74,7 +92,7 @@ struct LiveServer {
   func transport(_ user: UserID, maximumConnections: Int = 8) -> VideoTransport {
     var configuration = VideoTransport.Configuration()
     configuration.maximumConnections = maximumConnections
-    let key = user == "alice" ? "alice-key-1" : "bob-key-22"
+    let key = testKeyByUser[user] ?? "no-such-key"
     return VideoTransport(baseURL: url, credentials: .init(user: user, apiKey: key), configuration: configuration)
   }
 }

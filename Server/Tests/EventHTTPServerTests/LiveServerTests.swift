@@ -164,6 +164,8 @@ struct LiveServerTests {
     let live = try await LiveServer.start { configuration in
       configuration.rateLimit = RateLimiter.Policy(burst: 2_000, perSecond: 1_000)
       configuration.eventServer.maximumQueuesPerUser = 500
+      // 500 connections open at once from one address, before any of them has authenticated.
+      configuration.connections.maximumUnauthenticatedPerPeer = 600
     }
     defer { live.removeData() }
     let transport = live.transport("alice", maximumConnections: 600)

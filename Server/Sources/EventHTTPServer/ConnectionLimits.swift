@@ -1,0 +1,26 @@
+/// How many connections the server keeps, and how long one may stay without proving who it is from.
+///
+/// A connection is *unauthenticated* until a request on it passes authentication. Unauthenticated
+/// connections are capped per peer address and closed when they have not authenticated within
+/// ``unauthenticatedTimeout``; when the total cap is reached, a new connection takes the place of the oldest
+/// unauthenticated one (or is closed at once when every connection is authenticated). So a flood of idle
+/// connections cannot fill the server's file descriptors, and users with keys keep being served.
+///
+/// Behind a proxy every connection comes from the proxy's address: the proxy must then enforce the caps per
+/// client (`docs/security.md`, "What the proxy in front enforces").
+public struct ConnectionLimits: Sendable, Hashable {
+  /// The most connections open at once: by default three quarters of the process's file-descriptor limit,
+  /// at most 16,384.
+  public var maximumConnections: Int
+  /// The most unauthenticated connections one peer address may hold at once (a connection counts until its
+  /// first request passes authentication, a few milliseconds for a client with a key; an HTTP client may
+  /// open dozens at once).
+  public var maximumUnauthenticatedPerPeer = 256
+  /// How long a connection may stay open without an authenticated request.
+  public var unauthenticatedTimeout: Duration = .seconds(10)
+
+  /// The defaults, from this process's file-descriptor limit.
+  public init() {
+    maximumConnections = max(64, min(16_384, FileDescriptorLimit.current * 3 / 4))
+  }
+}
