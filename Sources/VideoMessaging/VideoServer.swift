@@ -185,6 +185,12 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     at now: Timestamp
   ) throws(CommandRejection) -> [Delivery<VideoEvent>] {
     switch command {
+    case .downloaded(let video), .viewed(let video), .deleted(let video):
+      try check(video.rawValue, "a video id", limits.maximumVideoIDBytes)
+    case .uploaded, .uploadStarted, .uploadCompleted, .uploadAbandoned:
+      break
+    }
+    switch command {
     case .uploaded(let upload): return try uploaded(upload, from: user, now: now)
     case .downloaded(let video): return try advance(video, to: .downloaded, by: user, now: now)
     case .viewed(let video): return try advance(video, to: .viewed, by: user, now: now)
@@ -320,7 +326,7 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     now: Timestamp
   ) throws(CommandRejection) -> [Delivery<VideoEvent>] {
     guard var video = videos[id] else {
-      drop("\(status) for untracked video \(id.rawValue.prefix(limits.maximumVideoIDBytes))")
+      drop("\(status) for untracked video \(id)")
       return []
     }
     guard video.recipient == user else { throw CommandRejection("only the recipient of \(id) may mark it \(status)") }
@@ -345,7 +351,7 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     now: Timestamp
   ) throws(CommandRejection) -> [Delivery<VideoEvent>] {
     guard var video = videos[id] else {
-      drop("deleted for untracked video \(id.rawValue.prefix(limits.maximumVideoIDBytes))")
+      drop("deleted for untracked video \(id)")
       return []
     }
     guard video.sender == user else { throw CommandRejection("only the sender of \(id) may delete it") }

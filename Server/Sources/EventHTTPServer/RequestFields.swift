@@ -69,15 +69,15 @@ struct RequestFields {
     }
   }
 
-  /// A JSON array of event types in a field value, as Zulip's `event_types`: at most 64, each matching
+  /// A JSON array of event types in a field value, as Zulip's `event_types`: at most 256, each matching
   /// `^[a-z][a-z0-9_]{0,63}$` (as `Server/openapi.yaml` says).
   func eventTypes(_ name: String) throws(EventAPIError) -> Set<String>? {
     guard let text = fields[name] else { return nil }
-    guard let strings = try? JSONDecoder().decode([String].self, from: Data(text.utf8)), strings.count <= 64,
+    guard let strings = try? JSONDecoder().decode([String].self, from: Data(text.utf8)), strings.count <= 256,
       strings.allSatisfy(Self.isEventType)
     else {
       throw .badRequest(
-        "Invalid '\(name)': expected a JSON array of at most 64 event types, each [a-z][a-z0-9_]* of at most 64 bytes"
+        "Invalid '\(name)': expected a JSON array of at most 256 event types, each [a-z][a-z0-9_]* of at most 64 bytes"
       )
     }
     return Set(strings)
