@@ -142,13 +142,14 @@ struct DurableServerTests {
     let callsBefore = log.appendCalls
     let start = await server.appendedPosition
     log.hold()
+    // One client per write: the tasks reach the actor in any order, and one client's ids must not.
     let writes = (0..<50).map { index in
       Task {
         try await server.applyMutation(
           .post("n\(index)", to: [bob]),
           from: alice,
-          clientID: "c",
-          mutationID: MutationID(rawValue: UInt64(index + 1))
+          clientID: ClientID(rawValue: "c\(index)"),
+          mutationID: MutationID(rawValue: 1)
         )
       }
     }

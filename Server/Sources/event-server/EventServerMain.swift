@@ -30,6 +30,11 @@ struct EventServerMain {
       --rate-burst N           requests a user may make in a burst (default 200)
       --rate-per-second N      requests per second a user may sustain (default 50)
       --heartbeat SECONDS      the parked-poll heartbeat (default 45-55 s; for tests)
+      --max-connections N      connections open at once (default 3/4 of the descriptor limit, at most 16384)
+      --max-unauthenticated-per-peer N
+                               unauthenticated connections one address may hold (default 256)
+      --unauthenticated-timeout SECONDS
+                               how long a connection may stay without an authenticated request (default 10)
       --janitor-interval SECONDS
                                how often released and stranded blobs are deleted (videos; default 600)
       --blob-grace SECONDS     how old an upload no video claimed must be before it is deleted (default
@@ -60,6 +65,7 @@ struct EventServerMain {
     configuration.port = options.port
     configuration.dataDirectory = options.dataDirectory
     configuration.snapshotInterval = options.snapshotInterval
+    configuration.connections = options.connections
     configuration.rateLimit = RateLimiter.Policy(burst: options.rateBurst, perSecond: options.ratePerSecond)
     if let heartbeat = options.heartbeat {
       configuration.eventServer.heartbeatMinimum = heartbeat
@@ -123,6 +129,7 @@ struct Options {
   var rateBurst = 200.0
   var ratePerSecond = 50.0
   var heartbeat: Duration?
+  var connections = ConnectionLimits()
   var janitorInterval: Duration = .seconds(600)
   var blobGrace: Duration = .seconds(7 * 24 * 3600)
   var app = "videos"
@@ -176,6 +183,11 @@ struct Options {
       case "--admins":
         admins = Set(try value(argument).split(separator: ",").map { UserID(String($0)) })
       case "--heartbeat": heartbeat = .milliseconds(Int64(try number(argument, in: 0.1...300) * 1000))
+      case "--max-connections": connections.maximumConnections = Int(try number(argument, in: 1...1_000_000))
+      case "--max-unauthenticated-per-peer":
+        connections.maximumUnauthenticatedPerPeer = Int(try number(argument, in: 1...1_000_000))
+      case "--unauthenticated-timeout":
+        connections.unauthenticatedTimeout = .milliseconds(Int64(try number(argument, in: 0.1...3600) * 1000))
       case "--janitor-interval":
         janitorInterval = .milliseconds(Int64(try number(argument, in: 0.1...86_400) * 1000))
       case "--blob-grace": blobGrace = .milliseconds(Int64(try number(argument, in: 0...31_536_000) * 1000))

@@ -337,14 +337,21 @@ struct SecurityTests {
 
   @Test("the host's own accounts plug in through Authenticator; API keys under the minimum are refused at start")
   func pluggableAuthentication() async throws {
-    struct Bearer: Authenticator {
+    // The example of docs/security.md, "Authentication is pluggable", kept compiling here.
+    struct SessionTokens: Authenticator {
+      let sessions: [String: UserID]
       func user(authorization: String?) async -> UserID? {
-        authorization == "Bearer s3ssion-of-alice" ? "alice" : nil
+        guard let authorization, authorization.hasPrefix("Bearer ") else { return nil }
+        return sessions[String(authorization.dropFirst(7))]
       }
     }
     #expect(throws: APIKeysError.self) { try APIKeys(["alice": "1234567"]) }
     #expect(throws: APIKeysError.self) { try APIKeys.parse("alice:1234567") }
-    let live = try await LiveServer.start { $0.authenticator = Bearer() }
+    let configuration = EventHTTPServerConfiguration(authenticator: SessionTokens(sessions: [:]))
+    #expect(await configuration.authenticator.user(authorization: "Bearer s3ssion-of-alice") == nil)
+    let live = try await LiveServer.start {
+      $0.authenticator = SessionTokens(sessions: ["s3ssion-of-alice": "alice"])
+    }
     defer { live.removeData() }
     #expect(try await RawHTTP(base: live.url).send("POST", "api/v1/register", bearer: "s3ssion-of-alice").status == 200)
     #expect(try await RawHTTP(base: live.url).send("POST", "api/v1/register", as: "alice").status == 401)
