@@ -32,6 +32,17 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   /// this queue does not have, and the queue is refused as not intact. Ranges at or below the pruned mark
   /// are forgotten; in increasing order.
   public private(set) var skippedIDs: [Range<Int>] = []
+  /// The pending events another user's command put here, with their author, in id order: what bounds how
+  /// much of this queue one other user can fill (``EventServerConfiguration/maximumPendingEventsPerAuthor``).
+  public private(set) var foreignEvents: [ForeignEvent] = []
+
+  /// A pending event another user's command queued.
+  public struct ForeignEvent: Sendable, Hashable, Codable {
+    /// The event's id.
+    public var id: Int
+    /// The user whose command queued it.
+    public var author: UserID
+  }
 
   /// A long-poll waiting for an event or for its heartbeat deadline.
   public struct ParkedPoll: Sendable, Hashable {
@@ -86,13 +97,18 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   }
 
   /// Removes every event with an id up to `lastEventID`.
+  /// - Returns: The authors of the other users' events removed.
   /// - Complexity: O(*n*) in the events held.
-  mutating func prune(through lastEventID: Int) {
-    guard lastEventID > prunedThrough else { return }
+  mutating func prune(through lastEventID: Int) -> ArraySlice<ForeignEvent> {
+    guard lastEventID > prunedThrough else { return [] }
     let firstKept = events.firstIndex { $0.id > lastEventID } ?? events.endIndex
     events.removeFirst(firstKept)
     prunedThrough = lastEventID
     skippedIDs.removeAll { $0.upperBound - 1 <= lastEventID }
+    let foreignKept = foreignEvents.firstIndex { $0.id > lastEventID } ?? foreignEvents.endIndex
+    let removed = foreignEvents[..<foreignKept]
+    foreignEvents.removeFirst(foreignKept)
+    return removed
   }
 
   /// The first `limit` events not yet acknowledged (all of them when `limit` is `nil`).
@@ -103,7 +119,8 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
 
   /// Appends an event with the next id.
   /// - Complexity: Amortized O(1).
-  mutating func append(_ body: EventBody<Event>, origin: MutationOrigin? = nil) {
+  mutating func append(_ body: EventBody<Event>, origin: MutationOrigin? = nil, author: UserID? = nil) {
+    if let author, author != user { foreignEvents.append(ForeignEvent(id: nextEventID, author: author)) }
     events.append(EventEnvelope(id: nextEventID, body: body, origin: origin))
     nextEventID += 1
   }
@@ -119,6 +136,7 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     case events
     case lastContact
     case skippedIDs
+    case foreignEvents
   }
 
   public init(from decoder: any Decoder) throws {
@@ -134,6 +152,8 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     self.lastContact = try container.decode(Timestamp.self, forKey: .lastContact)
     // Written since the durable server; dumps before it skipped no ids.
     self.skippedIDs = try container.decodeIfPresent([Range<Int>].self, forKey: .skippedIDs) ?? []
+    // Written since authors were counted; before, no event counted against its author.
+    self.foreignEvents = try container.decodeIfPresent([ForeignEvent].self, forKey: .foreignEvents) ?? []
   }
 
   public func encode(to encoder: any Encoder) throws {
@@ -148,6 +168,7 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     try container.encode(events, forKey: .events)
     try container.encode(lastContact, forKey: .lastContact)
     if !skippedIDs.isEmpty { try container.encode(skippedIDs, forKey: .skippedIDs) }
+    if !foreignEvents.isEmpty { try container.encode(foreignEvents, forKey: .foreignEvents) }
   }
 
   /// The most skipped ranges a queue may hold: each recovery adds one until a poll acknowledges past it.
@@ -178,6 +199,13 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     }
     if skippedIDs.count > Self.maximumSkippedRanges {
       return "queue \(id): \(skippedIDs.count) skipped ranges, over \(Self.maximumSkippedRanges)"
+    }
+    var previousForeign = prunedThrough
+    for event in foreignEvents {
+      guard event.id > previousForeign, event.id < nextEventID else {
+        return "queue \(id): foreign event id \(event.id) out of order"
+      }
+      previousForeign = event.id
     }
     var previous = prunedThrough
     for event in events {

@@ -54,6 +54,9 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// When expired queues are next swept away.
   public internal(set) var nextSweepAt: Timestamp
   private var random: any RandomNumberGenerator & Sendable
+  /// How many pending events `user`'s commands have put in other users' queues.
+  public func pendingEvents(authoredBy user: UserID) -> Int { table.pendingByAuthor[user] ?? 0 }
+
   /// How many events were over ``EventServerConfiguration/maximumEventBytes`` and queued all the same (an
   /// application whose events outgrow its commands); for metrics and logs.
   public internal(set) var oversizeEvents = 0
@@ -313,7 +316,15 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
           }
           let eventOrigin = recipient == user ? origin : nil
           if table.slots[slot]!.parkedPoll != nil, toWakeSet.insert(slot).inserted { toWake.append(slot) }
-          push(.payload(delivery.event), origin: eventOrigin, to: slot, wake: false, now: now, actions: &actions)
+          push(
+            .payload(delivery.event),
+            origin: eventOrigin,
+            author: user,
+            to: slot,
+            wake: false,
+            now: now,
+            actions: &actions
+          )
         }
       }
     }
@@ -449,6 +460,14 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     }
     if let limit = configuration.maximumCommandBytes, let commandBytes, commandBytes > limit {
       throw .badRequest("the mutation's command is \(commandBytes) bytes; at most \(limit) are accepted")
+    }
+    if let budget = configuration.maximumPendingEventsPerAuthor, table.pendingByAuthor[user, default: 0] >= budget {
+      // Backpressure, not a refusal: the outbox keeps the write and sends it again later.
+      throw EventAPIError(
+        code: .rateLimitHit,
+        message: "the users you write to have \(budget) of your events still to read: try again later",
+        retryAfter: .seconds(30)
+      )
     }
     let source = MutationSource(user: user, clientID: clientID)
     if case .reused = mutationMemory.verdict(for: source, mutationID: mutationID, digest: digest) {
@@ -653,6 +672,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   mutating func push(
     _ body: EventBody<Event>,
     origin: MutationOrigin? = nil,
+    author: UserID? = nil,
     to slot: Int,
     wake: Bool = true,
     now: Timestamp,
@@ -662,7 +682,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       removeQueue(slot, actions: &actions)
       return
     }
-    table.slots[slot]!.append(body, origin: origin)
+    table.append(body, origin: origin, author: author, to: slot)
     if wake, let parked = table.slots[slot]!.parkedPoll {
       completeParkedPoll(parked.pollID, on: slot, now: now, actions: &actions)
     }

@@ -11,6 +11,8 @@ import EventProtocol
 struct QueueTable<Event: EventPayload>: Sendable {
   /// The queues by slot; `nil` for a free slot.
   var slots: [EventQueue<Event>?] = []
+  /// How many pending events each user's commands put in other users' queues, across every queue.
+  private(set) var pendingByAuthor: [UserID: Int] = [:]
   private var freeSlots: [Int] = []
   private var slotByID: [QueueID: Int] = [:]
   private var slotsByUser: [UserID: UserSlots] = [:]
@@ -44,6 +46,7 @@ struct QueueTable<Event: EventPayload>: Sendable {
   /// Adds a queue whose id is not in the table.
   /// - Returns: Its slot.
   mutating func insert(_ queue: EventQueue<Event>) -> Int {
+    for event in queue.foreignEvents { pendingByAuthor[event.author, default: 0] += 1 }
     let slot: Int
     if let free = freeSlots.popLast() {
       slot = free
@@ -60,8 +63,27 @@ struct QueueTable<Event: EventPayload>: Sendable {
 
   /// Removes the queue in `slot`.
   /// - Returns: The queue, and whether it was its user's last.
+  /// Appends an event to the queue in `slot`, counting it against `author` when that is another user.
+  mutating func append(_ body: EventBody<Event>, origin: MutationOrigin?, author: UserID?, to slot: Int) {
+    if let author, author != slots[slot]!.user { pendingByAuthor[author, default: 0] += 1 }
+    slots[slot]!.append(body, origin: origin, author: author)
+  }
+
+  /// Prunes the queue in `slot` through `lastEventID`, releasing its authors' counts.
+  mutating func prune(slot: Int, through lastEventID: Int) {
+    forget(slots[slot]!.prune(through: lastEventID))
+  }
+
+  private mutating func forget(_ events: some Sequence<EventQueue<Event>.ForeignEvent>) {
+    for event in events {
+      pendingByAuthor[event.author, default: 1] -= 1
+      if pendingByAuthor[event.author] == 0 { pendingByAuthor[event.author] = nil }
+    }
+  }
+
   mutating func remove(slot: Int) -> (queue: EventQueue<Event>, wasUsersLast: Bool) {
     let queue = slots[slot]!
+    forget(queue.foreignEvents)
     slots[slot] = nil
     freeSlots.append(slot)
     slotByID[queue.id] = nil

@@ -1,4 +1,5 @@
 import EventProtocol
+import Foundation
 import SampleApps
 import Testing
 
@@ -56,6 +57,49 @@ struct CrossUserHarmTests {
       #expect(machine.queue(queue)?.events.count == 1)
     }
     #expect(machine.oversizeEvents == 0)
+  }
+
+  @Test(
+    "one user cannot overflow another's queue: past their budget of pending events their writes wait, and resume once read"
+  )
+  func authorBudget() throws {
+    var machine = makeMachine {
+      $0.maximumEventsPerQueue = 10
+      $0.maximumPendingEventsPerAuthor = 4
+    }
+    let queue = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID
+    _ = machine.register(user: bob, eventTypes: nil, lifespan: nil, now: t0)
+    func post(_ id: UInt64) throws(EventAPIError) -> MutationReceipt {
+      let request = MutationRequest(
+        clientID: "b",
+        mutationID: MutationID(id),
+        mutation: NoteBoard.Command.post("n", to: [alice, bob])
+      )
+      return try machine.applyMutation(request, from: bob, now: t0).0
+    }
+    for id: UInt64 in 1...4 { _ = try post(id) }
+    #expect(machine.pendingEvents(authoredBy: bob) == 4)
+    do {
+      _ = try post(5)
+      Issue.record("a fifth pending event was accepted")
+    } catch {
+      #expect(error.code == .rateLimitHit && error.retryAfter != nil)
+    }
+    #expect(machine.queue(queue)?.events.count == 4)
+    // Alice reads two: Bob may write again.
+    _ = machine.poll(PollID(1), queueID: queue, user: alice, lastEventID: 1, dontBlock: true, now: t0)
+    #expect(machine.pendingEvents(authoredBy: bob) == 2)
+    _ = try post(5)
+    // Counts survive a snapshot, and a removed queue releases its author's count.
+    let encoded = try JSONEncoder().encode(machine.snapshot(position: 0))
+    let restored = try Machine(
+      snapshot: JSONDecoder().decode(ServerSnapshot<NoteBoard>.self, from: encoded),
+      configuration: machine.configuration,
+      random: SeededRandomNumberGenerator(seed: 1)
+    )
+    #expect(restored.pendingEvents(authoredBy: bob) == 3)
+    _ = try machine.deleteQueue(queue, user: alice, now: t0)
+    #expect(machine.pendingEvents(authoredBy: bob) == 0)
   }
 
   @Test("mutation ids outside 1...2^53-1 are refused, as the spec says", arguments: [UInt64(0), 1 << 53, .max])

@@ -197,8 +197,8 @@ struct EventServerStateMachineTests {
       idleTimeout: .seconds(600),
       now: t0
     )
-    for text in ["a", "b", "c"] { expected.append(.payload(.note(text: text))) }
-    expected.prune(through: 0)
+    for text in ["a", "b", "c"] { expected.append(.payload(.note(text: text)), author: bob) }
+    _ = expected.prune(through: 0)
     expected.lastContact = later
     #expect(machine.queues[queueID] == expected)
   }

@@ -62,21 +62,10 @@ struct RawHTTP {
 
   /// Sends `request` to 127.0.0.1:`port` and reads until the server closes (at most 20 s).
   private static func exchange(_ request: Data, port: Int) throws -> Data {
-    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard socket >= 0 else { throw Failure(description: "no socket") }
-    defer { close(socket) }
-    var timeout = timeval(tv_sec: 20, tv_usec: 0)
-    setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var remote = sockaddr_in()
-    remote.sin_family = sa_family_t(AF_INET)
-    remote.sin_port = in_port_t(UInt16(port).bigEndian)
-    inet_pton(AF_INET, "127.0.0.1", &remote.sin_addr)
-    let connected = withUnsafePointer(to: &remote) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-      }
+    guard let socket = loopbackSocket(from: "127.0.0.1", to: port, receiveTimeoutSeconds: 20) else {
+      throw Failure(description: "cannot connect to port \(port)")
     }
-    guard connected == 0 else { throw Failure(description: "cannot connect to port \(port)") }
+    defer { close(socket) }
     var sent = 0
     while sent < request.count {
       // The server may answer (413) and close before the whole body is sent: stop sending then.
@@ -166,31 +155,8 @@ final class IdleConnection: Sendable {
 
   /// Connects from `source` (such as 127.0.0.2: every 127/8 address is loopback) to `port` on 127.0.0.1.
   init?(from source: String, to port: Int) {
-    socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard socket >= 0 else { return nil }
-    var local = sockaddr_in()
-    local.sin_family = sa_family_t(AF_INET)
-    inet_pton(AF_INET, source, &local.sin_addr)
-    var remote = sockaddr_in()
-    remote.sin_family = sa_family_t(AF_INET)
-    remote.sin_port = in_port_t(UInt16(port).bigEndian)
-    inet_pton(AF_INET, "127.0.0.1", &remote.sin_addr)
-    let bound = withUnsafePointer(to: &local) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-      }
-    }
-    let connected = withUnsafePointer(to: &remote) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-      }
-    }
-    guard bound == 0, connected == 0 else {
-      close(socket)
-      return nil
-    }
-    var timeout = timeval(tv_sec: 5, tv_usec: 0)
-    setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    guard let socket = loopbackSocket(from: source, to: port, receiveTimeoutSeconds: 5) else { return nil }
+    self.socket = socket
   }
 
   /// Whether the server closed the connection (a read ends at once, or within the 5 s receive timeout).
@@ -202,4 +168,34 @@ final class IdleConnection: Sendable {
   deinit {
     close(socket)
   }
+}
+
+/// A TCP socket connected from `source` (any 127/8 address) to `port` on 127.0.0.1, reads timing out after
+/// `receiveTimeoutSeconds`; `nil` when it cannot connect. Blocking: call it off the cooperative pool.
+func loopbackSocket(from source: String, to port: Int, receiveTimeoutSeconds: Int) -> Int32? {
+  let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+  guard socket >= 0 else { return nil }
+  func address(_ text: String, port: Int) -> sockaddr_in {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    inet_pton(AF_INET, text, &address.sin_addr)
+    return address
+  }
+  var local = address(source, port: 0)
+  var remote = address("127.0.0.1", port: port)
+  let length = socklen_t(MemoryLayout<sockaddr_in>.size)
+  let bound = withUnsafePointer(to: &local) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) }
+  }
+  let connected = withUnsafePointer(to: &remote) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, length) }
+  }
+  guard bound == 0, connected == 0 else {
+    close(socket)
+    return nil
+  }
+  var timeout = timeval(tv_sec: receiveTimeoutSeconds, tv_usec: 0)
+  setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+  return socket
 }

@@ -133,7 +133,7 @@ extension EventServerStateMachine {
 
   /// Prunes through the acknowledged id (already validated) and counts the contact.
   mutating func applyAcknowledged(slot: Int, lastEventID: Int?, now: Timestamp) {
-    if let lastEventID { table.slots[slot]!.prune(through: lastEventID) }
+    if let lastEventID { table.prune(slot: slot, through: lastEventID) }
     table.slots[slot]!.lastContact = now
   }
 
