@@ -7,8 +7,10 @@ import Simulation
 struct HTMLReport {
   let reports: [SimulationReport]
 
+  /// Writes the page through a temporary of our own name beside it (`<name>.tmp`), renamed over `url`: a kill
+  /// leaves at most that file, never Foundation's hidden one.
   func write(to url: URL) throws {
-    try page.write(to: url, atomically: true, encoding: .utf8)
+    try DurableFile.replace(url.path, with: Data(page.utf8), through: url.path + ".tmp")
   }
 
   private var page: String {

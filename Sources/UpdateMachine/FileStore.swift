@@ -1,3 +1,4 @@
+import EventProtocol
 import Foundation
 
 #if canImport(Glibc)
@@ -87,49 +88,31 @@ public struct FileStore: JournalingUpdateStore {
   /// Writes `data` to a temporary file, flushes it, renames it over `destination` and flushes the folder.
   private func replace(_ destination: URL, with data: Data) throws(PersistenceError) {
     let temporary = folder.appendingPathComponent("\(temporaryPrefix)\(UUID().uuidString).tmp")
-    guard FileManager.default.createFile(atPath: temporary.path, contents: data, attributes: attributes) else {
-      throw .writeFailed("cannot create \(temporary.path)")
-    }
     do {
-      let handle = try FileHandle(forWritingTo: temporary)
-      try handle.synchronize()
-      try handle.close()
+      // Our own temporary name, which load() cleans up after a crash (Foundation's atomic writes leave theirs).
+      try DurableFile.save(data, to: temporary.path, appending: false)
+      if let attributes { try FileManager.default.setAttributes(attributes, ofItemAtPath: temporary.path) }
     } catch {
       try? FileManager.default.removeItem(at: temporary)
-      throw .writeFailed("cannot flush \(temporary.path): \(error)")
+      throw .writeFailed("cannot write \(temporary.path): \(error)")
     }
     guard rename(temporary.path, destination.path) == 0 else {
       let reason = String(cString: strerror(errno))
       try? FileManager.default.removeItem(at: temporary)
       throw .writeFailed("cannot rename over \(destination.path): \(reason)")
     }
-    let directory = open(folder.path, O_RDONLY)
-    if directory >= 0 {
-      _ = fsync(directory)
-      _ = close(directory)
-    }
+    DurableFile.syncFolder(folder.path)
   }
 
   public func appendToJournal(_ entry: Data) throws(PersistenceError) {
-    let descriptor = open(journalURL.path, O_WRONLY | O_APPEND)
-    guard descriptor >= 0 else {
-      throw .writeFailed("no journal at \(journalURL.path): \(String(cString: strerror(errno)))")
+    guard FileManager.default.fileExists(atPath: journalURL.path) else {
+      throw .writeFailed("no journal at \(journalURL.path)")
     }
-    defer { _ = close(descriptor) }
-    let frame = JournalFormat.frame(entry)
-    let written = frame.withUnsafeBytes { buffer -> Bool in
-      var offset = 0
-      while offset < buffer.count {
-        let count = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-        if count < 0, errno == EINTR { continue }
-        guard count > 0 else { return false }
-        offset += count
-      }
-      return true
-    }
-    // A short write leaves a torn frame, which the next load drops (and cuts off).
-    guard written, fsync(descriptor) == 0 else {
-      throw .writeFailed("cannot append to \(journalURL.path): \(String(cString: strerror(errno)))")
+    do {
+      // A short write leaves a torn frame, which the next load drops (and cuts off).
+      try DurableFile.save(JournalFormat.frame(entry), to: journalURL.path, appending: true)
+    } catch {
+      throw .writeFailed("cannot append to the journal: \(error)")
     }
   }
 

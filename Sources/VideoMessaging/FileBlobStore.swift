@@ -60,19 +60,11 @@ public struct FileBlobStore: BlobStore {
     let url = partialURL(key)
     let current = length(of: url) ?? 0
     guard current == offset else { throw .offsetMismatch(expected: current, got: offset) }
-    if current == 0, !FileManager.default.fileExists(atPath: url.path) {
-      guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
-        throw .unavailable("cannot create \(url.path)")
-      }
-    }
     do {
-      let handle = try FileHandle(forWritingTo: url)
-      defer { try? handle.close() }
-      try handle.seekToEnd()
-      try handle.write(contentsOf: bytes)
-      try handle.synchronize()
+      // Written with POSIX calls: Foundation's createFile leaves a hidden temporary behind when killed.
+      try DurableFile.save(bytes, to: url.path, appending: true)
     } catch {
-      throw .unavailable("cannot append to \(url.path): \(error)")
+      throw .unavailable("cannot append: \(error)")
     }
   }
 
@@ -86,11 +78,7 @@ public struct FileBlobStore: BlobStore {
     guard rename(partial.path, final.path) == 0 else {
       throw .unavailable("cannot complete \(final.path): \(String(cString: strerror(errno)))")
     }
-    let folder = open(directory.path, O_RDONLY)
-    if folder >= 0 {
-      _ = fsync(folder)
-      _ = close(folder)
-    }
+    DurableFile.syncFolder(directory.path)
   }
 
   public func size(of key: BlobKey) async throws(BlobStoreError) -> Int {
