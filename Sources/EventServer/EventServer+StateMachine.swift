@@ -81,10 +81,16 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     self.nextSweepAt = now.advanced(by: configuration.sweepInterval)
   }
 
-  /// The earliest time at which ``timerFired(now:)`` has work: a heartbeat, a sweep or a coalesced push.
+  /// The earliest time at which ``timerFired(now:)`` has work: a heartbeat, a sweep, a coalesced push or
+  /// the application's own deadline (``ServerApplication/nextDeadline``).
   /// - Complexity: O(1).
   public var nextDeadline: Timestamp {
-    min(nextSweepAt, heartbeats.nextTime ?? nextSweepAt, pushRegistry.nextDueAt ?? nextSweepAt)
+    min(
+      nextSweepAt,
+      heartbeats.nextTime ?? nextSweepAt,
+      pushRegistry.nextDueAt ?? nextSweepAt,
+      application.nextDeadline ?? nextSweepAt
+    )
   }
 
   /// Every queue, by id, for inspection.
@@ -292,6 +298,21 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       throw .badRequest(error.reason)
     }
     var actions: [Action] = []
+    deliver(deliveries, from: user, origin: origin, now: now, actions: &actions)
+    return actions
+  }
+
+  /// Queues the application's events in every accepting queue of their recipients, answers the parked
+  /// polls they wake once all are queued, and schedules pushes. `author` is the user whose command caused
+  /// them (`nil` for the application's own deadlines): their events in other users' queues count toward
+  /// the per-author budget, and those in the author's own queues carry `origin`.
+  mutating func deliver(
+    _ deliveries: [Delivery<Event>],
+    from user: UserID?,
+    origin: MutationOrigin?,
+    now: Timestamp,
+    actions: inout [Action]
+  ) {
     // Push bookkeeping only when some installation has a token: the common server path skips it.
     let tracksPushes = !pushRegistry.isEmpty
     var notified: [UserID] = []
@@ -346,7 +367,6 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
         }
       }
     }
-    return actions
   }
 
   /// The longest push token accepted, in bytes (platform tokens are far shorter).
@@ -553,8 +573,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     return MutationReceipt(applied: applied, eventsThrough: through)
   }
 
-  /// Time passed: end parked polls whose heartbeat is due with a real heartbeat event, and sweep expired
-  /// queues when the sweep is due.
+  /// Time passed: end parked polls whose heartbeat is due with a real heartbeat event, sweep expired
+  /// queues when the sweep is due, and run the application's deadline when it came.
   public mutating func timerFired(now: Timestamp) -> [Action] {
     var actions: [Action] = []
     var heartbeatQueues: [QueueID] = []
@@ -573,6 +593,10 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       let expired = table.expired(at: now).map { table.slots[$0]!.id }.sorted()
       record(.swept(expired: expired), now: now)
       applySwept(expired: expired, now: now, actions: &actions)
+    }
+    if let due = application.nextDeadline, due <= now {
+      record(.applicationDeadlineReached, now: now)
+      deliver(application.deadlineReached(at: now), from: nil, origin: nil, now: now, actions: &actions)
     }
     for installation in pushRegistry.duePushes(now: now) {
       actions.append(.sendPush(composePush(for: installation, now: now)))

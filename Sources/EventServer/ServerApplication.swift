@@ -44,10 +44,27 @@ public protocol ServerApplication: Sendable {
     at now: Timestamp
   ) throws(CommandRejection)
     -> [Delivery<Event>]
+
+  /// The earliest server time at which the application has work of its own, with no command to prompt it
+  /// (a scheduled episode to publish, a video to expire); `nil` when it has none. By default, `nil`.
+  ///
+  /// The server reads it after every input, so it must be cheap (keep an index, not a scan). When the
+  /// server's clock reaches it, the server calls ``deadlineReached(at:)`` in the same step as it pushes the
+  /// returned events, and records the call in its input log so a recovered server replays it.
+  var nextDeadline: Timestamp? { get }
+
+  /// The server's clock reached ``nextDeadline``: does what came due by `now` and returns the events to
+  /// push. It must depend only on the application's state and `now` (the server replays it after a crash),
+  /// and must move ``nextDeadline`` past `now`. By default, nothing.
+  mutating func deadlineReached(at now: Timestamp) -> [Delivery<Event>]
 }
 
 extension ServerApplication {
   public mutating func lastQueueRemoved(for user: UserID) {}
+
+  public var nextDeadline: Timestamp? { nil }
+
+  public mutating func deadlineReached(at now: Timestamp) -> [Delivery<Event>] { [] }
 
   public mutating func handle(
     _ command: Command,

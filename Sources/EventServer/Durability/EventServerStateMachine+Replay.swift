@@ -79,6 +79,8 @@ extension EventServerStateMachine {
       pushRegistry.register(token: token, for: MutationSource(user: user, clientID: clientID))
     case .pushTokenInvalidated(let token):
       pushRegistry.tokenInvalid(token)
+    case .applicationDeadlineReached:
+      deliver(application.deadlineReached(at: now), from: nil, origin: nil, now: now, actions: &actions)
     case .recovered:
       _ = applyRecovered(now: now)
     }

@@ -47,6 +47,9 @@ public enum ServerInput<Command: Codable & Sendable>: Sendable, Codable {
   case pushTokenRegistered(token: PushToken, user: UserID, clientID: ClientID)
   /// The push platform reported a token invalid.
   case pushTokenInvalidated(token: PushToken)
+  /// The application's own deadline came (``ServerApplication/deadlineReached(at:)``); what it did
+  /// follows from its durable state and the entry's time, and is recomputed on replay.
+  case applicationDeadlineReached
   /// The server started again from durable state: every queue's event ids jump past any id a lost
   /// incarnation may have handed out, and each queue that accepts `restart` events gets one.
   case recovered
