@@ -46,6 +46,9 @@ struct SimulatedDevice {
   var outstanding: [RequestID: Exchange] = [:]
   var parked: [RequestID: PollID] = [:]
   var download: ActiveTransfer?
+  /// Failed steps in a row per transfer ("d:" or "u:" and the video), as the world saw them: what the
+  /// queue's attempt count must match, so its retry waits grow.
+  var failuresInARow: [String: Int] = [:]
   var upload: ActiveTransfer?
   var transferGeneration = 0
   var timerAt: Timestamp?

@@ -172,8 +172,15 @@ extension SimulationWorld {
   mutating func engineChanged(_ index: Int) {
     checkInvariants(index)
     noteShownVersions(index)
-    if let incoming = devices[index].core.confirmedState?.incoming {
-      performTransfers(devices[index].transfers.incomingConfirmed(incoming, now: now), on: index)
+    if let state = devices[index].core.confirmedState {
+      performTransfers(
+        devices[index].transfers.confirmed(
+          state,
+          isConfirmedThisSession: devices[index].core.isConfirmedThisSession,
+          now: now
+        ),
+        on: index
+      )
     }
     rescheduleTimer(index)
   }
@@ -269,8 +276,10 @@ extension SimulationWorld {
           devices[index].transfers.downloadFailed(item.video.id, .unavailable("network"), now: now),
           on: index
         )
+        checkRetryWaitGrows(index, "d:\(item.video.id)")
         return
       }
+      devices[index].failuresInARow["d:\(item.video.id)"] = nil
       var file = devices[index].files[key] ?? .init(bytes: 0, complete: false)
       file.bytes = min(item.video.size, file.bytes + chunk)
       file.complete = file.bytes == item.video.size
@@ -290,8 +299,10 @@ extension SimulationWorld {
       if failed {
         devices[index].upload = nil
         performTransfers(devices[index].transfers.uploadFailed(item.notice.video, now: now), on: index)
+        checkRetryWaitGrows(index, "u:\(item.notice.video)")
         return
       }
+      devices[index].failuresInARow["u:\(item.notice.video)"] = nil
       let key = item.notice.blobKey
       if blobs[key] == nil {
         blobPartials[key] = min(item.notice.size, (blobPartials[key] ?? 0) + chunk)
@@ -305,6 +316,7 @@ extension SimulationWorld {
         devices[index].upload = nil
         performTransfers(devices[index].transfers.uploadFinished(item.notice.video, now: now), on: index)
       } else {
+        devices[index].transfers.uploadProgressed(item.notice.video, bytesDone: blobPartials[key] ?? 0)
         schedule(.transferStep(device: index, download: false, generation: generation), after: transferTime(chunk))
       }
     }
@@ -430,6 +442,14 @@ extension SimulationWorld {
       savedQueue.flatMap { try? JSONDecoder().decode(TransferQueue.self, from: $0) }
       ?? TransferQueue(seed: random.next())
     devices[index].savedTransfers = devices[index].diskTransfers
+    // The failures in a row carry over as saved (progress since the last save is not saved).
+    devices[index].failuresInARow = [:]
+    for download in devices[index].transfers.downloads where download.failures > 0 {
+      devices[index].failuresInARow["d:\(download.video.id)"] = download.failures
+    }
+    for upload in devices[index].transfers.uploads where upload.failures > 0 {
+      devices[index].failuresInARow["u:\(upload.notice.video)"] = upload.failures
+    }
     devices[index].shownVersion = 0
     traceLine("device \(index) restarts from its record")
     perform(devices[index].core.loaded(record, recovery: recovery, now: now), on: index)
@@ -456,6 +476,41 @@ extension SimulationWorld {
   }
 
   // MARK: - Invariants and metrics
+
+  /// Retry waits grow: the n-th failed step in a row of a transfer waits up to 2^(n-1) s (jittered, capped
+  /// at 5 minutes), so the queue's attempt count must be n, whatever retries started in between.
+  mutating func checkRetryWaitGrows(_ index: Int, _ transfer: String) {
+    let seen = devices[index].failuresInARow[transfer, default: 0] + 1
+    devices[index].failuresInARow[transfer] = seen
+    let isDownload = transfer.hasPrefix("d:")
+    let video = VideoID(rawValue: String(transfer.dropFirst(2)))
+    let state: (attempts: Int, retryAt: Timestamp)? =
+      if isDownload {
+        devices[index].transfers.downloads.first { $0.video.id == video }.flatMap {
+          if case .failed(let attempts, let retryAt) = $0.state { (attempts, retryAt) } else { nil }
+        }
+      } else {
+        devices[index].transfers.uploads.first { $0.notice.video == video }.flatMap {
+          if case .failed(let attempts, let retryAt) = $0.state { (attempts, retryAt) } else { nil }
+        }
+      }
+    guard let state else {
+      // The failure did not leave the transfer waiting (it moved on, or started again at once): follow
+      // the queue's own count from here.
+      devices[index].failuresInARow[transfer] =
+        isDownload
+        ? devices[index].transfers.downloads.first { $0.video.id == video }?.failures
+        : devices[index].transfers.uploads.first { $0.notice.video == video }?.failures
+      return
+    }
+    let bound = TransferQueue.backoff.bound(attempt: seen)
+    if state.attempts != seen || now.duration(to: state.retryAt) > bound {
+      violations.append(
+        "device \(index): failure \(seen) in a row of \(transfer) waits as attempt \(state.attempts) "
+          + "(retry waits must grow)"
+      )
+    }
+  }
 
   mutating func checkInvariants(_ index: Int) {
     let device = devices[index]

@@ -8,14 +8,18 @@ import UpdateMachine
 /// from the byte offset it reached, and is handed to the app as soon as it completes.
 ///
 /// The rules:
-/// - A download starts only for a video the **confirmed** state lists as incoming (never from a guess).
+/// - A download starts only for a video the state **confirmed by the server this session** lists as
+///   incoming (never from a guess, and never from a state read back at launch: a phone restored from a
+///   backup would fetch a video it already downloaded since, whose blob is gone).
 /// - A video is downloaded at most once: once complete it stays in ``completedIDs`` for as long as the
 ///   server still lists it (its `downloaded` may still be in the outbox), so even a video viewed and
 ///   removed locally is never fetched again; the server never lists it again once `downloaded` is applied,
 ///   because a status never goes back. A late video older than every other one is still downloaded.
-/// - A download whose video the server stops listing (its sender deleted it, or another of the user's
-///   devices downloaded it) is cancelled and the app is told; a download whose blob is gone is dropped and
-///   the app is told, never retried for ever. Other failures retry with backoff from the same offset.
+/// - A download whose video the server stops listing is cancelled and the app is told why: downloaded or
+///   viewed (on another of the user's devices, or here before a restore), or withdrawn (deleted by its
+///   sender, or expired). A download whose blob is gone is dropped and the app is told, never retried for
+///   ever. Other failures retry from the same offset after a wait that doubles with each failure in a row
+///   (1 s to 5 minutes, ``backoff``); progress resets the count.
 /// - A recording uploads first (resumable), then its `uploaded` notice goes through the outbox, which keeps
 ///   it across restarts until the server has it.
 ///
@@ -38,6 +42,22 @@ public struct TransferQueue: Codable, Sendable, Equatable {
     public var video: IncomingVideo
     /// Where it stands.
     public var state: DownloadState
+    /// How many attempts in a row failed without moving a byte: what the next wait grows from, kept while
+    /// a retry is under way.
+    public var failures: Int
+
+    init(video: IncomingVideo, state: DownloadState, failures: Int = 0) {
+      self.video = video
+      self.state = state
+      self.failures = failures
+    }
+
+    public init(from decoder: any Decoder) throws {
+      let container = try decoder.container(keyedBy: CodingKeys.self)
+      video = try container.decode(IncomingVideo.self, forKey: .video)
+      state = try container.decode(DownloadState.self, forKey: .state)
+      failures = try container.decodeIfPresent(Int.self, forKey: .failures) ?? 0
+    }
   }
 
   /// Where one recording's upload stands.
@@ -58,15 +78,37 @@ public struct TransferQueue: Codable, Sendable, Equatable {
     public var localKey: BlobKey
     /// Where it stands.
     public var state: UploadState
+    /// How many attempts in a row failed without moving a byte, kept while a retry is under way.
+    public var failures: Int
+
+    init(notice: VideoUpload, localKey: BlobKey, state: UploadState, failures: Int = 0) {
+      self.notice = notice
+      self.localKey = localKey
+      self.state = state
+      self.failures = failures
+    }
+
+    public init(from decoder: any Decoder) throws {
+      let container = try decoder.container(keyedBy: CodingKeys.self)
+      notice = try container.decode(VideoUpload.self, forKey: .notice)
+      localKey = try container.decode(BlobKey.self, forKey: .localKey)
+      state = try container.decode(UploadState.self, forKey: .state)
+      failures = try container.decodeIfPresent(Int.self, forKey: .failures) ?? 0
+    }
   }
 
-  /// Why a download was given up, as the app is told.
+  /// Why a download was given up, as the app is told: "you already have it" (``downloaded``,
+  /// ``viewed``) or "it was taken back" (``withdrawn``, ``blobGone``).
   public enum AbandonReason: String, Codable, Sendable, Hashable {
-    /// The blob is gone: its sender replaced or deleted it.
+    /// One of the user's devices downloaded it (another one, or this one before it was restored from a
+    /// backup): the server lists it as received.
+    case downloaded
+    /// One of the user's devices viewed it.
+    case viewed
+    /// The server no longer offers it: its sender deleted it, or nobody downloaded it in time (expired).
+    case withdrawn
+    /// The blob is gone although the server still listed the video.
     case blobGone
-    /// The server no longer lists the video for this device (deleted by its sender, or downloaded by
-    /// another of the user's devices).
-    case noLongerListed
   }
 
   /// What the shell must do.
@@ -98,6 +140,17 @@ public struct TransferQueue: Codable, Sendable, Equatable {
   /// The videos downloaded and not removed by the app, oldest first: what the app plays.
   public private(set) var library: [DeliveredVideo] = []
   private var random: SeededRandomNumberGenerator
+  /// Whether a state confirmed by the server this session arrived since the queue was created or read
+  /// back: until then no download starts (never saved).
+  public private(set) var hasSessionConfirmation = false
+
+  private enum CodingKeys: String, CodingKey {
+    case downloads
+    case uploads
+    case completedIDs
+    case library
+    case random
+  }
 
   /// How failed transfers back off (1 s doubling to 5 minutes).
   public static let backoff = BackoffPolicy(base: .seconds(1), cap: .seconds(300))
@@ -112,25 +165,38 @@ public struct TransferQueue: Codable, Sendable, Equatable {
 
   // MARK: - Inputs
 
-  /// The queue was read back after a restart: transfers that were under way or waiting to retry start
-  /// again at once, from their offset (the app was just opened: try now).
+  /// The queue was read back after a restart: uploads that were under way or waiting to retry start
+  /// again at once, from their offset (the app was just opened: try now); downloads wait for the first
+  /// state the server confirms this session (the saved one may be older than a backup being restored).
   /// Completed downloads the server may not know about yet (a kill right after the completion was saved)
   /// announce `downloaded` again; the server treats a repeat as a no-op.
   public mutating func restarted(now: Timestamp) -> [Action] {
+    hasSessionConfirmation = false
     for index in downloads.indices { downloads[index].state = .queued }
     for index in uploads.indices { uploads[index].state = .queued }
     return completedIDs.sorted().map { Action.submit(.downloaded($0)) } + proceed(now: now)
   }
 
-  /// The confirmed state's incoming list changed: queue what is new, give up what is no longer listed,
-  /// forget completed videos the server stopped listing.
-  public mutating func incomingConfirmed(_ incoming: [IncomingVideo], now: Timestamp) -> [Action] {
+  /// The confirmed state changed: queue what is new, give up what is no longer listed (saying why), forget
+  /// completed videos the server stopped listing. A state not confirmed by the server this session (the one
+  /// read back at launch) changes nothing.
+  public mutating func confirmed(_ state: VideoSnapshot, isConfirmedThisSession: Bool, now: Timestamp) -> [Action] {
+    guard isConfirmedThisSession else { return [] }
+    hasSessionConfirmation = true
+    let incoming = state.incoming
     let listed = Dictionary(incoming.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+    let received = Dictionary(state.received.map { ($0.id, $0.status) }, uniquingKeysWith: { first, _ in first })
     var actions: [Action] = []
     var changed = false
     for download in downloads where listed[download.video.id] == nil {
       if case .downloading = download.state { actions.append(.cancelDownload(download.video.id)) }
-      actions += [.discardLocal(Self.localKey(for: download.video.id)), .abandon(download.video.id, .noLongerListed)]
+      let reason: AbandonReason =
+        switch received[download.video.id] {
+        case .viewed?: .viewed
+        case .downloaded?: .downloaded
+        default: .withdrawn
+        }
+      actions += [.discardLocal(Self.localKey(for: download.video.id)), .abandon(download.video.id, reason)]
       changed = true
     }
     downloads.removeAll { listed[$0.video.id] == nil }
@@ -149,11 +215,12 @@ public struct TransferQueue: Codable, Sendable, Equatable {
     return actions + proceed(now: now)
   }
 
-  /// A download made progress.
+  /// A download made progress: bytes moved, so the failures in a row start again from none.
   public mutating func downloadProgressed(_ video: VideoID, bytesDone: Int) {
     guard let index = downloads.firstIndex(where: { $0.video.id == video }), case .downloading = downloads[index].state
     else { return }
     downloads[index].state = .downloading(bytesDone: bytesDone)
+    downloads[index].failures = 0
   }
 
   /// A download completed: the video is handed to the app once, and `downloaded` goes to the server.
@@ -175,9 +242,9 @@ public struct TransferQueue: Codable, Sendable, Equatable {
       downloads.remove(at: index)
       return [.discardLocal(Self.localKey(for: video)), .abandon(video, .blobGone), .save] + proceed(now: now)
     }
-    let attempts: Int
-    if case .failed(let previous, _) = downloads[index].state { attempts = previous + 1 } else { attempts = 1 }
+    let attempts = downloads[index].failures + 1
     let retryAt = now.advanced(by: Self.backoff.delay(attempt: attempts, using: &random))
+    downloads[index].failures = attempts
     downloads[index].state = .failed(attempts: attempts, retryAt: retryAt)
     return [.save] + proceed(now: now)
   }
@@ -193,6 +260,7 @@ public struct TransferQueue: Codable, Sendable, Equatable {
     guard let index = uploads.firstIndex(where: { $0.notice.video == video }), case .uploading = uploads[index].state
     else { return }
     uploads[index].state = .uploading(bytesDone: bytesDone)
+    uploads[index].failures = 0
   }
 
   /// A recording is stored: its `uploaded` notice goes through the outbox, which keeps it until applied.
@@ -205,8 +273,8 @@ public struct TransferQueue: Codable, Sendable, Equatable {
   /// An upload failed; it retries after the backoff from the offset reached.
   public mutating func uploadFailed(_ video: VideoID, now: Timestamp) -> [Action] {
     guard let index = uploads.firstIndex(where: { $0.notice.video == video }) else { return proceed(now: now) }
-    let attempts: Int
-    if case .failed(let previous, _) = uploads[index].state { attempts = previous + 1 } else { attempts = 1 }
+    let attempts = uploads[index].failures + 1
+    uploads[index].failures = attempts
     uploads[index].state = .failed(
       attempts: attempts,
       retryAt: now.advanced(by: Self.backoff.delay(attempt: attempts, using: &random))
@@ -237,7 +305,7 @@ public struct TransferQueue: Codable, Sendable, Equatable {
   /// ``timerFired(now:)`` starts it at once); `nil` while the transfer ahead of it is still under way.
   public var nextRetryAt: Timestamp? {
     var times: [Timestamp] = []
-    if !downloads.contains(where: { if case .downloading = $0.state { true } else { false } }) {
+    if hasSessionConfirmation, !downloads.contains(where: { if case .downloading = $0.state { true } else { false } }) {
       times += downloads.compactMap { if case .failed(_, let retryAt) = $0.state { retryAt } else { nil } }
     }
     if !uploads.contains(where: { if case .uploading = $0.state { true } else { false } }) {
@@ -252,7 +320,9 @@ public struct TransferQueue: Codable, Sendable, Equatable {
   private mutating func proceed(now: Timestamp) -> [Action] {
     var actions: [Action] = []
     let downloading = downloads.contains { if case .downloading = $0.state { true } else { false } }
-    if !downloading, let index = downloads.firstIndex(where: { Self.isDue($0.state, now: now) }) {
+    if hasSessionConfirmation, !downloading,
+      let index = downloads.firstIndex(where: { Self.isDue($0.state, now: now) })
+    {
       downloads[index].state = .downloading(bytesDone: 0)
       actions.append(.download(downloads[index].video, localKey: Self.localKey(for: downloads[index].video.id)))
     }

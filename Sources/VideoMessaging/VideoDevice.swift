@@ -6,10 +6,33 @@ import UpdateMachine
 public enum VideoDeviceEvent: Sendable, Hashable {
   /// A video finished downloading and is playable (handed over once).
   case delivered(DeliveredVideo)
-  /// A download was given up, and why.
+  /// A download was given up, and why ("you already have it" or "it was taken back").
   case abandoned(VideoID, TransferQueue.AbandonReason)
   /// A download failed for now and will be tried again at `retryAt`, from the offset it reached.
   case retrying(VideoID, at: Timestamp)
+  /// A transfer moved bytes: reported after each step, within a few seconds whatever the link's speed
+  /// (``TransferPacer``).
+  case progressed(TransferProgress)
+}
+
+/// How far one transfer got.
+public struct TransferProgress: Sendable, Hashable {
+  /// Which way the bytes go.
+  public enum Direction: Sendable, Hashable {
+    /// A recording going to blob storage.
+    case upload
+    /// An incoming video coming to the device.
+    case download
+  }
+
+  /// The video.
+  public var video: VideoID
+  /// Which way.
+  public var direction: Direction
+  /// The bytes stored so far (where a resume starts).
+  public var bytesDone: Int
+  /// The video's size.
+  public var size: Int
 }
 
 /// One installation of the video app: an ``UpdateMachine`` keeping the user's ``VideoSnapshot`` live, and a
@@ -43,7 +66,7 @@ public actor VideoDevice {
   private var observer: Task<Void, Never>?
   private var timer: Task<Void, Never>?
   private var timerDeadline: Timestamp?
-  private var lastIncoming: [IncomingVideo]?
+  private var lastConfirmed: VideoSnapshot?
   private var subscribers: [AsyncStream<VideoDeviceEvent>.Continuation] = []
   private var isStarted = false
 
@@ -58,7 +81,8 @@ public actor VideoDevice {
   ///   - anchor: The timestamp the clock's current instant stands for; the wall clock's when `nil`.
   ///   - configuration: The engine's configuration.
   ///   - seed: Seeds video ids, backoff jitter and the engine's randomness.
-  ///   - chunkSize: How many bytes a transfer moves per step (and so how much a failure can lose).
+  ///   - chunkSize: The most bytes a transfer moves per step (and so how much a failure can lose); steps
+  ///     start smaller and grow with the link's measured speed (``TransferPacer``).
   public init<Transport: EventTransport, C: Clock>(
     user: UserID,
     transport: Transport,
@@ -110,8 +134,10 @@ public actor VideoDevice {
     let stream = await machine.snapshots()
     observer = Task { [weak self] in
       for await snapshot in stream {
-        guard let self, let incoming = snapshot.confirmedState?.incoming else { continue }
-        await self.confirmed(incoming)
+        // Only a state the server confirmed this session moves downloads: the one read back at launch may
+        // be older than a backup being restored.
+        guard let self, snapshot.isConfirmedThisSession, let state = snapshot.confirmedState else { continue }
+        await self.confirmed(state)
       }
     }
   }
@@ -173,10 +199,10 @@ public actor VideoDevice {
 
   // MARK: - Performing the queue's actions
 
-  private func confirmed(_ incoming: [IncomingVideo]) async {
-    guard incoming != lastIncoming else { return }
-    lastIncoming = incoming
-    await perform(transfers.incomingConfirmed(incoming, now: readClock()))
+  private func confirmed(_ state: VideoSnapshot) async {
+    guard state != lastConfirmed else { return }
+    lastConfirmed = state
+    await perform(transfers.confirmed(state, isConfirmedThisSession: true, now: readClock()))
   }
 
   private func perform(_ actions: [TransferQueue.Action]) async {
@@ -209,17 +235,20 @@ public actor VideoDevice {
       do throws(BlobStoreError) {
         if (try? await localBlobs.size(of: localKey)) == nil {
           var offset = try await localBlobs.partialLength(localKey)
+          var pacer = TransferPacer(maximumStep: chunkSize)
           while offset < video.size {
             if Task.isCancelled { return }
+            let started = readClock()
             let chunk = try await remoteBlobs.read(
               video.blobKey,
               offset: offset,
-              length: min(chunkSize, video.size - offset)
+              length: min(pacer.nextStep, video.size - offset)
             )
             guard !chunk.isEmpty else { throw .unavailable("the blob ended at \(offset) of \(video.size) bytes") }
             try await localBlobs.append(chunk, to: localKey, at: offset)
             offset += chunk.count
-            self.downloadProgressed(video.id, bytesDone: offset)
+            pacer.stepCompleted(bytes: chunk.count, took: started.duration(to: readClock()))
+            self.progressed(TransferProgress(video: video.id, direction: .download, bytesDone: offset, size: video.size))
           }
           if Task.isCancelled { return }
           try await localBlobs.complete(localKey, at: readClock())
@@ -231,8 +260,12 @@ public actor VideoDevice {
     }
   }
 
-  private func downloadProgressed(_ video: VideoID, bytesDone: Int) {
-    transfers.downloadProgressed(video, bytesDone: bytesDone)
+  private func progressed(_ progress: TransferProgress) {
+    switch progress.direction {
+    case .download: transfers.downloadProgressed(progress.video, bytesDone: progress.bytesDone)
+    case .upload: transfers.uploadProgressed(progress.video, bytesDone: progress.bytesDone)
+    }
+    for subscriber in subscribers { subscriber.yield(.progressed(progress)) }
   }
 
   private func downloadEnded(_ video: VideoID, error: BlobStoreError?) async {
@@ -255,17 +288,22 @@ public actor VideoDevice {
       do throws(BlobStoreError) {
         if (try? await remoteBlobs.size(of: notice.blobKey)) == nil {
           var offset = try await remoteBlobs.partialLength(notice.blobKey)
+          var pacer = TransferPacer(maximumStep: chunkSize)
           while offset < notice.size {
             if Task.isCancelled { return }
             let chunk = try await localBlobs.read(
               localKey,
               offset: offset,
-              length: min(chunkSize, notice.size - offset)
+              length: min(pacer.nextStep, notice.size - offset)
             )
             guard !chunk.isEmpty else { throw .unavailable("the recording ended at \(offset) bytes") }
+            let started = readClock()
             try await remoteBlobs.append(chunk, to: notice.blobKey, at: offset)
             offset += chunk.count
-            self.uploadProgressed(notice.video, bytesDone: offset)
+            pacer.stepCompleted(bytes: chunk.count, took: started.duration(to: readClock()))
+            self.progressed(
+              TransferProgress(video: notice.video, direction: .upload, bytesDone: offset, size: notice.size)
+            )
           }
           try await remoteBlobs.complete(notice.blobKey, at: readClock())
         }
@@ -274,10 +312,6 @@ public actor VideoDevice {
         await self.uploadEnded(notice.video, failed: true)
       }
     }
-  }
-
-  private func uploadProgressed(_ video: VideoID, bytesDone: Int) {
-    transfers.uploadProgressed(video, bytesDone: bytesDone)
   }
 
   private func uploadEnded(_ video: VideoID, failed: Bool) async {

@@ -5,22 +5,27 @@ import EventProtocol
 ///
 /// | type | to | fields |
 /// | --- | --- | --- |
-/// | `video_sent` | the sender | `video`, `recipient` (status uploaded) |
-/// | `video_status` | the sender | `video`, `status` (downloaded or viewed) |
-/// | `video_untracked` | the sender | `video` (the sender deleted it) |
+/// | `video_sent` | the sender | `video`, `recipient` (status uploaded); `blob_key`, `size` when sent to yourself |
+/// | `video_status` | the sender; for `viewed` after `downloaded`, the recipient too | `video`, `status` |
+/// | `video_untracked` | the sender; the recipient too once it had the file | `video`, `reason` |
 /// | `video_incoming` | the recipient | `video`, `sender`, `blob_key`, `size` |
-/// | `video_incoming_gone` | the recipient | `video` (downloaded, viewed, or deleted by its sender) |
+/// | `video_incoming_gone` | the recipient | `video`, `reason` |
+///
+/// Each status reaches each of the two users once: a video sent to yourself gets one event per change
+/// (`video_sent` carries the incoming fields, `video_status` and `video_untracked` also settle the incoming
+/// and received lists), never both the sender's and the recipient's.
 public enum VideoEvent: TaggedEventPayload, Hashable {
   /// The sender's video is tracked, status uploaded.
   case sent(VideoSent)
-  /// The sender's video moved on.
+  /// The video moved on (to the sender; to the recipient when it was viewed after being downloaded).
   case status(VideoStatusChanged)
-  /// The sender's video is no longer tracked (they deleted it).
-  case untracked(VideoRef)
+  /// The video is no longer tracked, and why (to the sender; to the recipient if it had the file).
+  case untracked(VideoGone)
   /// A video waits for the recipient to download it.
   case incoming(IncomingVideoFields)
-  /// A video no longer waits for the recipient (downloaded, viewed, or deleted by its sender).
-  case incomingGone(VideoRef)
+  /// A video no longer waits for the recipient, and why (downloaded or viewed on one of their devices,
+  /// deleted by its sender, expired).
+  case incomingGone(VideoGone)
 
   public static let knownEventTypes: Set<String> = [
     "video_sent", "video_status", "video_untracked", "video_incoming", "video_incoming_gone",
@@ -50,11 +55,26 @@ public enum VideoEvent: TaggedEventPayload, Hashable {
     switch type {
     case "video_sent": self = .sent(try VideoSent(from: decoder))
     case "video_status": self = .status(try VideoStatusChanged(from: decoder))
-    case "video_untracked": self = .untracked(try VideoRef(from: decoder))
+    case "video_untracked": self = .untracked(try VideoGone(from: decoder))
     case "video_incoming": self = .incoming(try IncomingVideoFields(from: decoder))
-    default: self = .incomingGone(try VideoRef(from: decoder))
+    default: self = .incomingGone(try VideoGone(from: decoder))
     }
   }
+}
+
+/// Why a video left a list: what `video_incoming_gone` and `video_untracked` say, so an app can tell "you
+/// already have it" from "it was deleted".
+public enum VideoGoneReason: String, Codable, Sendable, Hashable {
+  /// Downloaded, on this device or another of the recipient's.
+  case downloaded
+  /// Viewed, on this device or another of the recipient's.
+  case viewed
+  /// Its sender deleted it.
+  case deleted
+  /// Nobody downloaded it within ``VideoRetention/waitingForDownload``: its file is deleted.
+  case expired
+  /// Downloaded or viewed long enough ago that the server forgot it (``VideoRetention``).
+  case retired
 }
 
 /// The fields of `video_sent`.
@@ -63,11 +83,24 @@ public struct VideoSent: Codable, Sendable, Hashable {
   public var video: VideoID
   /// Who it was sent to.
   public var recipient: UserID
+  /// Where its file is, when it was sent to yourself (it is then also incoming).
+  public var blobKey: BlobKey?
+  /// Its size in bytes, when it was sent to yourself.
+  public var size: Int?
 
   /// Creates the fields from their parts.
-  public init(video: VideoID, recipient: UserID) {
+  public init(video: VideoID, recipient: UserID, blobKey: BlobKey? = nil, size: Int? = nil) {
     self.video = video
     self.recipient = recipient
+    self.blobKey = blobKey
+    self.size = size
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case video
+    case recipient
+    case blobKey = "blob_key"
+    case size
   }
 }
 
@@ -85,14 +118,17 @@ public struct VideoStatusChanged: Codable, Sendable, Hashable {
   }
 }
 
-/// The fields of events that name one video.
-public struct VideoRef: Codable, Sendable, Hashable {
+/// The fields of `video_untracked` and `video_incoming_gone`: the video, and why it left.
+public struct VideoGone: Codable, Sendable, Hashable {
   /// The video.
   public var video: VideoID
+  /// Why; `nil` from a server that did not say.
+  public var reason: VideoGoneReason?
 
   /// Creates the fields from their parts.
-  public init(video: VideoID) {
+  public init(video: VideoID, reason: VideoGoneReason?) {
     self.video = video
+    self.reason = reason
   }
 }
 

@@ -5,16 +5,36 @@ import EventProtocol
 /// - ``outgoing``: the videos the user sent that the server still tracks, with their status, by id (the
 ///   per-friend view is ``outgoing(to:)``); a new video to a friend never replaces an unviewed one.
 /// - ``incoming``: every video sent to the user that is not downloaded yet, oldest first.
+/// - ``received``: the videos sent to the user that one of their devices downloaded, with whether one of
+///   them viewed it, until the server forgets them (``VideoRetention``): what tells every device of the
+///   user that a video was downloaded or viewed on another.
 public struct VideoSnapshot: Codable, Sendable, Equatable {
   /// The user's sent videos still tracked, in id order.
   public var outgoing: [OutgoingVideo]
   /// The videos waiting for the user to download, oldest first.
   public var incoming: [IncomingVideo]
+  /// The videos sent to the user and downloaded by one of their devices, oldest first.
+  public var received: [ReceivedVideo]
 
   /// Creates a snapshot from its parts.
-  public init(outgoing: [OutgoingVideo] = [], incoming: [IncomingVideo] = []) {
+  public init(outgoing: [OutgoingVideo] = [], incoming: [IncomingVideo] = [], received: [ReceivedVideo] = []) {
     self.outgoing = outgoing
     self.incoming = incoming
+    self.received = received
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case outgoing
+    case incoming
+    case received
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    outgoing = try container.decode([OutgoingVideo].self, forKey: .outgoing)
+    incoming = try container.decode([IncomingVideo].self, forKey: .incoming)
+    // A state saved before the received list existed: empty until the next registration fills it.
+    received = try container.decodeIfPresent([ReceivedVideo].self, forKey: .received) ?? []
   }
 
   /// The videos sent to `friend`, oldest first.
@@ -62,5 +82,22 @@ public struct IncomingVideo: Codable, Sendable, Hashable {
     self.sender = sender
     self.blobKey = blobKey
     self.size = size
+  }
+}
+
+/// A video sent to the user that one of their devices downloaded.
+public struct ReceivedVideo: Codable, Sendable, Hashable {
+  /// The video.
+  public var id: VideoID
+  /// Who sent it.
+  public var sender: UserID
+  /// ``VideoStatus/downloaded`` or ``VideoStatus/viewed``.
+  public var status: VideoStatus
+
+  /// Creates a ReceivedVideo from its parts.
+  public init(id: VideoID, sender: UserID, status: VideoStatus) {
+    self.id = id
+    self.sender = sender
+    self.status = status
   }
 }

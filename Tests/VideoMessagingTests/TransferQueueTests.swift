@@ -1,6 +1,7 @@
 import EventProtocol
 import Foundation
 import Testing
+import UpdateMachine
 
 @testable import VideoMessaging
 
@@ -67,7 +68,7 @@ struct TransferQueueTests {
     _ = queue.incomingConfirmed([incoming(vid1, from: alice)], now: t0)
     queue.downloadProgressed(vid1, bytesDone: 400)
     let actions = queue.incomingConfirmed([], now: t0)
-    #expect(actions == [.cancelDownload(vid1), .discardLocal(local(vid1)), .abandon(vid1, .noLongerListed), .save])
+    #expect(actions == [.cancelDownload(vid1), .discardLocal(local(vid1)), .abandon(vid1, .withdrawn), .save])
     #expect(queue.downloads.isEmpty)
   }
 
@@ -98,21 +99,115 @@ struct TransferQueueTests {
     #expect(queue.restarted(now: t0) == [.submit(.downloaded(vid1))])
   }
 
-  @Test("transfers under way when the app was killed start again after a restart")
+  @Test("after a restart uploads start at once; downloads wait for a state the server confirms this session")
   func restart() throws {
     var queue = TransferQueue(seed: 1)
     _ = queue.incomingConfirmed([incoming(vid1, from: alice)], now: t0)
     _ = queue.recorded(upload(vid2, to: bob), localKey: "outgoing/2", now: t0)
     let data = try JSONEncoder().encode(queue)
     var restarted = try JSONDecoder().decode(TransferQueue.self, from: data)
-    #expect(restarted == queue)
+    #expect(restarted.downloads == queue.downloads && restarted.uploads == queue.uploads)
+    #expect(restarted.restarted(now: t0) == [.upload(upload(vid2, to: bob), localKey: "outgoing/2")])
+    // The state read back at launch moves nothing.
     #expect(
-      restarted.restarted(now: t0) == [
-        .download(incoming(vid1, from: alice), localKey: local(vid1)),
-        .upload(upload(vid2, to: bob), localKey: "outgoing/2"),
+      restarted.confirmed(VideoSnapshot(incoming: [incoming(vid1, from: alice)]), isConfirmedThisSession: false, now: t0)
+        == []
+    )
+    #expect(restarted.nextRetryAt == nil)
+    #expect(
+      restarted.incomingConfirmed([incoming(vid1, from: alice)], now: t0) == [
+        .download(incoming(vid1, from: alice), localKey: local(vid1))
       ]
     )
   }
+
+  @Test("a phone restored from a backup is told the video was downloaded, never that it is gone")
+  func restoredFromBackup() throws {
+    // The backup: vid1 queued for download, not yet fetched.
+    var phone = TransferQueue(seed: 1)
+    _ = phone.incomingConfirmed([incoming(vid1, from: alice)], now: t0)
+    let backup = try JSONEncoder().encode(phone)
+    // Restored after the video was downloaded (here, before the backup was restored, or on the tablet).
+    var restored = try JSONDecoder().decode(TransferQueue.self, from: backup)
+    let launch = restored.restarted(now: t0)
+    #expect(!launch.contains { if case .download = $0 { true } else { false } })
+    let synced = restored.incomingConfirmed(
+      [],
+      received: [ReceivedVideo(id: vid1, sender: alice, status: .downloaded)],
+      now: t0
+    )
+    #expect(synced == [.discardLocal(local(vid1)), .abandon(vid1, .downloaded), .save])
+    // Viewed elsewhere, and withdrawn (deleted or expired), say so too.
+    var other = TransferQueue(seed: 2)
+    _ = other.incomingConfirmed([incoming(vid1, from: alice), incoming(vid2, from: alice)], now: t0)
+    let gone = other.incomingConfirmed(
+      [],
+      received: [ReceivedVideo(id: vid1, sender: alice, status: .viewed)],
+      now: t0
+    )
+    #expect(gone.contains(.abandon(vid1, .viewed)))
+    #expect(gone.contains(.abandon(vid2, .withdrawn)))
+  }
+
+  @Test("retry waits grow across retries: 30 minutes of an unreachable blob server cost a handful of requests")
+  func backoffGrowsOverAnOutage() {
+    for (isDownload, seed) in [(true, UInt64(1)), (false, 2), (true, 3), (false, 4)] {
+      var queue = TransferQueue(seed: seed)
+      var actions =
+        isDownload
+        ? queue.incomingConfirmed([incoming(vid1, from: alice)], now: t0)
+        : queue.recorded(upload(vid1, to: bob), localKey: "outgoing/1", now: t0)
+      var now = t0
+      var requests = 0
+      var waits: [Duration] = []
+      let end = t0.advanced(by: .seconds(30 * 60))
+      while now < end {
+        let started = actions.contains {
+          switch $0 {
+          case .download, .upload: true
+          default: false
+          }
+        }
+        if started {
+          requests += 1
+          actions =
+            isDownload
+            ? queue.downloadFailed(vid1, .unavailable("unreachable"), now: now)
+            : queue.uploadFailed(vid1, now: now)
+          continue
+        }
+        guard let retryAt = queue.nextRetryAt else { break }
+        waits.append(now.duration(to: retryAt))
+        now = retryAt
+        actions = queue.timerFired(now: now)
+      }
+      // 1 s doubling to 5 minutes, jittered: about 9 failures to reach the cap, then one per 5 minutes at most.
+      #expect((8...30).contains(requests), "\(isDownload ? "download" : "upload"): \(requests) requests")
+      let attempts = queue.downloads.first.map(\.failures) ?? queue.uploads.first?.failures ?? 0
+      #expect(attempts == requests)
+      #expect(waits.allSatisfy { $0 <= TransferQueue.backoff.cap })
+    }
+  }
+
+  @Test("a retry's progress resets the count: the next failure waits as the first")
+  func progressResetsBackoff() {
+    var queue = TransferQueue(seed: 1)
+    _ = queue.incomingConfirmed([incoming(vid1, from: alice)], now: t0)
+    for _ in 0..<5 {
+      _ = queue.downloadFailed(vid1, .unavailable("down"), now: t0)
+      _ = queue.timerFired(now: t0.advanced(by: .seconds(400)))
+    }
+    #expect(queue.downloads.first?.failures == 5)
+    queue.downloadProgressed(vid1, bytesDone: 100)
+    _ = queue.downloadFailed(vid1, .unavailable("down"), now: t0)
+    #expect(queue.downloads.first?.failures == 1)
+    guard case .failed(1, let retryAt)? = queue.downloads.first?.state else {
+      Issue.record("not waiting")
+      return
+    }
+    #expect(t0.duration(to: retryAt) <= .seconds(1))
+  }
+
 
   @Test("a recording uploads first, then its notice goes through the outbox; viewing is announced once")
   func uploadsAndViewing() {
@@ -128,5 +223,16 @@ struct TransferQueueTests {
     _ = queue.downloadFinished(vid2, now: t0)
     #expect(queue.viewed(vid2) == [.submit(.viewed(vid2)), .save])
     #expect(queue.viewed(vid2) == [])
+  }
+}
+
+extension TransferQueue {
+  /// The server confirmed this session a state listing `incoming` (and `received`).
+  mutating func incomingConfirmed(
+    _ incoming: [IncomingVideo],
+    received: [ReceivedVideo] = [],
+    now: Timestamp
+  ) -> [Action] {
+    confirmed(VideoSnapshot(incoming: incoming, received: received), isConfirmedThisSession: true, now: now)
   }
 }

@@ -9,6 +9,9 @@ struct VideoReducerTests {
   let reducer = VideoReducer()
   let vid1 = videoID(1)
   let vid2 = videoID(2)
+  let vid3 = videoID(3)
+  let vid4 = videoID(4)
+  let vid5 = videoID(5)
 
   @Test("a status for a video the client does not track never touches another (seed 000: vid1 after vid2)")
   func statusForUntrackedVideoIgnored() throws {
@@ -61,28 +64,40 @@ struct VideoReducerTests {
     )
     reducer.applyOptimistically(.downloaded(vid1), to: &state)
     reducer.applyOptimistically(.deleted(vid2), to: &state)
-    #expect(state == VideoSnapshot())
+    #expect(state == VideoSnapshot(received: [ReceivedVideo(id: vid1, sender: alice, status: .downloaded)]))
   }
 
-  @Test("untracked and gone events remove exactly their video")
+  @Test("untracked and gone events remove exactly their video; a download or view moves it to received")
   func removals() throws {
     var state = VideoSnapshot(
       outgoing: [
         OutgoingVideo(id: vid1, recipient: bob, status: .viewed),
         OutgoingVideo(id: vid2, recipient: bob, status: .uploaded),
       ],
-      incoming: [incoming(vid1, from: carol), incoming(vid2, from: carol)]
+      incoming: [incoming(vid3, from: carol), incoming(vid4, from: carol), incoming(vid5, from: carol)]
     )
-    try reducer.apply(.untracked(VideoRef(video: vid1)), to: &state)
-    try reducer.apply(.incomingGone(VideoRef(video: vid2)), to: &state)
+    try reducer.apply(.untracked(VideoGone(video: vid1, reason: .deleted)), to: &state)
+    try reducer.apply(.incomingGone(VideoGone(video: vid3, reason: .expired)), to: &state)
+    try reducer.apply(.incomingGone(VideoGone(video: vid4, reason: .downloaded)), to: &state)
+    try reducer.apply(.incomingGone(VideoGone(video: vid5, reason: .viewed)), to: &state)
     #expect(
       state
         == VideoSnapshot(
           outgoing: [OutgoingVideo(id: vid2, recipient: bob, status: .uploaded)],
-          incoming: [incoming(vid1, from: carol)]
+          incoming: [],
+          received: [
+            ReceivedVideo(id: vid4, sender: carol, status: .downloaded),
+            ReceivedVideo(id: vid5, sender: carol, status: .viewed),
+          ]
         )
     )
+    // Viewed on the recipient's other device; then the server forgets it.
+    try reducer.apply(.status(VideoStatusChanged(video: vid4, status: .viewed)), to: &state)
+    #expect(state.received.map(\.status) == [.viewed, .viewed])
+    try reducer.apply(.untracked(VideoGone(video: vid4, reason: .retired)), to: &state)
+    #expect(state.received.map(\.id) == [vid5])
   }
+
 
   @Test("every event has its own wire type and flat fields")
   func wireShape() throws {

@@ -65,6 +65,7 @@ struct VideoResumeTests {
       case .retrying(_, let retryAt): rig.clock.advance(to: retryAt)
       case .delivered(let video): delivered.append(video.video.id)
       case .abandoned(let video, let reason): Issue.record("\(video) abandoned: \(reason)")
+      case .progressed: break
       }
       if delivered.count == videos.count { break }
     }

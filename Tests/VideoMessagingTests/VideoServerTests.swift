@@ -61,13 +61,13 @@ struct VideoServerTests {
     #expect(
       downloaded == [
         Delivery(to: [alice], event: .status(VideoStatusChanged(video: vid1, status: .downloaded))),
-        Delivery(to: [bob], event: .incomingGone(VideoRef(video: vid1))),
+        Delivery(to: [bob], event: .incomingGone(VideoGone(video: vid1, reason: .downloaded))),
       ]
     )
     #expect(try server.handle(.downloaded(vid1), from: bob) == [])
     #expect(
       try server.handle(.viewed(vid1), from: bob) == [
-        Delivery(to: [alice], event: .status(VideoStatusChanged(video: vid1, status: .viewed)))
+        Delivery(to: [alice, bob], event: .status(VideoStatusChanged(video: vid1, status: .viewed)))
       ]
     )
     #expect(try server.handle(.downloaded(vid1), from: bob) == [])

@@ -20,3 +20,14 @@ func upload(_ video: VideoID, to recipient: UserID, size: Int = 1_000) -> VideoU
 func incoming(_ video: VideoID, from sender: UserID, size: Int = 1_000) -> IncomingVideo {
   IncomingVideo(id: video, sender: sender, blobKey: .forVideo(video), size: size)
 }
+
+extension AsyncStream<VideoDeviceEvent>.Iterator {
+  /// The next event that is not a progress report.
+  mutating func nextSkippingProgress() async -> VideoDeviceEvent? {
+    while let event = await next() {
+      if case .progressed = event { continue }
+      return event
+    }
+    return nil
+  }
+}
