@@ -44,7 +44,11 @@ struct EpisodesDemo {
       let core = world.devices[index].core
       guard let confirmed = core.confirmedState else { return [] }
       var done: [String] = []
-      for action in downloads[index].update(confirmed: confirmed, isConfirmedThisSession: core.isConfirmedThisSession) {
+      for action in downloads[index].update(
+        confirmed: confirmed,
+        isConfirmedThisSession: core.isConfirmedThisSession,
+        pending: core.pendingMutations.map(\.mutation)
+      ) {
         switch action {
         case .start(let episode, let version, _):
           if !core.isConfirmedThisSession { startedFromStale += 1 }

@@ -24,7 +24,9 @@ public enum EpisodeCommand: Codable, Sendable, Equatable {
   case markFinished(EpisodeID, at: Timestamp)
   /// The listener removed the episode unplayed: terminal, out of the queue.
   case dismiss(EpisodeID, at: Timestamp)
-  /// Where playback is; accepted only if newer (by `at`, clamped to the server's clock) than the stored one.
+  /// Where playback is; accepted only if not older (by `at`, clamped to the server's clock) than the stored
+  /// one (a tie goes to the later in server order). Only the latest unsent one per episode stays in the
+  /// outbox (``EpisodeReducer/replaces(_:unsent:)``).
   case updatePosition(EpisodeID, seconds: Int, at: Timestamp, device: String)
   /// Catalog changes, from admin users only.
   case admin(AdminCommand)
@@ -35,10 +37,13 @@ public enum AdminCommand: Codable, Sendable, Equatable {
   /// Publishes a new episode, or republishes an unpublished one (a fresh visibility sequence); one dated in
   /// the future becomes visible when the server's clock reaches its date.
   case publish(EpisodeID, EpisodeMeta)
-  /// Edits the fields; `newMedia` when the audio changed.
-  case editMeta(EpisodeID, title: String, url: String, newMedia: Bool)
+  /// Edits the fields; `newMedia` when the audio changed; `publishedAt`, when given, moves the date: a
+  /// scheduled episode becomes visible at the new date (at once if it has passed), a visible one only
+  /// displays and ranks by it (it is never fetched again).
+  case editMeta(EpisodeID, title: String, url: String, newMedia: Bool, publishedAt: Timestamp? = nil)
   /// Hides the episode everywhere; records stay, devices delete its file.
   case unpublish(EpisodeID)
-  /// The server's clock ticked: scheduled episodes whose date has come become visible.
+  /// Scheduled episodes whose date has come become visible. The server does this on its own clock
+  /// (``EpisodeServer/nextDeadline``); the command remains for hosts that drive time themselves.
   case publishDue
 }

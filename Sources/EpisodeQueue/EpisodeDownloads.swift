@@ -10,9 +10,17 @@ import EventProtocol
 /// are deleted, from any confirmed state (also the one read back after a restart); a file of an older
 /// `mediaVersion` is replaced while the episode is queued.
 ///
+/// The device's own pending writes count too: nothing is downloaded (and any file is deleted) for an
+/// episode this device finished or dismissed, even while that write still waits in the outbox, so a media
+/// replacement arriving before the finish is confirmed downloads nothing.
+///
 /// ```swift
 /// var downloads = EpisodeDownloads(keep: 10)
-/// let actions = downloads.update(confirmed: projection, isConfirmedThisSession: core.isConfirmedThisSession)
+/// let actions = downloads.update(
+///   confirmed: projection,
+///   isConfirmedThisSession: core.isConfirmedThisSession,
+///   pending: core.pendingMutations.map(\.mutation)
+/// )
 /// // perform .start / .cancel / .delete, then report downloadFinished(_:mediaVersion:)
 /// ```
 public struct EpisodeDownloads: Codable, Sendable, Equatable {
@@ -46,16 +54,24 @@ public struct EpisodeDownloads: Codable, Sendable, Equatable {
     self.keep = max(keep, 0)
   }
 
-  /// What to do now that the confirmed projection is `confirmed`.
-  public mutating func update(confirmed: EpisodeProjection, isConfirmedThisSession: Bool) -> [Action] {
+  /// What to do now that the confirmed projection is `confirmed` and these of the device's writes are not
+  /// yet confirmed (oldest first).
+  public mutating func update(
+    confirmed: EpisodeProjection,
+    isConfirmedThisSession: Bool,
+    pending: [EpisodeCommand] = []
+  ) -> [Action] {
     var actions: [Action] = []
+    let ended = Self.endedHere(pending)
     let wanted = Dictionary(
       uniqueKeysWithValues: confirmed.queue.prefix(keep).compactMap { item -> (EpisodeID, EpisodeMeta)? in
-        guard let meta = confirmed.meta[item.episode], meta.available else { return nil }
+        guard let meta = confirmed.meta[item.episode], meta.available, !ended.contains(item.episode) else {
+          return nil
+        }
         return (item.episode, meta)
       }
     )
-    let queued = Set(confirmed.queue.map(\.episode))
+    let queued = Set(confirmed.queue.map(\.episode)).subtracting(ended)
     // Leaving: terminal, unpublished, gone from the queue, or replaced by new media.
     for episode in Set(files.keys).union(inFlight.keys).sorted() {
       let meta = confirmed.meta[episode]
@@ -75,6 +91,20 @@ public struct EpisodeDownloads: Codable, Sendable, Equatable {
       actions.append(.start(item.episode, mediaVersion: meta.mediaVersion, url: meta.url))
     }
     return actions
+  }
+
+  /// The episodes this device finished or dismissed in writes not yet confirmed (a later pending `enqueue`
+  /// of the same episode, "play again", takes it back).
+  static func endedHere(_ pending: [EpisodeCommand]) -> Set<EpisodeID> {
+    var ended: Set<EpisodeID> = []
+    for command in pending {
+      switch command {
+      case .markFinished(let episode, _), .dismiss(let episode, _): ended.insert(episode)
+      case .enqueue(let episode, _, _): ended.remove(episode)
+      default: break
+      }
+    }
+    return ended
   }
 
   /// A download ended with the whole file.

@@ -78,6 +78,10 @@ public struct Position: Codable, Sendable, Hashable {
   /// Which device reported it.
   public var device: String
 
+  /// The device name of the position a restart ("play again" of a finished episode) sets: 0 s at the
+  /// restart's server time, superseding every older position.
+  public static let restartDevice = ""
+
   /// Creates a position.
   public init(seconds: Int, at: Timestamp, device: String) {
     self.seconds = seconds

@@ -78,6 +78,14 @@ public struct EpisodeReducer: UpdateReducer {
 
   /// What the screen shows before the server answers: a queued episode moves or appears, a finished or
   /// dismissed one leaves the queue, a position moves. Fetches, settings and favorites wait for the server.
+  /// A position update replaces the unsent position updates of the same episode: the outbox keeps only the
+  /// latest (the spec's `replaced` outcome).
+  public func replaces(_ mutation: EpisodeCommand, unsent older: EpisodeCommand) -> Bool {
+    guard case .updatePosition(let episode, _, _, _) = mutation, case .updatePosition(episode, _, _, _) = older
+    else { return false }
+    return true
+  }
+
   public func applyOptimistically(_ command: EpisodeCommand, to state: inout EpisodeProjection) {
     switch command {
     case .markFinished(let episode, _), .dismiss(let episode, _):

@@ -13,6 +13,7 @@ extension EpisodeServer {
         entry.meta.metaVersion += 1
         entry.visibleSeq = nil
         catalog[episode] = entry
+        reschedule(episode)
         let back = holderDeliveries(
           episode,
           .availabilityChanged(episode, available: true, metaVersion: entry.meta.metaVersion)
@@ -23,21 +24,27 @@ extension EpisodeServer {
       meta.mediaVersion = 1
       meta.available = true
       catalog[episode] = CatalogEntry(meta: meta, visibleSeq: nil)
+      reschedule(episode)
       return makeVisibleIfDue(episode)
-    case .editMeta(let episode, let title, let url, let newMedia):
+    case .editMeta(let episode, let title, let url, let newMedia, let publishedAt):
       guard var entry = catalog[episode] else { throw CommandRejection("no episode \(episode)") }
       entry.meta.title = title
       entry.meta.url = url
       entry.meta.metaVersion += 1
       if newMedia { entry.meta.mediaVersion += 1 }
+      if let publishedAt { entry.meta.publishedAt = publishedAt }
       catalog[episode] = entry
-      return holderDeliveries(episode, .episodeUpdated(episode, entry.meta))
+      reschedule(episode)
+      // A scheduled episode moved to a date already past is published now.
+      let published = entry.visibleSeq == nil && entry.meta.available ? makeVisibleIfDue(episode) : []
+      return holderDeliveries(episode, .episodeUpdated(episode, entry.meta)) + published
     case .unpublish(let episode):
       guard var entry = catalog[episode] else { throw CommandRejection("no episode \(episode)") }
       guard entry.meta.available else { return supersede("\(episode) already unpublished") }
       entry.meta.available = false
       entry.meta.metaVersion += 1
       catalog[episode] = entry
+      reschedule(episode)
       return holderDeliveries(
         episode,
         .availabilityChanged(episode, available: false, metaVersion: entry.meta.metaVersion)
@@ -47,13 +54,20 @@ extension EpisodeServer {
     }
   }
 
-  /// Every scheduled episode whose date has come becomes visible.
+  /// Every scheduled episode whose date has come becomes visible, oldest date first.
+  /// - Complexity: O(1) when nothing is due.
   mutating func publishDue(now: Timestamp) -> [Delivery<EpisodeEvent>] {
-    let due = catalog.filter {
-      $0.value.meta.available && $0.value.visibleSeq == nil && $0.value.meta.publishedAt <= now
-    }
-    .keys.sorted { (catalog[$0]!.meta.publishedAt, $0) < (catalog[$1]!.meta.publishedAt, $1) }
+    let due = schedule.prefix { $0.publishedAt <= now }.map(\.episode)
     return due.flatMap { makeVisibleIfDue($0) }
+  }
+
+  /// Puts `episode` in the schedule if it is available and not visible yet, at its date; else takes it
+  /// out.
+  mutating func reschedule(_ episode: EpisodeID) {
+    schedule.removeAll { $0.episode == episode }
+    guard let entry = catalog[episode], entry.meta.available, entry.visibleSeq == nil else { return }
+    let slot = ScheduledEpisode(publishedAt: entry.meta.publishedAt, episode: episode)
+    schedule.insert(slot, at: schedule.firstIndex { slot < $0 } ?? schedule.endIndex)
   }
 
   /// Makes `episode` visible when its date has come: a fresh sequence number, and favoriters with `autoAdd` fetching its show at once (no cron).
@@ -62,6 +76,7 @@ extension EpisodeServer {
     entry.visibleSeq = nextVisibleSeq
     nextVisibleSeq += 1
     catalog[episode] = entry
+    reschedule(episode)
     var deliveries: [Delivery<EpisodeEvent>] = []
     let show = entry.meta.show
     for user in listeners.keys.sorted() {
@@ -88,7 +103,7 @@ extension EpisodeServer {
     var meta: [EpisodeID: EpisodeMeta] = [:]
     var watermarks: [ShowID: Int] = [:]
     listener.rev += 1
-    var bottom = listener.queue.last.map { $0.1.queueKey! } ?? 0
+    var bottom = listener.bottom.map { $0.1.queueKey! } ?? 0
     for show in shows.sorted() {
       let mark = listener.watermarks[show] ?? 0
       let visible = catalog.filter { $0.value.meta.show == show && $0.value.isVisible }
@@ -98,7 +113,7 @@ extension EpisodeServer {
       for (episode, entry) in candidates {
         bottom += Self.keyStep
         let record = EpisodeRecord(state: .queued(key: bottom), position: nil, rev: listener.rev)
-        listener.records[episode] = record
+        listener.set(record, for: episode)
         addHolder(user, of: episode)
         added.append(record.queueItem(episode)!)
         meta[episode] = entry.meta

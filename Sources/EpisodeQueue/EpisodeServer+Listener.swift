@@ -45,13 +45,15 @@ extension EpisodeServer {
         return supersede("\(user): position of \(episode), not queued")
       }
       let clamped = min(at, clock)
-      if let current = record.position, clamped <= current.at {
+      // Ties go to server order: the later update wins. A restart ("play again") is itself a position at
+      // the restart's time, so an older one sent late from an offline device never undoes it.
+      if let current = record.position, clamped < current.at {
         return supersede("\(user): position of \(episode) from \(clamped), older than \(current.at)")
       }
       listener.rev += 1
       record.position = Position(seconds: seconds, at: clamped, device: device)
       record.rev = listener.rev
-      listener.records[episode] = record
+      listener.set(record, for: episode)
       return [
         Delivery(
           to: [user],
@@ -89,7 +91,7 @@ extension EpisodeServer {
       }
       noteRestoration(Restoration(user: user, episode: episode, basis: basis, terminalRev: terminalRev))
       // Leaving the history window lets the next older tombstone in.
-      let window = listener.terminals.suffix(EpisodeProjection.historyLimit + 1)
+      let window = listener.terminals(last: EpisodeProjection.historyLimit + 1)
       if window.count > EpisodeProjection.historyLimit,
         window.suffix(EpisodeProjection.historyLimit).contains(where: { $0.0 == episode }),
         let (older, olderRecord) = window.first, let item = olderRecord.historyItem(older),
@@ -98,7 +100,9 @@ extension EpisodeServer {
         refill = (item, meta)
       }
       record = existing
-      if case .finished = existing.state { record.position = nil }
+      if case .finished = existing.state {
+        record.position = Position(seconds: 0, at: clock, device: Position.restartDevice)
+      }
     } else {
       record = EpisodeRecord(state: .queued(key: 0), position: nil, rev: 0)
       addHolder(user, of: episode)
@@ -111,7 +115,7 @@ extension EpisodeServer {
     listener.rev += 1
     record.state = .queued(key: key)
     record.rev = listener.rev
-    listener.records[episode] = record
+    listener.set(record, for: episode)
     deliveries.append(
       Delivery(
         to: [user],
@@ -145,7 +149,7 @@ extension EpisodeServer {
     listener.rev += 1
     record.state = .queued(key: key)
     record.rev = listener.rev
-    listener.records[episode] = record
+    listener.set(record, for: episode)
     deliveries.append(Delivery(to: [user], event: .moved(episode, key: key, itemRev: record.rev, rev: listener.rev)))
     return deliveries
   }
@@ -173,7 +177,7 @@ extension EpisodeServer {
     record.state = finished ? .finished(at: min(at, clock)) : .dismissed(at: min(at, clock))
     record.rev = listener.rev
     record.terminalRev = listener.rev
-    listener.records[episode] = record
+    listener.set(record, for: episode)
     guard let meta = catalog[episode]?.meta else { return [] }
     return [Delivery(to: [user], event: .terminal(record.historyItem(episode)!, meta, rev: listener.rev))]
   }
@@ -208,7 +212,7 @@ extension EpisodeServer {
       var changed = record
       if let old = changed.lastKey, old == record.queueKey { changed.lastKey = key }
       changed.state = .queued(key: key)
-      listener.records[id] = changed
+      listener.set(changed, for: id)
     }
     // Keys left behind by episodes that left the queue keep their relative place only roughly; an
     // `after` such an episode then lands near where it was.

@@ -31,9 +31,28 @@ public struct EpisodeServer: ServerApplication, Codable, Equatable {
   var clock = Timestamp(secondsSinceEpoch: 0)
   /// What was superseded lately (for tests and operators), newest last, at most 100.
   public private(set) var superseded: [String] = []
-  /// Every terminal → queued transition, with its basis and the terminal revision it overrode: an audit
-  /// the tests check (never a basis below the terminal revision).
+  /// The latest terminal → queued transitions (at most ``restorationAuditLimit``), with their basis and
+  /// the terminal revision they overrode: an audit the tests check (never a basis below the terminal
+  /// revision), bounded so it does not grow with every "play again" for ever.
   public private(set) var restorations: [Restoration] = []
+  /// How many restorations the audit keeps.
+  public static let restorationAuditLimit = 1_000
+  /// The scheduled episodes (available, not yet visible), by date then id: what ``nextDeadline`` reads
+  /// (derived from the catalog).
+  var schedule: [ScheduledEpisode] = []
+
+  /// A scheduled episode in ``schedule``.
+  struct ScheduledEpisode: Comparable, Sendable, Equatable {
+    var publishedAt: Timestamp
+    var episode: EpisodeID
+    static func < (lhs: Self, rhs: Self) -> Bool {
+      (lhs.publishedAt, lhs.episode) < (rhs.publishedAt, rhs.episode)
+    }
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case admins, catalog, nextVisibleSeq, listeners, holders, clock, superseded, restorations
+  }
 
   /// A restore of a finished or dismissed episode.
   public struct Restoration: Codable, Sendable, Hashable {
@@ -48,6 +67,43 @@ public struct EpisodeServer: ServerApplication, Codable, Equatable {
     self.admins = admins
   }
 
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    admins = try container.decode(Set<UserID>.self, forKey: .admins)
+    catalog = try container.decode([EpisodeID: CatalogEntry].self, forKey: .catalog)
+    nextVisibleSeq = try container.decode(Int.self, forKey: .nextVisibleSeq)
+    listeners = try container.decode([UserID: Listener].self, forKey: .listeners)
+    holders = try container.decode([EpisodeID: Set<UserID>].self, forKey: .holders)
+    clock = try container.decode(Timestamp.self, forKey: .clock)
+    superseded = try container.decode([String].self, forKey: .superseded)
+    restorations = try container.decode([Restoration].self, forKey: .restorations)
+    for episode in catalog.keys { reschedule(episode) }
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(admins, forKey: .admins)
+    try container.encode(catalog, forKey: .catalog)
+    try container.encode(nextVisibleSeq, forKey: .nextVisibleSeq)
+    try container.encode(listeners, forKey: .listeners)
+    try container.encode(holders, forKey: .holders)
+    try container.encode(clock, forKey: .clock)
+    try container.encode(superseded, forKey: .superseded)
+    try container.encode(restorations, forKey: .restorations)
+  }
+
+  // MARK: - The server's own clock
+
+  /// When the next scheduled episode's date comes; the server then publishes it with no command.
+  /// - Complexity: O(1).
+  public var nextDeadline: Timestamp? { schedule.first?.publishedAt }
+
+  /// Scheduled episodes whose date has come become visible (and are fetched for `autoAdd` favoriters).
+  public mutating func deadlineReached(at now: Timestamp) -> [Delivery<EpisodeEvent>] {
+    clock = max(clock, now)
+    return publishDue(now: clock)
+  }
+
   // MARK: - Reading
 
   /// The projection P(u) of `user`: what a registration hands a device.
@@ -60,7 +116,7 @@ public struct EpisodeServer: ServerApplication, Codable, Equatable {
     projection.watermarks = listener.watermarks
     projection.lastFetchedAt = listener.lastFetchedAt
     projection.queue = listener.queue.compactMap { $0.1.queueItem($0.0) }
-    projection.history = listener.terminals.suffix(EpisodeProjection.historyLimit).compactMap { $0.1.historyItem($0.0) }
+    projection.history = listener.terminals(last: EpisodeProjection.historyLimit).compactMap { $0.1.historyItem($0.0) }
     for episode in projection.queue.map(\.episode) + projection.history.map(\.episode) {
       projection.meta[episode] = catalog[episode]?.meta
     }
@@ -125,6 +181,7 @@ public struct EpisodeServer: ServerApplication, Codable, Equatable {
 
   mutating func noteRestoration(_ restoration: Restoration) {
     restorations.append(restoration)
+    if restorations.count > Self.restorationAuditLimit { restorations.removeFirst() }
   }
 
   /// Remembers that `user` holds a record of `episode`.

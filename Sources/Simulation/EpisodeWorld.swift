@@ -314,6 +314,19 @@ struct EpisodeWorld {
     perform(actions, on: index)
   }
 
+  /// Whether the device's last pending write about `episode` finished or dismissed it (no download of an
+  /// episode this device finished, confirmed or not).
+  static func finishedHere(_ episode: EpisodeID, pending: [EpisodeCommand]) -> Bool {
+    for command in pending.reversed() {
+      switch command {
+      case .markFinished(episode, _), .dismiss(episode, _): return true
+      case .enqueue(episode, _, _): return false
+      default: continue
+      }
+    }
+    return false
+  }
+
   /// After the engine moved: follow the confirmed state with the downloads, check the metadata versions,
   /// and set the timer.
   mutating func engineChanged(_ index: Int) {
@@ -325,12 +338,20 @@ struct EpisodeWorld {
         devices[index].highestMeta[episode] = max(meta.metaVersion, devices[index].highestMeta[episode] ?? 0)
       }
       let live = devices[index].core.isConfirmedThisSession
-      for action in devices[index].downloads.update(confirmed: confirmed, isConfirmedThisSession: live) {
+      let pending = devices[index].core.pendingMutations.map(\.mutation)
+      for action in devices[index].downloads.update(
+        confirmed: confirmed,
+        isConfirmedThisSession: live,
+        pending: pending
+      ) {
         guard case .start(let episode, let version, _) = action else { continue }
         downloadsStarted += 1
         let meta = confirmed.meta[episode]
         if !live || confirmed.queued(episode) == nil || meta?.available != true {
           violations.append("[\(now)] device \(index) started \(episode) from stale or unqueued state")
+        }
+        if Self.finishedHere(episode, pending: pending) {
+          violations.append("[\(now)] device \(index) downloads \(episode), which it finished or dismissed")
         }
         if devices[index].online {
           devices[index].downloads.downloadFinished(episode, mediaVersion: version)

@@ -93,10 +93,18 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   // MARK: - Inputs
 
   /// The app submits a write. It is sent only after a record holding it is saved.
+  /// - Parameters:
+  ///   - replaces: Whether the new write makes an older one pointless; older writes never sent for which
+  ///     it answers `true` are dropped (the server never saw their ids, and skipping ids is allowed).
   /// - Returns: Its mutation id.
-  public mutating func append(_ mutation: Mutation, now: Timestamp) -> MutationID {
+  public mutating func append(
+    _ mutation: Mutation,
+    now: Timestamp,
+    replacing replaces: (Mutation) -> Bool = { _ in false }
+  ) -> MutationID {
     let id = nextMutationID
     nextMutationID = MutationID(id.rawValue &+ 1)
+    entries.removeAll { $0.attempts == 0 && !$0.isAcknowledged && replaces($0.mutation) }
     entries.append(OutboxEntry(id: id, mutation: mutation, submittedAt: now))
     return id
   }

@@ -8,7 +8,8 @@ extension UpdateMachineCore {
   /// - Returns: The mutation's id and the actions.
   public mutating func submit(_ mutation: Mutation, now: Timestamp) -> (MutationID, [Action]) {
     precondition(isLoaded, "submit before the persisted data was loaded")
-    let id = outbox!.append(mutation, now: now)
+    let reducer = reducer
+    let id = outbox!.append(mutation, now: now) { reducer.replaces(mutation, unsent: $0) }
     return (id, [persistAction()] + proceed(now: now))
   }
 

@@ -48,6 +48,12 @@ public protocol UpdateReducer<State, Event, Mutation>: Sendable {
   /// Shows a pending mutation's expected effect on top of the confirmed state.
   func applyOptimistically(_ mutation: Mutation, to state: inout State)
 
+  /// Whether `mutation`, just submitted, makes `older` pointless while `older` was never sent: the outbox
+  /// then drops `older` (it is *replaced*), so a device offline for a day sends one playback position per
+  /// episode, not thousands. A write that was sent (it may have been applied) is never replaced.
+  /// Default: `false`.
+  func replaces(_ mutation: Mutation, unsent older: Mutation) -> Bool
+
   /// Turns a state persisted under an older ``stateVersion`` into today's `State` (default: none).
   /// - Parameters:
   ///   - decoder: A decoder positioned on the stored state.
@@ -58,6 +64,8 @@ public protocol UpdateReducer<State, Event, Mutation>: Sendable {
 
 extension UpdateReducer {
   public var stateVersion: Int { 1 }
+
+  public func replaces(_ mutation: Mutation, unsent older: Mutation) -> Bool { false }
 
   public func migrateState(from decoder: any Decoder, storedVersion: Int) throws -> State? { nil }
 }

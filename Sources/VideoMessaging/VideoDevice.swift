@@ -248,7 +248,9 @@ public actor VideoDevice {
             try await localBlobs.append(chunk, to: localKey, at: offset)
             offset += chunk.count
             pacer.stepCompleted(bytes: chunk.count, took: started.duration(to: readClock()))
-            self.progressed(TransferProgress(video: video.id, direction: .download, bytesDone: offset, size: video.size))
+            self.progressed(
+              TransferProgress(video: video.id, direction: .download, bytesDone: offset, size: video.size)
+            )
           }
           if Task.isCancelled { return }
           try await localBlobs.complete(localKey, at: readClock())

@@ -117,7 +117,11 @@ struct Listeners {
   mutating func syncDownloads(_ index: Int) {
     let core = world.devices[index].core
     guard let confirmed = core.confirmedState else { return }
-    let actions = downloads[index].update(confirmed: confirmed, isConfirmedThisSession: core.isConfirmedThisSession)
+    let actions = downloads[index].update(
+      confirmed: confirmed,
+      isConfirmedThisSession: core.isConfirmedThisSession,
+      pending: core.pendingMutations.map(\.mutation)
+    )
     for action in actions {
       guard case .start(let episode, let version, _) = action else { continue }
       started.append((index, episode, core.isConfirmedThisSession))

@@ -110,7 +110,11 @@ struct TransferQueueTests {
     #expect(restarted.restarted(now: t0) == [.upload(upload(vid2, to: bob), localKey: "outgoing/2")])
     // The state read back at launch moves nothing.
     #expect(
-      restarted.confirmed(VideoSnapshot(incoming: [incoming(vid1, from: alice)]), isConfirmedThisSession: false, now: t0)
+      restarted.confirmed(
+        VideoSnapshot(incoming: [incoming(vid1, from: alice)]),
+        isConfirmedThisSession: false,
+        now: t0
+      )
         == []
     )
     #expect(restarted.nextRetryAt == nil)
@@ -207,7 +211,6 @@ struct TransferQueueTests {
     }
     #expect(t0.duration(to: retryAt) <= .seconds(1))
   }
-
 
   @Test("a recording uploads first, then its notice goes through the outbox; viewing is announced once")
   func uploadsAndViewing() {

@@ -166,7 +166,13 @@ struct VideoLifecycleTests {
 
   @Test("a snapshot keeps the deadlines: a server decoded mid-retention retires on time")
   func retentionSurvivesSnapshot() throws {
-    var server = VideoServer(retention: VideoRetention(waitingForDownload: .seconds(60), afterDownloaded: .seconds(120), afterViewed: .seconds(30)))
+    var server = VideoServer(
+      retention: VideoRetention(
+        waitingForDownload: .seconds(60),
+        afterDownloaded: .seconds(120),
+        afterViewed: .seconds(30)
+      )
+    )
     _ = try server.handle(.uploaded(upload(vid1, to: bob)), from: alice, at: t0)
     _ = try server.handle(.uploaded(upload(vid2, to: bob)), from: alice, at: t0)
     _ = try server.handle(.downloaded(vid2), from: bob, at: t0.advanced(by: .seconds(10)))

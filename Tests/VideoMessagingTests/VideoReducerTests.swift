@@ -98,7 +98,6 @@ struct VideoReducerTests {
     #expect(state.received.map(\.id) == [vid5])
   }
 
-
   @Test("every event has its own wire type and flat fields")
   func wireShape() throws {
     let reply = EventsReply<VideoEvent>(
