@@ -152,7 +152,10 @@ struct EpisodeWorld {
       perform(devices[index].core.timerFired(now: now), on: index)
     case .serverTimer:
       serverTimerAt = nil
-      applyServer(server.timerFired(now: now))
+      let actions = server.timerFired(now: now)
+      // The server's own deadlines (scheduled episodes published) change projections with no command.
+      noteProjections()
+      applyServer(actions)
     case .listenerActs(let index):
       if faultsOn {
         fireDueTimer(index)

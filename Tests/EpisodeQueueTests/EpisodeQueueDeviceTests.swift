@@ -209,12 +209,14 @@ struct EpisodeQueueDeviceTests {
     ann.world.submit(.fetchNew(shows: nil), on: 0)
     ann.settle()
     let queueBefore = ann.world.devices[0].core.phase.finger?.queueID
-    // While P is away, T makes more changes than P's queue may hold: the server drops P's queue.
+    // While P is away, T makes more changes than P's queue may hold: the server drops P's queue. (T sends
+    // each before the next: unsent positions of one episode would replace each other in its outbox.)
     for index in 0..<8 {
       ann.world.submit(
         .updatePosition("e1", seconds: index * 10, at: ann.now.advanced(by: .seconds(index)), device: "T"),
         on: 1
       )
+      ann.settle(online: [1])
       ann.world.advance(to: ann.now.advanced(by: .seconds(1)))
     }
     ann.world.submit(.markFinished("e2", at: ann.now), on: 1)

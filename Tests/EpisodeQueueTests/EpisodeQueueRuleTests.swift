@@ -145,7 +145,10 @@ struct EpisodeQueueRuleTests {
     #expect(desk.projection("ann").terminal("E") != nil)
     desk.run(.enqueue("E", .top, basis: terminalRev), from: "ann")
     #expect(desk.queue("ann") == ["E", "F"])
-    #expect(desk.projection("ann").queued("E")?.position == nil)
+    #expect(
+      desk.projection("ann").queued("E")?.position
+        == Position(seconds: 0, at: desk.now, device: Position.restartDevice)
+    )
     #expect(desk.server.restorations.allSatisfy { $0.basis >= $0.terminalRev })
   }
 

