@@ -152,9 +152,10 @@ struct EpisodeWorld {
       perform(devices[index].core.timerFired(now: now), on: index)
     case .serverTimer:
       serverTimerAt = nil
+      let applicationDue = server.application.nextDeadline.map { $0 <= now } ?? false
       let actions = server.timerFired(now: now)
       // The server's own deadlines (scheduled episodes published) change projections with no command.
-      noteProjections()
+      if applicationDue { noteProjections() }
       applyServer(actions)
     case .listenerActs(let index):
       if faultsOn {

@@ -2,6 +2,7 @@ import EventProtocol
 import Foundation
 import SampleApps
 import Testing
+import UpdateMachineTesting
 
 @testable import EventServer
 
@@ -105,5 +106,24 @@ struct ApplicationDeadlineTests {
     #expect(rebuilt.application.sent == ["a"])
     #expect(rebuilt.dump() == machine.dump())
     #expect(rebuilt.application.nextDeadline == t0.advanced(by: .seconds(9)))
+  }
+
+  @Test("the actor's own timer runs the deadline: a long-poll gets the reminder when the clock reaches it")
+  func actorRunsDeadline() async throws {
+    let clock = ManualClock()
+    let server = EventServer(
+      application: Reminders(),
+      clock: clock,
+      anchor: clock.now,
+      random: SeededRandomNumberGenerator(seed: 4)
+    )
+    let queueID = try await server.register(user: alice).queueID
+    let due = clock.now.advanced(by: .seconds(30))
+    try await server.handle(.remind("stand up", at: due, to: alice), from: bob)
+    let poll = Task { try await server.events(queueID: queueID, user: alice, lastEventID: -1) }
+    await server.waitForParkedPolls(count: 1)
+    clock.advance(to: due)
+    #expect(try await poll.value == [EventEnvelope(id: 0, body: .payload(.note(text: "stand up")))])
+    #expect(await server.updateBookkeeping { $0.sent } == ["stand up"])
   }
 }
