@@ -87,6 +87,38 @@ struct URLSessionTransportTests {
     }
   }
 
+  /// FoundationNetworking takes `WWW-Authenticate: Basic` as a credential challenge; unanswered, the
+  /// request hung until its deadline and a wrong API key looked like a network failure for ever.
+  @Test("a 401 with a Basic challenge (as event-server sends it) is UNAUTHORIZED at once, not a hang")
+  func unauthorizedWithChallenge() async throws {
+    let server = try CannedHTTPServer(
+      status: "401 Unauthorized",
+      headers: ["Content-Type: application/json", #"WWW-Authenticate: Basic realm="event-server""#],
+      body: #"{"result":"error","code":"UNAUTHORIZED","msg":"Invalid API key"}"#
+    )
+    defer { server.stop() }
+    // Before the fix the request waited out this timeout (a connection failure, retried for ever).
+    var configuration = NotesTransport.Configuration()
+    configuration.requestTimeout = .seconds(5)
+    let client = NotesTransport(
+      baseURL: server.url,
+      credentials: .init(user: "alice", apiKey: "wrong-key"),
+      configuration: configuration
+    )
+    do {
+      _ = try await client.register(eventTypes: nil, lifespan: nil, clientID: nil)
+      Issue.record("a 401 was taken as a success")
+    } catch {
+      guard case .api(let apiError) = error.kind else {
+        Issue.record("not an API error: \(error)")
+        return
+      }
+      #expect(apiError.code == .unauthorized)
+    }
+    // The credentials were sent once; the challenge was not answered with them again.
+    #expect(server.requests.count == 1)
+  }
+
   @Test("a body over the limit is malformed; a refused connection is a connection failure")
   func limitsAndRefusals() async throws {
     let body = #"{"result":"success","msg":"","events":[]}"# + String(repeating: " ", count: 2_000)

@@ -35,6 +35,24 @@ struct LiveServerTests {
     try await live.stop()
   }
 
+  @Test("a wrong API key stops the machine as unauthorized at once, though event-server sends a Basic challenge")
+  func wrongKeyIsUnauthorized() async throws {
+    let live = try await LiveServer.start()
+    defer { live.removeData() }
+    let transport = VideoTransport(baseURL: live.url, credentials: .init(user: "alice", apiKey: "not-alices-key"))
+    let machine = makeMachine(transport)
+    await machine.start()
+    let stopped = await waitFor(machine) { $0.stopReason != nil }
+    guard case .unauthorized(let message)? = stopped?.stopReason else {
+      Issue.record("not stopped as unauthorized: \(String(describing: stopped?.stopReason))")
+      return
+    }
+    #expect(!message.isEmpty)
+    #expect(stopped?.metrics.registers == 1)
+    await machine.stop()
+    try await live.stop()
+  }
+
   @Test("a heartbeat ends a parked poll with a real event, and the machine polls again")
   func heartbeat() async throws {
     let live = try await LiveServer.start { configuration in

@@ -24,13 +24,23 @@ final class CancellableDataTask: Sendable {
   private let stage = Mutex(Stage.notStarted)
 
   /// Runs `request` on `session`.
+  /// - Parameter refuser: The session's delegate, when it refuses authentication challenges: a task ended
+  ///   by a refused challenge returns the `401` it was.
   /// - Returns: The body and the response.
   /// - Throws: The `URLError` the task ended with; `URLError(.cancelled)` when the calling task was cancelled.
-  func run(_ request: URLRequest, on session: URLSession) async throws -> (Data, URLResponse) {
+  func run(
+    _ request: URLRequest,
+    on session: URLSession,
+    refusing refuser: ChallengeRefuser? = nil
+  ) async throws -> (Data, URLResponse) {
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, URLResponse), any Error>) in
+        // Set before the task starts, so the completion handler always finds it.
+        let identifier = Mutex<Int?>(nil)
         let task = session.dataTask(with: request) { data, response, error in
-          if let error {
+          if error != nil, let refuser, let id = identifier.withLock({ $0 }), refuser.wasChallenged(id) {
+            continuation.resume(returning: ChallengeRefuser.unauthorized(for: request.url))
+          } else if let error {
             continuation.resume(throwing: error)
           } else if let response {
             continuation.resume(returning: (data ?? Data(), response))
@@ -38,6 +48,7 @@ final class CancellableDataTask: Sendable {
             continuation.resume(throwing: URLError(.badServerResponse))
           }
         }
+        identifier.withLock { $0 = task.taskIdentifier }
         let handle = TaskHandle(task)
         // Started under the lock, so a cancellation either finds it running (and cancels it) or comes first
         // (and it never starts: its completion handler never runs, so the continuation is resumed here).

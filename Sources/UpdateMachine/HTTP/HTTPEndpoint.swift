@@ -74,7 +74,7 @@ public struct HTTPEndpoint: Sendable {
     let data: Data
     let response: URLResponse
     do {
-      (data, response) = try await CancellableDataTask().run(request, on: session.session)
+      (data, response) = try await CancellableDataTask().run(request, on: session.session, refusing: session.refuser)
     } catch {
       throw Self.transportError(for: error)
     }
@@ -101,14 +101,16 @@ public struct HTTPEndpoint: Sendable {
 /// The session an endpoint and its copies share, invalidated when the last copy goes.
 private final class SessionOwner: Sendable {
   let session: URLSession
+  let refuser = ChallengeRefuser()
 
   init(maximumConnections: Int) {
     let configuration = URLSessionConfiguration.ephemeral
     configuration.urlCache = nil
     configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
     configuration.httpCookieStorage = nil
+    configuration.urlCredentialStorage = nil
     configuration.httpMaximumConnectionsPerHost = max(maximumConnections, 1)
-    session = URLSession(configuration: configuration)
+    session = URLSession(configuration: configuration, delegate: refuser, delegateQueue: nil)
   }
 
   deinit {
