@@ -62,10 +62,36 @@ public struct Timestamp: InstantProtocol, Codable, Hashable, Sendable, CustomStr
     lhs.sinceEpoch < rhs.sinceEpoch
   }
 
+  /// The time in UTC, ISO 8601 with milliseconds (`2023-11-14T22:13:20.000Z`); outside years 0…9999,
+  /// seconds since the epoch (`t=-62167219201.000s`).
   public var description: String {
     let milliseconds = sinceEpoch.attoseconds / 1_000_000_000_000_000
     let fraction = String(Int(abs(milliseconds % 1000)) + 1000).dropFirst()
-    return "t=\(milliseconds / 1000).\(fraction)s"
+    let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
+    let millisecond = String(Int(milliseconds - seconds * 1000) + 1000).dropFirst()
+    let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+    let secondOfDay = Int(seconds - days * 86_400)
+    let (year, month, day) = Self.civil(fromDays: days)
+    guard (0...9999).contains(year) else { return "t=\(milliseconds / 1000).\(fraction)s" }
+    func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    let yearText = String(year + 10_000).dropFirst()
+    return "\(yearText)-\(two(month))-\(two(day))T\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):"
+      + "\(two(secondOfDay % 60)).\(millisecond)Z"
+  }
+
+  /// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
+  private static func civil(fromDays days: Int128) -> (year: Int, month: Int, day: Int) {
+    let shifted = days + 719_468
+    let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+    let dayOfEra = shifted - era * 146_097
+    let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+    let monthIndex = (5 * dayOfYear + 2) / 153
+    let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+    let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+    let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+    guard let yearValue = Int(exactly: year) else { return (-1, 1, 1) }
+    return (yearValue, Int(month), Int(day))
   }
 }
 

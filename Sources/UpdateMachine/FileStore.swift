@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -16,6 +17,13 @@ import Foundation
 ///
 /// The folder is created on the first save if it does not exist (Application Support does not exist on a
 /// new iOS install). Temporary files left by a crash in the middle of a save are removed by ``load()``.
+///
+/// **One machine per file.** ``open()`` takes an advisory lock (`flock`) on `<name>.lock` beside the file
+/// and keeps it until ``close()`` (the machine's `stop()`) or until every copy of the store is gone; the
+/// system drops it when the process dies, so a crash never leaves the file locked. Another process (an app
+/// extension sharing the container, a second copy of a tool) or another machine in this process gets
+/// ``PersistenceError/inUse(_:)`` and its machine stops (`StopReason.storeInUse`) without reading or
+/// writing: two engines on one record would take each other's mutation ids and could apply a write twice.
 ///
 /// ```swift
 /// let store = FileStore(
@@ -39,6 +47,7 @@ public struct FileStore: JournalingUpdateStore {
   public let url: URL
   /// The data protection class the file is written with.
   public let protection: Protection
+  private let lock: FileStoreLock
 
   /// Creates a store for the file at `url`.
   /// - Parameters:
@@ -47,10 +56,31 @@ public struct FileStore: JournalingUpdateStore {
   public init(url: URL, protection: Protection = .systemDefault) {
     self.url = url
     self.protection = protection
+    self.lock = FileStoreLock(path: url.appendingPathExtension("lock").path)
   }
 
   /// The journal of entries appended after the record.
   public var journalURL: URL { url.appendingPathExtension("journal") }
+
+  /// The lock file beside the record.
+  public var lockURL: URL { url.appendingPathExtension("lock") }
+
+  /// Takes the file for this store (and its copies) until ``close()``.
+  /// - Throws: ``PersistenceError/inUse(_:)`` when another process or another store holds it;
+  ///   ``PersistenceError/writeFailed(_:)`` when the lock file cannot be created.
+  public func open() throws(PersistenceError) {
+    do {
+      try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    } catch {
+      throw .writeFailed("cannot create the folder \(folder.path): \(error)")
+    }
+    try lock.acquire()
+  }
+
+  /// Releases the file.
+  public func close() {
+    lock.release()
+  }
 
   private var folder: URL { url.deletingLastPathComponent() }
   private var temporaryPrefix: String { ".\(url.lastPathComponent)." }
@@ -162,5 +192,48 @@ public struct FileStore: JournalingUpdateStore {
     // The journal goes with its record (it is bound to it, and useless to any other).
     try? FileManager.default.moveItem(at: journalURL, to: destination.appendingPathExtension("journal"))
     return destination.path
+  }
+}
+
+/// The advisory lock a ``FileStore`` and its copies hold on `<name>.lock`: the open descriptor under a
+/// mutex, released by ``release()`` or when the last copy goes.
+private final class FileStoreLock: Sendable {
+  private let path: String
+  private let descriptor = Mutex<Int32?>(nil)
+
+  init(path: String) {
+    self.path = path
+  }
+
+  func acquire() throws(PersistenceError) {
+    let result: PersistenceError? = descriptor.withLock { held in
+      guard held == nil else { return nil }
+      let fd = Foundation.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+      guard fd >= 0 else { return .writeFailed("cannot open the lock file \(path): errno \(errno)") }
+      guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+        let reason = errno
+        _ = Foundation.close(fd)
+        if reason == EWOULDBLOCK {
+          return .inUse("\(path) is held by another process or another machine: one machine per store")
+        }
+        return .writeFailed("cannot lock \(path): errno \(reason)")
+      }
+      held = fd
+      return nil
+    }
+    if let result { throw result }
+  }
+
+  func release() {
+    descriptor.withLock { held in
+      guard let fd = held else { return }
+      _ = flock(fd, LOCK_UN)
+      _ = Foundation.close(fd)
+      held = nil
+    }
+  }
+
+  deinit {
+    release()
   }
 }

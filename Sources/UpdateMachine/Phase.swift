@@ -57,10 +57,16 @@ public enum StopReason: Hashable, Sendable, CustomStringConvertible {
   /// The server refused the credentials (`UNAUTHORIZED`). Refresh them in the transport, then call
   /// `resume()`.
   case unauthorized(message: String)
+  /// The store is open in another process (an app extension and its app, two copies of a tool) or another
+  /// machine in this one: this machine read nothing and will write nothing. Two engines on one record would
+  /// each take the other's mutation ids and could apply a write twice. `resume()` does not clear it: stop
+  /// the other user of the file, then create a new machine.
+  case storeInUse(String)
 
   public var description: String {
     switch self {
     case .unauthorized(let message): "unauthorized: \(message)"
+    case .storeInUse(let detail): "store in use: \(detail)"
     }
   }
 }

@@ -125,6 +125,12 @@ public actor UpdateMachine<
   public func start() {
     guard !isStarted, !isStopped else { return }
     isStarted = true
+    do {
+      try store.open()
+    } catch {
+      input { core, now in core.storeUnavailable(error.description, now: now) }
+      return
+    }
     let (record, recovery) = loadRecord()
     log?(.loaded(finger: record?.finger, pendingWrites: record?.outbox.count ?? 0, recovery: recovery))
     input { core, now in core.loaded(record, recovery: recovery, now: now) }
@@ -224,6 +230,7 @@ public actor UpdateMachine<
   public func stop() {
     guard !isStopped else { return }
     isStopped = true
+    store.close()
     timer?.cancel()
     timer = nil
     for task in requests.values { task.cancel() }

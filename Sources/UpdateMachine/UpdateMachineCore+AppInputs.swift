@@ -13,6 +13,15 @@ extension UpdateMachineCore {
     return (id, [persistAction()] + proceed(now: now))
   }
 
+  /// The store could not be taken (``PersistenceError/inUse(_:)``): the machine stops before loading
+  /// anything, so it never reads, sends or saves.
+  public mutating func storeUnavailable(_ detail: String, now: Timestamp) -> [Action] {
+    guard !isLoaded else { return [] }
+    disconnectedSince = now
+    phase = .stopped(.storeInUse(detail), finger: nil)
+    return []
+  }
+
   /// The app's device-local data changed: it is saved with the rest of the record, atomically.
   public mutating func deviceDataChanged(_ data: Data, now: Timestamp) -> [Action] {
     guard isLoaded, data != deviceData else { return [] }
@@ -97,7 +106,8 @@ extension UpdateMachineCore {
   /// After ``Phase/stopped(_:finger:)``: the app refreshed the credentials; start again with the kept state,
   /// finger and outbox.
   public mutating func resume(now: Timestamp) -> [Action] {
-    guard case .stopped(_, let finger) = phase else { return [] }
+    guard case .stopped(let reason, let finger) = phase, isLoaded else { return [] }
+    if case .storeInUse = reason { return [] }
     failure = nil
     disconnectedSince = disconnectedSince ?? now
     if let finger {

@@ -14,11 +14,20 @@ public protocol UpdateStore: Sendable {
   /// Moves the stored bytes aside, keeping them, so a fresh record can be written.
   /// - Returns: Where they went, for the report.
   func setAside(reason: String) throws(PersistenceError) -> String
+
+  /// Takes the store for one machine, before the first ``load()``: a store another process (or another
+  /// machine in this process) holds throws ``PersistenceError/inUse(_:)``, and the machine stops with
+  /// ``StopReason/storeInUse(_:)`` instead of reading or writing. By default, nothing to take.
+  func open() throws(PersistenceError)
+
+  /// Gives the store back (the machine stopped). By default, nothing to give.
+  func close()
 }
 
 /// Why persisted data could not be used or written.
 public struct PersistenceError: Error, Hashable, Sendable, CustomStringConvertible {
   private enum Code: Hashable {
+    case inUse
     case unreadable
     case corrupt
     case newerVersion
@@ -36,6 +45,8 @@ public struct PersistenceError: Error, Hashable, Sendable, CustomStringConvertib
 
   /// The store could not be read.
   public static func unreadable(_ detail: String) -> PersistenceError { .init(.unreadable, detail) }
+  /// The store is open in another process (or another machine in this one): nothing was read.
+  public static func inUse(_ detail: String) -> PersistenceError { .init(.inUse, detail) }
   /// The bytes are not a record this build understands.
   public static func corrupt(_ detail: String) -> PersistenceError { .init(.corrupt, detail) }
   /// The record was written by a newer format version.
@@ -52,4 +63,10 @@ public struct PersistenceError: Error, Hashable, Sendable, CustomStringConvertib
   func noting(_ note: String) -> PersistenceError { .init(code, "\(detail); \(note)") }
 
   public var description: String { detail }
+}
+
+extension UpdateStore {
+  public func open() throws(PersistenceError) {}
+
+  public func close() {}
 }
