@@ -37,6 +37,18 @@
 /// }
 /// ```
 ///
+/// **The short form**: when each case has a fields type of its own, list the cases with ``EventCase`` and
+/// the protocol writes the three switches and `knownEventTypes`:
+///
+/// ```swift
+/// enum TodoEvent: TaggedEventPayload {
+///   case added(TodoAdded)
+///   case done(TodoDone)
+///
+///   static let cases = [EventCase("todo_added", Self.added), EventCase("todo_done", Self.done)]
+/// }
+/// ```
+///
 /// The keys `id`, `type` and `origin` belong to the envelope; a case's fields must not use them.
 public protocol TaggedEventPayload: EventPayload {
   /// The fields of this case, encoded beside `id` and `type`.
@@ -44,9 +56,41 @@ public protocol TaggedEventPayload: EventPayload {
 
   /// Decodes the case whose wire type is `type` (one of ``EventPayload/knownEventTypes``).
   init(type: String, from decoder: any Decoder) throws
+
+  /// The cases, for the short form (empty by default: then write the members above yourself).
+  static var cases: [EventCase<Self>] { get }
 }
 
 extension TaggedEventPayload {
+  public static var cases: [EventCase<Self>] { [] }
+
+  public static var knownEventTypes: Set<String> { Set(cases.map(\.type)) }
+
+  /// The case's associated value, found by reflection: what the short form encodes.
+  public var fields: any Encodable & Sendable {
+    for eventCase in Self.cases {
+      if let fields = eventCase.fields(self) { return fields }
+    }
+    preconditionFailure("\(Self.self): no EventCase matches \(self); list it in `cases` or write `fields`")
+  }
+
+  /// The wire type of the case whose fields type matches this value's, in the short form.
+  public var eventType: String {
+    guard let match = Self.cases.first(where: { $0.fields(self) != nil }) else {
+      preconditionFailure("\(Self.self): no EventCase matches \(self); list it in `cases` or write `eventType`")
+    }
+    return match.type
+  }
+
+  public init(type: String, from decoder: any Decoder) throws {
+    guard let match = Self.cases.first(where: { $0.type == type }) else {
+      throw DecodingError.dataCorrupted(
+        .init(codingPath: decoder.codingPath, debugDescription: "\(Self.self) has no event type \(type)")
+      )
+    }
+    self = try match.decode(decoder)
+  }
+
   public init(from decoder: any Decoder) throws {
     let type = try decoder.container(keyedBy: TypeKey.self).decode(String.self, forKey: .type)
     try self.init(type: type, from: decoder)

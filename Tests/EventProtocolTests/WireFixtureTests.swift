@@ -232,8 +232,42 @@ private enum TodoEvent: TaggedEventPayload {
   }
 }
 
+/// The same event in the short form: one line of cases instead of three switches.
+private enum ShortTodoEvent: TaggedEventPayload {
+  case added(TodoAdded)
+  case done(TodoDone)
+
+  static let cases = [EventCase("todo_added", Self.added), EventCase("todo_done", Self.done)]
+}
+
 @Suite("Wire format: events with several cases, origins, ordering, duplicate keys")
 struct WireShapeTests {
+  @Test("the short form (EventCase) writes and reads the same bytes as the three switches")
+  func shortForm() throws {
+    let long = EventsReply<TodoEvent>(
+      events: [
+        EventEnvelope(id: 0, body: .payload(.added(TodoAdded(todoID: "t1", title: "Milk")))),
+        EventEnvelope(id: 1, body: .payload(.done(TodoDone(todoID: "t1")))),
+      ],
+      queueID: "q"
+    )
+    let short = EventsReply<ShortTodoEvent>(
+      events: [
+        EventEnvelope(id: 0, body: .payload(.added(TodoAdded(todoID: "t1", title: "Milk")))),
+        EventEnvelope(id: 1, body: .payload(.done(TodoDone(todoID: "t1")))),
+      ],
+      queueID: "q"
+    )
+    #expect(try WireFormat.encode(short) == WireFormat.encode(long))
+    #expect(try WireFormat.decode(EventsReply<ShortTodoEvent>.self, from: WireFormat.encode(long)) == short)
+    #expect(ShortTodoEvent.knownEventTypes == TodoEvent.knownEventTypes)
+    #expect(ShortTodoEvent.done(TodoDone(todoID: "x")).eventType == "todo_done")
+    // A type it does not know is an unknown event, not a crash.
+    let unknown = #"{"result":"success","msg":"","events":[{"id":2,"type":"todo_renamed","todoID":"t1"}]}"#
+    let decoded = try WireFormat.decode(EventsReply<ShortTodoEvent>.self, from: Data(unknown.utf8))
+    #expect(decoded.events.first?.body == .unknown(type: "todo_renamed"))
+  }
+
   @Test("a tagged multi-case event puts its fields beside id and type, and reads back")
   func taggedEvents() throws {
     let reply = EventsReply<TodoEvent>(
