@@ -23,6 +23,7 @@ let package = Package(
     .executable(name: "soak-client", targets: ["soak-client"]),
     .executable(name: "durability-bench", targets: ["durability-bench"]),
     .library(name: "EventHTTPServer", targets: ["EventHTTPServer"]),
+    .library(name: "VideoBlobRoutes", targets: ["VideoBlobRoutes"]),
     .library(name: "SQLiteServerLog", targets: ["SQLiteServerLog"]),
   ],
   dependencies: [
@@ -44,13 +45,13 @@ let package = Package(
       ],
       swiftSettings: swiftSettings
     ),
-    // Routes, authentication, rate limiting, blobs and the shutdown order, over the root's EventServer.
+    // Routes, authentication, rate limiting and the shutdown order, over the root's EventServer: for any
+    // ServerApplication (no domain here).
     .target(
       name: "EventHTTPServer",
       dependencies: [
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),
-        .product(name: "VideoMessaging", package: root),
         .product(name: "Hummingbird", package: "hummingbird"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -60,11 +61,26 @@ let package = Package(
       ],
       swiftSettings: swiftSettings
     ),
+    // The video domain's blob routes (resumable uploads and ranged downloads), added to an EventHTTPServer.
+    .target(
+      name: "VideoBlobRoutes",
+      dependencies: [
+        "EventHTTPServer",
+        .product(name: "EventProtocol", package: root),
+        .product(name: "EventServer", package: root),
+        .product(name: "VideoMessaging", package: root),
+        .product(name: "Hummingbird", package: "hummingbird"),
+        .product(name: "NIOCore", package: "swift-nio"),
+      ],
+      swiftSettings: swiftSettings
+    ),
     // The server process: options, API keys, the dump on shutdown and its restore on start.
     .executableTarget(
       name: "event-server",
       dependencies: [
         "EventHTTPServer",
+        "VideoBlobRoutes",
+        .product(name: "VideoMessaging", package: root),
         .product(name: "EpisodeQueue", package: root),
         .product(name: "SampleApps", package: root),
       ],
@@ -115,6 +131,7 @@ let package = Package(
       name: "EventHTTPServerTests",
       dependencies: [
         "EventHTTPServer",
+        "VideoBlobRoutes",
         "SQLiteServerLog",
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),

@@ -11,18 +11,26 @@ import NIOCore
 ///
 /// Answers never carry internals: an error the routes did not make (NIO's, Foundation's, a decoder's) is
 /// answered with a stable message and logged here with its detail.
-enum HTTPAnswer {
+public enum HTTPAnswer {
   /// Where the detail of an error answered with a stable message goes.
   static let logger = Logger(label: "event-server.http")
 
   /// What a route handler can fail with besides an API error.
-  struct Refusal: Error {
-    var status: HTTPResponse.Status
-    var error: EventAPIError
+  public struct Refusal: Error {
+    /// The status to answer with.
+    public var status: HTTPResponse.Status
+    /// The API error in the body.
+    public var error: EventAPIError
+
+    /// A refusal with this status and error.
+    public init(status: HTTPResponse.Status, error: EventAPIError) {
+      self.status = status
+      self.error = error
+    }
   }
 
   /// Runs `body`, answering with its success body or with the error it threw.
-  static func run(_ body: () async throws -> Data) async -> Response {
+  public static func run(_ body: () async throws -> Data) async -> Response {
     do {
       return json(.ok, try await body())
     } catch let error as EventAPIError {

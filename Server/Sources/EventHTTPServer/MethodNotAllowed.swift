@@ -5,7 +5,7 @@ import Hummingbird
 extension Router {
   /// Answers 405 with an `Allow` header for every method a path does not serve (404 would say the path
   /// does not exist).
-  func refuseOtherMethods(on path: String, allowing allowed: [HTTPRequest.Method]) {
+  public func refuseOtherMethods(on path: String, allowing allowed: [HTTPRequest.Method]) {
     let all: [HTTPRequest.Method] = [.get, .put, .post, .delete, .patch, .options, .trace, .init("QUERY")!]
     let allow = allowed.map(\.rawValue).joined(separator: ", ")
     for method in all where !allowed.contains(method) {

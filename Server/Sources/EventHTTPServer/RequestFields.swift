@@ -4,7 +4,7 @@ import Hummingbird
 
 /// Reading a request's fields (query parameters, form bodies) into typed values, refusing bad ones with
 /// `BAD_REQUEST` naming the field.
-struct RequestFields {
+public struct RequestFields {
   private let fields: [String: String]
 
   init(_ fields: [String: String]) {
@@ -13,7 +13,7 @@ struct RequestFields {
 
   /// The query parameters of `request` (the first value of each name), refusing any name not in `allowed`:
   /// a misspelt parameter is an error, not silently ignored.
-  init(query request: Request, allowed: Set<String>) throws(EventAPIError) {
+  public init(query request: Request, allowed: Set<String>) throws(EventAPIError) {
     var fields: [String: String] = [:]
     for (name, value) in request.uri.queryParameters where fields[String(name)] == nil {
       guard allowed.contains(String(name)) else {
@@ -27,7 +27,7 @@ struct RequestFields {
   }
 
   /// An `application/x-www-form-urlencoded` body.
-  init(form body: String) throws(EventAPIError) {
+  public init(form body: String) throws(EventAPIError) {
     var fields: [String: String] = [:]
     for pair in body.split(separator: "&") where !pair.isEmpty {
       let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -43,14 +43,14 @@ struct RequestFields {
     part.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
   }
 
-  func string(_ name: String) -> String? { fields[name] }
+  public func string(_ name: String) -> String? { fields[name] }
 
-  func required(_ name: String) throws(EventAPIError) -> String {
+  public func required(_ name: String) throws(EventAPIError) -> String {
     guard let value = fields[name], !value.isEmpty else { throw .badRequest("Missing '\(name)' argument") }
     return value
   }
 
-  func int(_ name: String, in range: ClosedRange<Int>) throws(EventAPIError) -> Int? {
+  public func int(_ name: String, in range: ClosedRange<Int>) throws(EventAPIError) -> Int? {
     guard let text = fields[name] else { return nil }
     guard let value = Int(text), range.contains(value) else {
       throw .badRequest(
@@ -60,7 +60,7 @@ struct RequestFields {
     return value
   }
 
-  func bool(_ name: String) throws(EventAPIError) -> Bool? {
+  public func bool(_ name: String) throws(EventAPIError) -> Bool? {
     guard let text = fields[name] else { return nil }
     switch text.lowercased() {
     case "true", "1": return true
@@ -71,7 +71,7 @@ struct RequestFields {
 
   /// A JSON array of event types in a field value, as Zulip's `event_types`: at most 256, each matching
   /// `^[a-z][a-z0-9_]{0,63}$` (as `Server/openapi.yaml` says).
-  func eventTypes(_ name: String) throws(EventAPIError) -> Set<String>? {
+  public func eventTypes(_ name: String) throws(EventAPIError) -> Set<String>? {
     guard let text = fields[name] else { return nil }
     guard let strings = try? JSONDecoder().decode([String].self, from: Data(text.utf8)), strings.count <= 256,
       strings.allSatisfy(Self.isEventType)

@@ -5,6 +5,7 @@ import EventServer
 import Foundation
 import Logging
 import SampleApps
+import VideoBlobRoutes
 import VideoMessaging
 
 /// `event-server`: the video-messaging event server over HTTP.

@@ -4,6 +4,7 @@ import EventServer
 import Foundation
 import Logging
 import UpdateMachine
+import VideoBlobRoutes
 import VideoMessaging
 
 /// The users and keys every live test uses.

@@ -1,3 +1,4 @@
+import EventHTTPServer
 import EventProtocol
 import EventServer
 import Foundation
@@ -237,6 +238,9 @@ extension EventAPIError.Code {
   /// The user is over one of their bounds (uploads waiting, a video's size).
   static let quotaExceeded = EventAPIError.Code(wireValue: "QUOTA_EXCEEDED")
 }
+
+/// The body of a success with no fields.
+private struct Empty: Encodable {}
 
 private struct Length: Encodable {
   var length: Int
