@@ -40,10 +40,12 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     router.delete("api/v1/events") { request, _ in await deleteQueue(request) }
     router.post("api/v1/mutations") { request, _ in await mutation(request) }
     router.post("api/v1/push_tokens") { request, _ in await pushToken(request) }
+    router.get("api/v1/server_settings") { request, _ in await serverSettings(request) }
     router.refuseOtherMethods(on: "api/v1/register", allowing: [.post])
     router.refuseOtherMethods(on: "api/v1/events", allowing: [.get, .delete])
     router.refuseOtherMethods(on: "api/v1/mutations", allowing: [.post])
     router.refuseOtherMethods(on: "api/v1/push_tokens", allowing: [.post])
+    router.refuseOtherMethods(on: "api/v1/server_settings", allowing: [.get])
   }
 
   private func admit(_ request: Request) async throws(EventAPIError) -> UserID {
@@ -55,6 +57,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
       let user = try await admit(request)
       var request = request
       let form = try RequestFields(form: String(buffer: try await request.collectBody(upTo: limits.formBytes)))
+      try Self.checkNarrow(form.string("narrow"))
       let clientID = form.string("client_id").map(ClientID.init(rawValue:))
       if let clientID, !(1...ClientID.maximumLength).contains(clientID.rawValue.utf8.count) {
         throw EventAPIError.badRequest("client_id must be 1 to \(ClientID.maximumLength) bytes")
@@ -115,10 +118,34 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   private func deleteQueue(_ request: Request) async -> Response {
     await HTTPAnswer.run {
       let user = try await admit(request)
-      let queueID = QueueID(rawValue: try RequestFields(query: request, allowed: ["queue_id"]).required("queue_id"))
+      // Zulip's clients send `queue_id` in the form body of the DELETE; others in the query.
+      var request = request
+      let query = try RequestFields(query: request, allowed: ["queue_id"])
+      let form = try RequestFields(form: String(buffer: try await request.collectBody(upTo: limits.formBytes)))
+      guard let text = query.string("queue_id") ?? form.string("queue_id"), !text.isEmpty else {
+        throw EventAPIError.badRequest("Missing 'queue_id' argument")
+      }
+      let queueID = QueueID(rawValue: text)
       try await server.deleteQueue(queueID, user: user)
       return try WireFormat.encodeSuccess(Empty())
     }
+  }
+
+  /// What Zulip's clients read before anything else (`zulip.Client` fails without it): the server's name
+  /// and version, and what it supports. Authenticated like every route.
+  private func serverSettings(_ request: Request) async -> Response {
+    await HTTPAnswer.run {
+      _ = try await admit(request)
+      _ = try RequestFields(query: request, allowed: [])
+      return try WireFormat.encodeSuccess(ServerSettings())
+    }
+  }
+
+  /// Narrows (Zulip's message filters) mean nothing to an application's events: an empty one is accepted,
+  /// any other refused, never silently ignored.
+  static func checkNarrow(_ text: String?) throws(EventAPIError) {
+    guard let text, text != "[]", text != "null" else { return }
+    throw .badRequest("narrow is not supported: register without one (or with []) and filter on the client")
   }
 
   private func mutation(_ request: Request) async -> Response {
@@ -168,3 +195,20 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
 
 /// A success with nothing in it but `result` and `msg`.
 struct Empty: Encodable {}
+
+/// The body of `GET /api/v1/server_settings`, in Zulip's field names.
+struct ServerSettings: Encodable {
+  var zulipVersion = "swift-update-machine event-server"
+  var zulipFeatureLevel = 0
+  var pushNotificationsEnabled = false
+  var requireEmailFormatUsernames = false
+  var authenticationMethods = ["api_key": true]
+
+  enum CodingKeys: String, CodingKey {
+    case zulipVersion = "zulip_version"
+    case zulipFeatureLevel = "zulip_feature_level"
+    case pushNotificationsEnabled = "push_notifications_enabled"
+    case requireEmailFormatUsernames = "require_email_format_usernames"
+    case authenticationMethods = "authentication_methods"
+  }
+}

@@ -72,7 +72,8 @@ public struct RequestFields {
   /// A JSON array of event types in a field value, as Zulip's `event_types`: at most 256, each matching
   /// `^[a-z][a-z0-9_]{0,63}$` (as `Server/openapi.yaml` says).
   public func eventTypes(_ name: String) throws(EventAPIError) -> Set<String>? {
-    guard let text = fields[name] else { return nil }
+    // `null` (what Zulip's Python client sends for "every type") is the same as no field.
+    guard let text = fields[name], text != "null" else { return nil }
     guard let strings = try? JSONDecoder().decode([String].self, from: Data(text.utf8)), strings.count <= 256,
       strings.allSatisfy(Self.isEventType)
     else {
