@@ -35,6 +35,10 @@ public struct EventHTTPServerConfiguration: Sendable {
   public var connections = ConnectionLimits()
   /// How long a connection may stay silent: above the longest parked poll (55 s).
   public var idleTimeout: Duration = .seconds(120)
+  /// The port of the admin listener (`/healthz`, `/readyz`, `/metrics`); none when `nil`, a free one when 0.
+  public var adminPort: Int?
+  /// The address the admin listener binds (loopback by default: it answers without a key).
+  public var adminHost = "127.0.0.1"
   /// How long a shutdown waits for the requests under way (after the parked polls were answered) before
   /// cancelling them; the state is written either way.
   public var shutdownGrace: Duration = .seconds(5)
@@ -80,6 +84,8 @@ where Application.Command: Codable & Equatable {
   private let running = Mutex<ServiceGroup?>(nil)
   private let current = Mutex<EventServer<Application, ContinuousClock>?>(nil)
   private let shutdownRequested = Mutex(false)
+  /// What the server measures; `GET /metrics` on the admin listener shows it.
+  public let metrics = ServerMetrics()
 
   /// A server for `application` (used when the data directory holds no saved state).
   public init(
@@ -105,10 +111,12 @@ where Application.Command: Codable & Equatable {
   /// - Parameters:
   ///   - handleSignals: Whether SIGTERM and SIGINT shut it down (the executable); tests call ``shutdown()``.
   ///   - onRunning: Called with the port once the server listens.
+  ///   - onAdminRunning: Called with the admin listener's port once it listens (when ``EventHTTPServerConfiguration/adminPort`` is set).
   /// - Throws: When the saved state cannot be read, the port cannot be bound, or the state cannot be written.
   public func run(
     handleSignals: Bool = true,
-    onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    onRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+    onAdminRunning: @escaping @Sendable (Int) async -> Void = { _ in }
   ) async throws {
     let events: EventServer<Application, ContinuousClock>
     var database: SQLiteServerLog?
@@ -120,7 +128,7 @@ where Application.Command: Codable & Equatable {
         application: Application.self
       )
       let (server, report) = try await EventServer.recovering(
-        from: log,
+        from: TimedServerLog(inner: log, metrics: metrics),
         application: initialApplication,
         configuration: configuration.eventServer,
         clock: ContinuousClock(),
@@ -151,8 +159,9 @@ where Application.Command: Codable & Equatable {
     }
     let connections = ConnectionGuard(limits: configuration.connections, logger: logger)
     let router = Router(context: EventRequestContext.self)
+    router.add(middleware: MetricsMiddleware(metrics: metrics))
     router.add(middleware: ConnectionAuthenticationMiddleware(connections: connections))
-    EventRoutes(server: events, gate: gate, limits: configuration.limits).add(to: router)
+    EventRoutes(server: events, gate: gate, limits: configuration.limits, metrics: metrics).add(to: router)
     extraRoutes?(router, events, gate)
     let app = Hummingbird.Application(
       router: router,
@@ -170,6 +179,21 @@ where Application.Command: Codable & Equatable {
       logger: logger
     )
     var services: [any Service] = [app]
+    if let adminPort = configuration.adminPort {
+      let adminRouter = Router()
+      AdminRoutes(server: events, metrics: metrics).add(to: adminRouter)
+      services.append(
+        Hummingbird.Application(
+          router: adminRouter,
+          configuration: .init(
+            address: .hostname(configuration.adminHost, port: adminPort),
+            serverName: "event-server-admin"
+          ),
+          onServerRunning: { channel in await onAdminRunning(channel.localAddress?.port ?? 0) },
+          logger: logger
+        )
+      )
+    }
     if let interval = configuration.snapshotInterval, configuration.dataDirectory != nil {
       services.append(Periodically(interval: interval) { try await events.saveSnapshot() })
     }

@@ -25,12 +25,19 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   let server: EventServer<Application, C>
   let gate: RequestGate
   let limits: RequestLimits
+  let metrics: ServerMetrics?
 
   /// Routes for `server`, behind `gate`.
-  public init(server: EventServer<Application, C>, gate: RequestGate, limits: RequestLimits = .init()) {
+  public init(
+    server: EventServer<Application, C>,
+    gate: RequestGate,
+    limits: RequestLimits = .init(),
+    metrics: ServerMetrics? = nil
+  ) {
     self.server = server
     self.gate = gate
     self.limits = limits
+    self.metrics = metrics
   }
 
   /// Adds the routes to `router`.
@@ -91,6 +98,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
           dontBlock: true,
           limit: limit
         )
+        metrics?.eventsDelivered(events.count)
         return try WireFormat.encodeSuccess(EventsReply(events: events, queueID: queueID))
       }
       do {
@@ -105,6 +113,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
             limit: limit
           )
         }
+        metrics?.eventsDelivered(events.count)
         return try WireFormat.encodeSuccess(EventsReply(events: events, queueID: queueID))
       } catch is CancellationError {
         // The server is stopping: the parked poll is answered (empty), and the client polls again later.
@@ -149,7 +158,9 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   }
 
   private func mutation(_ request: Request) async -> Response {
-    await HTTPAnswer.run {
+    let start = ContinuousClock.now
+    defer { metrics?.mutationAnswered(after: ContinuousClock.now - start) }
+    return await HTTPAnswer.run {
       let user = try await admit(request)
       var request = request
       let body = try await request.collectBody(upTo: limits.mutationBytes)

@@ -40,6 +40,10 @@ struct EventServerMain {
                                how often released and stranded blobs are deleted (videos; default 600)
       --blob-grace SECONDS     how old an upload no video claimed must be before it is deleted (default
                                604800, 7 days: longer than an outbox retries its notice)
+      --admin-port PORT        serve /healthz, /readyz and /metrics (Prometheus) on this port (0 picks one and
+                               prints it); off by default
+      --admin-host HOST        the admin listener's address (default 127.0.0.1: it answers without a key)
+      --log-format FORMAT      text (default) | json: one JSON object per line on standard error
       --help                   this text
 
     SIGTERM or SIGINT shuts down gracefully: parked polls are answered, HTTP drains, a snapshot is written.
@@ -59,6 +63,7 @@ struct EventServerMain {
       print(usage)
       return
     }
+    if options.jsonLogs { LoggingSystem.bootstrap { label in JSONLogHandler(label: label) } }
     var logger = Logger(label: "event-server")
     logger.logLevel = .info
     var configuration = EventHTTPServerConfiguration(keys: options.keys)
@@ -67,10 +72,16 @@ struct EventServerMain {
     configuration.dataDirectory = options.dataDirectory
     configuration.snapshotInterval = options.snapshotInterval
     configuration.connections = options.connections
+    configuration.adminPort = options.adminPort
+    configuration.adminHost = options.adminHost
     configuration.rateLimit = RateLimiter.Policy(burst: options.rateBurst, perSecond: options.ratePerSecond)
     if let heartbeat = options.heartbeat {
       configuration.eventServer.heartbeatMinimum = heartbeat
       configuration.eventServer.heartbeatMaximum = heartbeat
+    }
+    let adminHost = options.adminHost
+    let onAdminRunning: @Sendable (Int) async -> Void = { port in
+      FileHandle.standardOutput.write(Data("event-server admin on http://\(adminHost):\(port)\n".utf8))
     }
     let onRunning: @Sendable (Int) async -> Void = { port in
       // The line scripts wait for: the server is listening.
@@ -82,14 +93,14 @@ struct EventServerMain {
       switch options.app {
       case "notes":
         let server = EventHTTPServer(application: NoteBoard(), configuration: configuration, logger: logger)
-        try await server.run(onRunning: onRunning)
+        try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
       case "episodes":
         let server = EventHTTPServer(
           application: EpisodeServer(admins: options.admins),
           configuration: configuration,
           logger: logger
         )
-        try await server.run(onRunning: onRunning)
+        try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
       default:
         let blobs = FileBlobStore(directory: options.dataDirectory.appendingPathComponent("blobs"))
         let limits = configuration.limits
@@ -111,7 +122,7 @@ struct EventServerMain {
           gate in
           BlobRoutes(server: events, blobs: blobs, gate: gate, limits: limits) { Timestamp(Date()) }.add(to: router)
         }
-        try await server.run(onRunning: onRunning)
+        try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
       }
     } catch {
       FileHandle.standardError.write(Data("event-server: \(error)\n".utf8))
@@ -134,6 +145,9 @@ struct Options {
   var janitorInterval: Duration = .seconds(600)
   var blobGrace: Duration = .seconds(7 * 24 * 3600)
   var app = "videos"
+  var adminPort: Int?
+  var adminHost = "127.0.0.1"
+  var jsonLogs = false
   var admins: Set<UserID> = ["admin"]
   var help = false
 
@@ -191,6 +205,14 @@ struct Options {
         connections.unauthenticatedTimeout = .milliseconds(Int64(try number(argument, in: 0.1...3600) * 1000))
       case "--janitor-interval":
         janitorInterval = .milliseconds(Int64(try number(argument, in: 0.1...86_400) * 1000))
+      case "--admin-port": adminPort = Int(try number(argument, in: 0...65535))
+      case "--admin-host": adminHost = try value(argument)
+      case "--log-format":
+        let format = try value(argument)
+        guard ["text", "json"].contains(format) else {
+          throw Problem(description: "--log-format must be text or json, not '\(format)'")
+        }
+        jsonLogs = format == "json"
       case "--blob-grace": blobGrace = .milliseconds(Int64(try number(argument, in: 0...31_536_000) * 1000))
       default: throw Problem(description: "unknown option '\(argument)'")
       }

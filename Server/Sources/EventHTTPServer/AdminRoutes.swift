@@ -1,0 +1,62 @@
+import EventProtocol
+import EventServer
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// The admin listener's routes, for operators and orchestrators (on 127.0.0.1 by default, separate from the
+/// API, so the API's rule "nothing without a key" holds):
+///
+/// - `GET /healthz`: 200 while the process serves;
+/// - `GET /readyz`: 200 while it accepts writes, 503 once its input log failed or it is shutting down (take
+///   it out of the load balancer);
+/// - `GET /metrics`: every ``ServerMetrics`` series in Prometheus's text format.
+struct AdminRoutes<Application: ServerApplication>: Sendable {
+  let server: EventServer<Application, ContinuousClock>
+  let metrics: ServerMetrics
+
+  func add<Context: RequestContext>(to router: Router<Context>) {
+    router.get("healthz") { _, _ in Self.text(.ok, "ok\n") }
+    router.get("readyz") { _, _ in
+      if await server.logFailure != nil { return Self.text(.serviceUnavailable, "the input log failed\n") }
+      if await server.isShuttingDown { return Self.text(.serviceUnavailable, "shutting down\n") }
+      return Self.text(.ok, "ready\n")
+    }
+    router.get("metrics") { _, _ in
+      metrics.sample(parkedPolls: await server.parkedPollCount, queues: await server.queueCount)
+      var response = Self.text(.ok, metrics.text())
+      response.headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+      return response
+    }
+  }
+
+  private static func text(_ status: HTTPResponse.Status, _ text: String) -> Response {
+    Response(
+      status: status,
+      headers: [.contentType: "text/plain; charset=utf-8"],
+      body: ResponseBody(byteBuffer: ByteBuffer(string: text))
+    )
+  }
+}
+
+/// Counts every answer of the API by route and status.
+struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
+  let metrics: ServerMetrics
+
+  func handle(
+    _ request: Request,
+    context: Context,
+    next: (Request, Context) async throws -> Response
+  ) async throws
+    -> Response
+  {
+    do {
+      let response = try await next(request, context)
+      metrics.requestAnswered(path: request.uri.path, status: response.status.code)
+      return response
+    } catch let error as any HTTPResponseError {
+      metrics.requestAnswered(path: request.uri.path, status: error.status.code)
+      throw error
+    }
+  }
+}

@@ -1,0 +1,102 @@
+import CoreMetrics
+import EventServer
+import Foundation
+import Prometheus
+
+/// What an ``EventHTTPServer`` measures, through `swift-metrics`, into a Prometheus registry that the
+/// admin listener's `GET /metrics` exposes in the text format (`docs/deploying.md` lists every series).
+///
+/// The server records through the metrics API with this factory (not the process-wide `MetricsSystem`),
+/// so several servers in one process, and tests, keep separate registries.
+///
+/// ```swift
+/// var configuration = EventHTTPServerConfiguration(keys: keys)
+/// configuration.adminPort = 9090          // /metrics, /healthz, /readyz on 127.0.0.1:9090
+/// ```
+public final class ServerMetrics: Sendable {
+  /// The registry the series live in (emit it with `emitToString()`).
+  public let registry: PrometheusCollectorRegistry
+  private let factory: PrometheusMetricsFactory
+
+  /// Metrics in a registry of their own.
+  public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+    self.registry = registry
+    var factory = PrometheusMetricsFactory(registry: registry)
+    factory.defaultDurationHistogramBuckets = [
+      .microseconds(100), .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+      .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5),
+    ]
+    self.factory = factory
+  }
+
+  /// A request was answered: counted by route (one of the server's, or `other`) and status.
+  public func requestAnswered(path: String, status: Int) {
+    Counter(
+      label: "event_server_requests_total",
+      dimensions: [("route", Self.route(of: path)), ("status", String(status))],
+      factory: factory
+    ).increment()
+  }
+
+  /// A mutation was answered after `duration` (durable before its answer).
+  public func mutationAnswered(after duration: Duration) {
+    Timer(label: "event_server_mutation_duration_seconds", factory: factory).recordNanoseconds(
+      Self.nanoseconds(duration)
+    )
+  }
+
+  /// A poll delivered `count` events.
+  public func eventsDelivered(_ count: Int) {
+    guard count > 0 else { return }
+    Counter(label: "event_server_events_delivered_total", factory: factory).increment(by: count)
+  }
+
+  /// A group of records reached the input log after `duration`.
+  public func logAppended(records: Int, after duration: Duration) {
+    Timer(label: "event_server_log_append_duration_seconds", factory: factory).recordNanoseconds(
+      Self.nanoseconds(duration)
+    )
+    Counter(label: "event_server_log_records_total", factory: factory).increment(by: records)
+  }
+
+  /// The state's gauges, sampled when scraped.
+  public func sample(parkedPolls: Int, queues: Int) {
+    Gauge(label: "event_server_parked_polls", factory: factory).record(parkedPolls)
+    Gauge(label: "event_server_queues", factory: factory).record(queues)
+  }
+
+  /// Every series, in Prometheus's text format.
+  public func text() -> String { registry.emitToString() }
+
+  /// The routes counted by name; anything else is `other`, so a scanner cannot grow the series.
+  static func route(of path: String) -> String {
+    let known = [
+      "/api/v1/register", "/api/v1/events", "/api/v1/mutations", "/api/v1/push_tokens", "/api/v1/server_settings",
+      "/api/v1/uploads", "/api/v1/uploads/complete", "/api/v1/blobs", "/api/v1/blobs/info",
+    ]
+    return known.contains(path) ? path : "other"
+  }
+
+  private static func nanoseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+  }
+}
+
+/// An input log that times its appends into ``ServerMetrics``.
+struct TimedServerLog: ServerLog {
+  let inner: any ServerLog
+  let metrics: ServerMetrics
+
+  func load() async throws(ServerLogError) -> StoredLog { try await inner.load() }
+
+  func append(_ records: [StoredRecord]) async throws(ServerLogError) {
+    let start = ContinuousClock.now
+    try await inner.append(records)
+    metrics.logAppended(records: records.count, after: ContinuousClock.now - start)
+  }
+
+  func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) { try await inner.saveSnapshot(snapshot) }
+
+  func truncate(after position: UInt64) async throws(ServerLogError) { try await inner.truncate(after: position) }
+}
