@@ -35,6 +35,7 @@ let package = Package(
     .package(url: "https://github.com/vapor/sqlite-nio", from: "1.13.2"),
     .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+    .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
   ],
   targets: [
     // The embedded default input log: records and snapshots in SQLite (WAL, synchronous FULL).
@@ -75,6 +76,16 @@ let package = Package(
         .product(name: "VideoMessaging", package: root),
         .product(name: "Hummingbird", package: "hummingbird"),
         .product(name: "NIOCore", package: "swift-nio"),
+      ],
+      swiftSettings: swiftSettings
+    ),
+    // Push senders' pure parts: APNs provider tokens (ES256 JWT), requests, and what each platform answer means.
+    .target(
+      name: "PushSenders",
+      dependencies: [
+        .product(name: "EventProtocol", package: root),
+        .product(name: "EventServer", package: root),
+        .product(name: "Crypto", package: "swift-crypto"),
       ],
       swiftSettings: swiftSettings
     ),
@@ -135,6 +146,8 @@ let package = Package(
       name: "EventHTTPServerTests",
       dependencies: [
         "EventHTTPServer",
+        "PushSenders",
+        .product(name: "Crypto", package: "swift-crypto"),
         "VideoBlobRoutes",
         "SQLiteServerLog",
         .product(name: "EventProtocol", package: root),
