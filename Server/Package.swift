@@ -36,6 +36,7 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
   ],
   targets: [
     // The embedded default input log: records and snapshots in SQLite (WAL, synchronous FULL).
@@ -95,6 +96,7 @@ let package = Package(
       dependencies: [
         "EventHTTPServer",
         "VideoBlobRoutes",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "VideoMessaging", package: root),
         .product(name: "EpisodeQueue", package: root),
         .product(name: "SampleApps", package: root),

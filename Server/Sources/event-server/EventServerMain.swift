@@ -1,3 +1,4 @@
+import ArgumentParser
 import EpisodeQueue
 import EventHTTPServer
 import EventProtocol
@@ -11,57 +12,20 @@ import VideoMessaging
 /// `event-server`: the video-messaging event server over HTTP.
 @main
 struct EventServerMain {
-  static let usage = """
-    Usage: event-server [options]
-
-    Serves an application's events API (docs/protocol.md, Server/openapi.yaml) over HTTP: video messaging
-    with its blobs (default), or the podcast episode queue.
-
-    Options:
-      --app NAME               videos (default) | episodes | notes (the sample note board, for soak tests)
-      --admins USERS           who may change the episode catalog, comma-separated (default admin)
-      --host HOST              address to listen on (default 127.0.0.1)
-      --port PORT              port (default 8080; 0 picks a free one and prints it)
-      --keys-file FILE         API keys, one user:key per line (or set EVENT_SERVER_API_KEYS="alice:key,bob:key")
-      --data-dir DIR           where the input log and snapshots (event-server.sqlite) and blobs are kept
-                               (default ./event-server-data); every write is on disk before it is answered
-      --snapshot-interval SECONDS
-                               write a snapshot this often, so a restart replays less (default 60; 0: only
-                               every 100,000 records and on shutdown; --dump-interval is the old name)
-      --rate-burst N           requests a user may make in a burst (default 200)
-      --rate-per-second N      requests per second a user may sustain (default 50)
-      --heartbeat SECONDS      the parked-poll heartbeat (default 45-55 s; for tests)
-      --max-connections N      connections open at once (default 3/4 of the descriptor limit, at most 16384)
-      --max-unauthenticated-per-peer N
-                               unauthenticated connections one address may hold (default 256)
-      --unauthenticated-timeout SECONDS
-                               how long a connection may stay without an authenticated request (default 10)
-      --janitor-interval SECONDS
-                               how often released and stranded blobs are deleted (videos; default 600)
-      --blob-grace SECONDS     how old an upload no video claimed must be before it is deleted (default
-                               604800, 7 days: longer than an outbox retries its notice)
-      --admin-port PORT        serve /healthz, /readyz and /metrics (Prometheus) on this port (0 picks one and
-                               prints it); off by default
-      --admin-host HOST        the admin listener's address (default 127.0.0.1: it answers without a key)
-      --log-format FORMAT      text (default) | json: one JSON object per line on standard error
-      --help                   this text
-
-    SIGTERM or SIGINT shuts down gracefully: parked polls are answered, HTTP drains, a snapshot is written.
-    A restart (after a shutdown, a crash or a power cut) rebuilds the state from the snapshot and the log:
-    clients resume without registering, and no acknowledged write is lost.
-    """
 
   static func main() async {
     let options: Options
     do {
-      options = try Options(arguments: Array(CommandLine.arguments.dropFirst()))
+      options = try Options(EventServerArguments.parse(Array(CommandLine.arguments.dropFirst())))
     } catch {
-      FileHandle.standardError.write(Data("event-server: \(error) (see --help)\n".utf8))
+      // --help (and --version) are not errors: their text goes to standard output.
+      if EventServerArguments.exitCode(for: error) == .success {
+        print(EventServerArguments.fullMessage(for: error))
+        return
+      }
+      let message = EventServerArguments.message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+      FileHandle.standardError.write(Data("event-server: \(message) (see --help)\n".utf8))
       exit(2)
-    }
-    if options.help {
-      print(usage)
-      return
     }
     if options.jsonLogs { LoggingSystem.bootstrap { label in JSONLogHandler(label: label) } }
     var logger = Logger(label: "event-server")
@@ -131,93 +95,155 @@ struct EventServerMain {
   }
 }
 
-/// The command line, checked.
-struct Options {
+/// The command line, as `swift-argument-parser` reads it: generated `--help`, one-line errors.
+struct EventServerArguments: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "event-server",
+    abstract: "Serves an application's events API (docs/protocol.md, Server/openapi.yaml) over HTTP.",
+    discussion: """
+      Apps: video messaging with its blobs (default), the podcast episode queue, or the sample note board.
+      SIGTERM or SIGINT shuts down gracefully: parked polls are answered, HTTP drains, a snapshot is written.
+      A restart (after a shutdown, a crash or a power cut) rebuilds the state from the snapshot and the log:
+      clients resume without registering, and no acknowledged write is lost.
+      """
+  )
+
+  @Option(help: "videos (default) | episodes | notes (the sample note board, for soak tests)")
+  var app = "videos"
+  @Option(help: "Who may change the episode catalog, comma-separated.")
+  var admins = "admin"
+  @Option(help: "The address to listen on.")
   var host = "127.0.0.1"
+  @Option(help: "The port (0 picks a free one and prints it).")
   var port = 8080
-  var keys = APIKeys.none
-  var dataDirectory = URL(fileURLWithPath: "event-server-data")
-  var snapshotInterval: Duration? = .seconds(60)
+  @Option(name: .customLong("keys-file"), help: "API keys, one user:key per line (or set EVENT_SERVER_API_KEYS).")
+  var keysFile: String?
+  @Option(
+    name: .customLong("data-dir"),
+    help:
+      "Where the input log, snapshots (event-server.sqlite) and blobs are kept; every write is on disk before it is answered."
+  )
+  var dataDirectory = "event-server-data"
+  @Option(
+    name: [.customLong("snapshot-interval"), .customLong("dump-interval")],
+    help: "Seconds between snapshots, so a restart replays less (0: only every 100,000 records and on shutdown)."
+  )
+  var snapshotInterval = 60.0
+  @Option(name: .customLong("rate-burst"), help: "Requests a user may make in a burst.")
   var rateBurst = 200.0
+  @Option(name: .customLong("rate-per-second"), help: "Requests per second a user may sustain.")
   var ratePerSecond = 50.0
+  @Option(help: "The parked-poll heartbeat in seconds (default 45-55 s; for tests).")
+  var heartbeat: Double?
+  @Option(
+    name: .customLong("max-connections"),
+    help: "Connections open at once (default 3/4 of the descriptor limit, at most 16384)."
+  )
+  var maximumConnections: Int?
+  @Option(
+    name: .customLong("max-unauthenticated-per-peer"),
+    help: "Unauthenticated connections one address may hold (default 256)."
+  )
+  var maximumUnauthenticatedPerPeer: Int?
+  @Option(
+    name: .customLong("unauthenticated-timeout"),
+    help: "Seconds a connection may stay without an authenticated request (default 10)."
+  )
+  var unauthenticatedTimeout: Double?
+  @Option(name: .customLong("janitor-interval"), help: "Seconds between deletions of released and stranded blobs.")
+  var janitorInterval = 600.0
+  @Option(
+    name: .customLong("blob-grace"),
+    help: "Seconds an upload no video claimed is kept (default 7 days: longer than an outbox retries its notice)."
+  )
+  var blobGrace = 604_800.0
+  @Option(
+    name: .customLong("admin-port"),
+    help: "Serve /healthz, /readyz and /metrics (Prometheus) on this port (0 picks one); off by default."
+  )
+  var adminPort: Int?
+  @Option(name: .customLong("admin-host"), help: "The admin listener's address (it answers without a key).")
+  var adminHost = "127.0.0.1"
+  @Option(name: .customLong("log-format"), help: "text | json (one JSON object per line on standard error).")
+  var logFormat = "text"
+
+  func validate() throws {
+    func check<Number: Comparable>(_ name: String, _ value: Number, _ range: ClosedRange<Number>) throws {
+      guard range.contains(value) else {
+        throw ValidationError("--\(name) must be in \(range.lowerBound)...\(range.upperBound), not \(value)")
+      }
+    }
+    guard ["videos", "episodes", "notes"].contains(app) else {
+      throw ValidationError("--app must be videos, episodes or notes, not '\(app)'")
+    }
+    guard ["text", "json"].contains(logFormat) else {
+      throw ValidationError("--log-format must be text or json, not '\(logFormat)'")
+    }
+    try check("port", port, 0...65535)
+    try check("snapshot-interval", snapshotInterval, 0...86_400)
+    try check("rate-burst", rateBurst, 1...1_000_000)
+    try check("rate-per-second", ratePerSecond, 0.001...1_000_000)
+    if let heartbeat { try check("heartbeat", heartbeat, 0.1...300) }
+    if let maximumConnections { try check("max-connections", maximumConnections, 1...1_000_000) }
+    if let maximumUnauthenticatedPerPeer {
+      try check("max-unauthenticated-per-peer", maximumUnauthenticatedPerPeer, 1...1_000_000)
+    }
+    if let unauthenticatedTimeout { try check("unauthenticated-timeout", unauthenticatedTimeout, 0.1...3600) }
+    try check("janitor-interval", janitorInterval, 0.1...86_400)
+    try check("blob-grace", blobGrace, 0...31_536_000)
+    if let adminPort { try check("admin-port", adminPort, 0...65535) }
+  }
+}
+
+/// The command line, checked, as the server uses it.
+struct Options {
+  var host: String
+  var port: Int
+  var keys: APIKeys
+  var dataDirectory: URL
+  var snapshotInterval: Duration?
+  var rateBurst: Double
+  var ratePerSecond: Double
   var heartbeat: Duration?
   var connections = ConnectionLimits()
-  var janitorInterval: Duration = .seconds(600)
-  var blobGrace: Duration = .seconds(7 * 24 * 3600)
-  var app = "videos"
+  var janitorInterval: Duration
+  var blobGrace: Duration
+  var app: String
+  var admins: Set<UserID>
   var adminPort: Int?
-  var adminHost = "127.0.0.1"
-  var jsonLogs = false
-  var admins: Set<UserID> = ["admin"]
-  var help = false
+  var adminHost: String
+  var jsonLogs: Bool
 
   struct Problem: Error, CustomStringConvertible {
     var description: String
   }
 
-  init(arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+  init(_ arguments: EventServerArguments, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+    func duration(_ seconds: Double) -> Duration { .milliseconds(Int64(seconds * 1000)) }
+    host = arguments.host
+    port = arguments.port
+    dataDirectory = URL(fileURLWithPath: arguments.dataDirectory)
+    snapshotInterval = arguments.snapshotInterval == 0 ? nil : duration(arguments.snapshotInterval)
+    rateBurst = arguments.rateBurst
+    ratePerSecond = arguments.ratePerSecond
+    heartbeat = arguments.heartbeat.map(duration)
+    if let value = arguments.maximumConnections { connections.maximumConnections = value }
+    if let value = arguments.maximumUnauthenticatedPerPeer { connections.maximumUnauthenticatedPerPeer = value }
+    if let value = arguments.unauthenticatedTimeout { connections.unauthenticatedTimeout = duration(value) }
+    janitorInterval = duration(arguments.janitorInterval)
+    blobGrace = duration(arguments.blobGrace)
+    app = arguments.app
+    admins = Set(arguments.admins.split(separator: ",").map { UserID(String($0)) })
+    adminPort = arguments.adminPort
+    adminHost = arguments.adminHost
+    jsonLogs = arguments.logFormat == "json"
     var keysText = environment["EVENT_SERVER_API_KEYS"]
-    var remaining = arguments[...]
-    func value(_ name: String) throws -> String {
-      guard let value = remaining.popFirst(), !value.hasPrefix("--") else {
-        throw Problem(description: "\(name) needs a value")
+    if let path = arguments.keysFile {
+      guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+        throw Problem(description: "cannot read the keys file \(path)")
       }
-      return value
+      keysText = text
     }
-    func number(_ name: String, in range: ClosedRange<Double>) throws -> Double {
-      let text = try value(name)
-      guard let number = Double(text), range.contains(number) else {
-        throw Problem(
-          description: "\(name) must be a number in \(range.lowerBound)...\(range.upperBound), not '\(text)'"
-        )
-      }
-      return number
-    }
-    while let argument = remaining.popFirst() {
-      switch argument {
-      case "--help", "-h": help = true
-      case "--host": host = try value(argument)
-      case "--port": port = Int(try number(argument, in: 0...65535))
-      case "--keys-file":
-        let path = try value(argument)
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-          throw Problem(description: "cannot read the keys file \(path)")
-        }
-        keysText = text
-      case "--data-dir": dataDirectory = URL(fileURLWithPath: try value(argument))
-      case "--snapshot-interval", "--dump-interval":
-        let seconds = try number(argument, in: 0...86_400)
-        snapshotInterval = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
-      case "--rate-burst": rateBurst = try number(argument, in: 1...1_000_000)
-      case "--rate-per-second": ratePerSecond = try number(argument, in: 0.001...1_000_000)
-      case "--app":
-        app = try value(argument)
-        guard ["videos", "episodes", "notes"].contains(app) else {
-          throw Problem(description: "--app must be videos, episodes or notes, not '\(app)'")
-        }
-      case "--admins":
-        admins = Set(try value(argument).split(separator: ",").map { UserID(String($0)) })
-      case "--heartbeat": heartbeat = .milliseconds(Int64(try number(argument, in: 0.1...300) * 1000))
-      case "--max-connections": connections.maximumConnections = Int(try number(argument, in: 1...1_000_000))
-      case "--max-unauthenticated-per-peer":
-        connections.maximumUnauthenticatedPerPeer = Int(try number(argument, in: 1...1_000_000))
-      case "--unauthenticated-timeout":
-        connections.unauthenticatedTimeout = .milliseconds(Int64(try number(argument, in: 0.1...3600) * 1000))
-      case "--janitor-interval":
-        janitorInterval = .milliseconds(Int64(try number(argument, in: 0.1...86_400) * 1000))
-      case "--admin-port": adminPort = Int(try number(argument, in: 0...65535))
-      case "--admin-host": adminHost = try value(argument)
-      case "--log-format":
-        let format = try value(argument)
-        guard ["text", "json"].contains(format) else {
-          throw Problem(description: "--log-format must be text or json, not '\(format)'")
-        }
-        jsonLogs = format == "json"
-      case "--blob-grace": blobGrace = .milliseconds(Int64(try number(argument, in: 0...31_536_000) * 1000))
-      default: throw Problem(description: "unknown option '\(argument)'")
-      }
-    }
-    if help { return }
     guard let keysText else {
       throw Problem(description: "no API keys: pass --keys-file FILE or set EVENT_SERVER_API_KEYS")
     }
