@@ -12,19 +12,10 @@ configuration=${CONFIGURATION:-debug}
 swift build -c "$configuration" --product event-server
 bin=$(swift build -c "$configuration" --show-bin-path)
 
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ]; then kill -TERM "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-EVENT_SERVER_API_KEYS="alice:alice-key-1" "$bin/event-server" --port "$port" --data-dir "$work/data" \
-  --snapshot-interval 0 --max-connections 1024 --max-unauthenticated-per-peer 64 --unauthenticated-timeout 2 \
-  >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 100); do grep -q "listening" "$work/server.log" && break; sleep 0.1; done
+source scripts/live-server.sh
+start_server env EVENT_SERVER_API_KEYS="alice:alice-key-1" "$bin/event-server" --port "$port" \
+  --data-dir "$work/data" --snapshot-interval 0 --max-connections 1024 --max-unauthenticated-per-peer 64 \
+  --unauthenticated-timeout 2
 
 timeout $((seconds + 30)) python3 - "$port" "$flood" "$seconds" <<'PY'
 import base64, http.client, socket, sys, threading, time
@@ -83,6 +74,6 @@ print(f"flood: {opened} connections opened from 127.0.0.2 ({refused} failed to c
 sys.exit(0 if failed == 0 and answered > 0 and closed == opened else 1)
 PY
 status=$?
-kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=""
+stop_server
 if [ "$status" -ne 0 ]; then echo "connection flood: FAILED"; tail -20 "$work/server.log"; exit 1; fi
 echo "connection flood: normal requests answered throughout, the caps held"

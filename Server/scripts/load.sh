@@ -14,23 +14,14 @@ swift build -c "$configuration" "${flags[@]}" --product event-server
 swift build -c "$configuration" "${flags[@]}" --product event-server-load
 bin=$(swift build -c "$configuration" "${flags[@]}" --show-bin-path)
 
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ]; then kill -TERM "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source scripts/live-server.sh
 python3 - "$users" "$connections" > "$work/keys" <<'PY'
 import sys
 for i in range(max(int(sys.argv[1]), int(sys.argv[2]))):
     print(f"load-{i}:load-key-{i}")
 PY
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$bin/event-server" --port "$port" --keys-file "$work/keys" --data-dir "$work/data" --snapshot-interval 0 \
-  --rate-burst 1000000 --rate-per-second 1000000 >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 100); do grep -q "listening" "$work/server.log" && break; sleep 0.1; done
+start_server "$bin/event-server" --port "$port" --keys-file "$work/keys" --data-dir "$work/data" \
+  --snapshot-interval 0 --rate-burst 1000000 --rate-per-second 1000000
 rss() { awk '/VmRSS/ {print $2}' "/proc/$server_pid/status"; }
 
 echo "== dont_block polls, $connections keep-alive connections, $seconds s (cores: $(nproc))"
@@ -48,4 +39,4 @@ for _ in $(seq 1 600); do
 done
 wait "$load_pid"
 echo "server RSS with $users parked: ${max} kB; per parked poll (with its queue and connection): $(( (max - before) * 1024 / users )) B"
-kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=""
+stop_server

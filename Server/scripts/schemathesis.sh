@@ -12,25 +12,15 @@ command -v schemathesis >/dev/null || python3 -m pip install --quiet "schemathes
 swift build -c "$configuration" --product event-server
 bin=$(swift build -c "$configuration" --show-bin-path)
 
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ]; then kill -TERM "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+source scripts/live-server.sh
 # A short heartbeat: a generated long-poll on a real queue ends in a second, not in 45.
-EVENT_SERVER_API_KEYS="alice:alice-key-1,bob:bob-key-22" "$bin/event-server" --port "$port" \
-  --data-dir "$work/data" --snapshot-interval 0 --heartbeat 1 --rate-burst 100000 --rate-per-second 100000 \
-  >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 100); do grep -q "listening" "$work/server.log" && break; sleep 0.1; done
+start_server env EVENT_SERVER_API_KEYS="alice:alice-key-1,bob:bob-key-22" "$bin/event-server" --port "$port" \
+  --data-dir "$work/data" --snapshot-interval 0 --heartbeat 1 --rate-burst 100000 --rate-per-second 100000
 
 status=0
 timeout 600 schemathesis run openapi.yaml --url "http://127.0.0.1:$port" --auth alice:alice-key-1 \
   --checks all --max-examples "$examples" --seed 2026 \
   --request-timeout 10 --workers 1 --suppress-health-check all --output-sanitize false || status=$?
-kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=""
+stop_server
 if [ "$status" -ne 0 ]; then echo "schemathesis: FAILED (exit $status)"; tail -20 "$work/server.log"; exit 1; fi
 echo "schemathesis: every answer matched openapi.yaml, no 5xx"

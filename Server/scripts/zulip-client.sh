@@ -9,20 +9,11 @@ python3 -c 'import zulip' 2>/dev/null || python3 -m pip install --quiet "zulip>=
 swift build -c "$configuration" --product event-server
 bin=$(swift build -c "$configuration" --show-bin-path)
 
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ]; then kill -TERM "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-EVENT_SERVER_API_KEYS="alice:alice-key-1,bob:bob-key-22" timeout 300 "$bin/event-server" --app notes \
-  --port "$port" --data-dir "$work/data" --snapshot-interval 0 >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 100); do grep -q "listening" "$work/server.log" && break; sleep 0.1; done
+source scripts/live-server.sh
+start_server env EVENT_SERVER_API_KEYS="alice:alice-key-1,bob:bob-key-22" timeout 300 "$bin/event-server" \
+  --app notes --port "$port" --data-dir "$work/data" --snapshot-interval 0
 
 status=0
 timeout 120 python3 scripts/zulip_client_check.py "$port" || status=$?
-kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=""
+stop_server
 if [ "$status" -ne 0 ]; then echo "zulip client: FAILED (exit $status)"; tail -20 "$work/server.log"; exit 1; fi
