@@ -37,6 +37,8 @@ let package = Package(
     .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+    .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
   ],
   targets: [
     // The embedded default input log: records and snapshots in SQLite (WAL, synchronous FULL).
@@ -80,13 +82,19 @@ let package = Package(
       ],
       swiftSettings: swiftSettings
     ),
-    // Push senders' pure parts: APNs provider tokens (ES256 JWT), requests, and what each platform answer means.
+    // Push senders: APNs (HTTP/2, ES256 provider tokens) and FCM HTTP v1 (OAuth2 service-account tokens,
+    // RS256), each a PushGateway, and a gateway routing each push by its token's platform.
     .target(
       name: "PushSenders",
       dependencies: [
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),
         .product(name: "Crypto", package: "swift-crypto"),
+        .product(name: "_CryptoExtras", package: "swift-crypto"),
+        .product(name: "AsyncHTTPClient", package: "async-http-client"),
+        .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "Logging", package: "swift-log"),
       ],
       swiftSettings: swiftSettings
     ),
@@ -150,6 +158,10 @@ let package = Package(
         "EventHTTPServer",
         "PushSenders",
         .product(name: "Crypto", package: "swift-crypto"),
+        .product(name: "_CryptoExtras", package: "swift-crypto"),
+        .product(name: "AsyncHTTPClient", package: "async-http-client"),
+        .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        .product(name: "HummingbirdHTTP2", package: "hummingbird"),
         "VideoBlobRoutes",
         "SQLiteServerLog",
         .product(name: "EventProtocol", package: root),

@@ -48,3 +48,13 @@ public struct PushToken: RawRepresentable, Hashable, Codable, Sendable, Expressi
 
   public var description: String { rawValue }
 }
+
+/// The push platform that issued a token, so the server knows which sender delivers to it. Sent with the
+/// token (`platform=apns` or `platform=fcm`); a token registered without one goes to the server's default
+/// sender.
+public enum PushPlatform: String, Codable, Sendable, Hashable, CaseIterable {
+  /// Apple Push Notification service: the device token, in hex.
+  case apns
+  /// Firebase Cloud Messaging (HTTP v1): the registration token.
+  case fcm
+}

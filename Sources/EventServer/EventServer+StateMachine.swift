@@ -373,13 +373,14 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   public static var maximumPushTokenBytes: Int { 4096 }
 
   /// A device registers its push token for one of `user`'s installations (replacing the installation's
-  /// earlier token).
+  /// earlier token). `platform` says which sender delivers to it (`nil`: the server's default).
   /// - Throws: `BAD_REQUEST`, changing nothing, when the token is empty or over ``maximumPushTokenBytes``,
   ///   the client id is not 1 to ``ClientID/maximumLength`` bytes, or the user already has
   ///   ``EventServerConfiguration/maximumClientsPerUser`` installations registered (a token the platform
   ///   reports invalid frees its place).
   public mutating func registerPushToken(
     _ token: PushToken,
+    platform: PushPlatform? = nil,
     user: UserID,
     clientID: ClientID,
     now: Timestamp
@@ -397,8 +398,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     {
       throw .badRequest("at most \(configuration.maximumClientsPerUser) installations per user may register for pushes")
     }
-    record(.pushTokenRegistered(token: token, user: user, clientID: clientID), now: now)
-    pushRegistry.register(token: token, for: MutationSource(user: user, clientID: clientID))
+    record(.pushTokenRegistered(token: token, user: user, clientID: clientID, platform: platform), now: now)
+    pushRegistry.register(token: token, platform: platform, for: MutationSource(user: user, clientID: clientID))
   }
 
   /// The platform reported `token` invalid: the installations using it get no more pushes.
@@ -410,7 +411,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// The push for `installation`, composed now: its live queue's latest id and pending events when they fit
   /// the payload limit, the bare hint when they do not, and an empty hint when its queue has expired.
   private func composePush(for installation: MutationSource, now: Timestamp) -> PushNotification {
-    let token = pushRegistry.entries[installation]!.token
+    let entry = pushRegistry.entries[installation]!
     let liveQueue = Array(table.slots(of: installation.user)).reversed().lazy.compactMap { self.table.slots[$0] }
       .first { $0.clientID == installation.clientID && !$0.isExpired(at: now) }
     var payload = PushPayload<Event>(queueID: nil, lastEventID: nil, events: nil)
@@ -422,7 +423,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       payload.events = nil
       bytes = (try? WireFormat.encode(payload)).map { [UInt8]($0) } ?? []
     }
-    return PushNotification(token: token, installation: installation, payload: bytes)
+    return PushNotification(token: entry.token, platform: entry.platform, installation: installation, payload: bytes)
   }
 
   /// `users` without repeats, in first-seen order; the array itself when it has none (the usual case).

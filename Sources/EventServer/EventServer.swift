@@ -236,13 +236,19 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   }
 
   /// Registers the push token of one of `user`'s installations (its client id); it gets a push whenever
-  /// an event is queued for the user while it is not long-polling.
+  /// an event is queued for the user while it is not long-polling. `platform` picks the sender (see
+  /// ``PushNotification/platform``).
   /// - Throws: `BAD_REQUEST` (``EventAPIError``) for a token or client id out of bounds or one installation
-  ///   too many (``EventServerStateMachine/registerPushToken(_:user:clientID:now:)``); ``ServerLogError``
+  ///   too many (``EventServerStateMachine/registerPushToken(_:platform:user:clientID:now:)``); ``ServerLogError``
   ///   when a durable server cannot make it durable.
-  public func registerPushToken(_ token: PushToken, user: UserID, clientID: ClientID) async throws {
+  public func registerPushToken(
+    _ token: PushToken,
+    platform: PushPlatform? = nil,
+    user: UserID,
+    clientID: ClientID
+  ) async throws {
     try checkLogHealthy()
-    try machine.registerPushToken(token, user: user, clientID: clientID, now: timeline.now())
+    try machine.registerPushToken(token, platform: platform, user: user, clientID: clientID, now: timeline.now())
     try await waitUntilDurable(finish([]))
   }
 

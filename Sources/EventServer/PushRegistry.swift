@@ -18,6 +18,8 @@ public struct PushRegistry: Sendable, Equatable {
   public struct Entry: Sendable, Hashable, Codable {
     /// The platform token to push to.
     public var token: PushToken
+    /// The platform that issued it, when the installation said.
+    public var platform: PushPlatform?
     /// When the last push to it was sent.
     public var lastSentAt: Timestamp?
     /// When a coalesced push is due, if one is waiting.
@@ -49,9 +51,14 @@ public struct PushRegistry: Sendable, Equatable {
   public init() {}
 
   /// Registers (or replaces) the token of an installation.
-  public mutating func register(token: PushToken, for installation: MutationSource) {
+  public mutating func register(token: PushToken, platform: PushPlatform? = nil, for installation: MutationSource) {
     if entries[installation] == nil { index(installation) }
-    entries[installation] = Entry(token: token, lastSentAt: entries[installation]?.lastSentAt, dueAt: nil)
+    entries[installation] = Entry(
+      token: token,
+      platform: platform,
+      lastSentAt: entries[installation]?.lastSentAt,
+      dueAt: nil
+    )
     dueAt[installation] = nil
   }
 
@@ -125,21 +132,22 @@ public struct PushRegistry: Sendable, Equatable {
 
   /// The registrations as dump records, sorted.
   public var records: [PushRecord] {
-    entries.sorted { $0.key < $1.key }.map { PushRecord(installation: $0.key, token: $0.value.token) }
+    entries.sorted { $0.key < $1.key }.map { PushRecord(installation: $0.key, token: $0.value.token, platform: $0.value.platform)
+    }
   }
 
   /// A registry holding `records` (nothing due, nothing sent yet).
   public init(records: [PushRecord]) {
     for record in records {
       if entries[record.installation] == nil { index(record.installation) }
-      entries[record.installation] = Entry(token: record.token)
+      entries[record.installation] = Entry(token: record.token, platform: record.platform)
     }
   }
 }
 
 extension PushRegistry.Entry {
-  init(token: PushToken) {
-    self.init(token: token, lastSentAt: nil, dueAt: nil)
+  init(token: PushToken, platform: PushPlatform?) {
+    self.init(token: token, platform: platform, lastSentAt: nil, dueAt: nil)
   }
 }
 
@@ -149,11 +157,14 @@ public struct PushRecord: Hashable, Sendable, Codable {
   public var installation: MutationSource
   /// The platform token.
   public var token: PushToken
+  /// The platform that issued it, when known (absent in dumps written before platforms).
+  public var platform: PushPlatform?
 
   /// Creates a PushRecord from its parts.
-  public init(installation: MutationSource, token: PushToken) {
+  public init(installation: MutationSource, token: PushToken, platform: PushPlatform? = nil) {
     self.installation = installation
     self.token = token
+    self.platform = platform
   }
 }
 
@@ -162,14 +173,17 @@ public struct PushRecord: Hashable, Sendable, Codable {
 public struct PushNotification: Sendable, Hashable {
   /// The platform token.
   public var token: PushToken
+  /// The platform that issued the token, when the installation said: which sender delivers it.
+  public var platform: PushPlatform?
   /// The installation it is for.
   public var installation: MutationSource
   /// The payload's JSON.
   public var payload: [UInt8]
 
   /// Creates a PushNotification from its parts.
-  public init(token: PushToken, installation: MutationSource, payload: [UInt8]) {
+  public init(token: PushToken, platform: PushPlatform? = nil, installation: MutationSource, payload: [UInt8]) {
     self.token = token
+    self.platform = platform
     self.installation = installation
     self.payload = payload
   }

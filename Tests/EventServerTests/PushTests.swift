@@ -109,6 +109,37 @@ struct PushTests {
     )
   }
 
+  @Test("a token's platform reaches its pushes, the log's replay and the dump; a log entry without one still reads")
+  func platforms() throws {
+    var machine = makeMachine()
+    machine.startRecording()
+    try machine.registerPushToken("fcm-phone", platform: .fcm, user: alice, clientID: phone, now: t0)
+    try machine.registerPushToken("apns-tablet", platform: .apns, user: alice, clientID: tablet, now: t0)
+    let actions = try machine.handle(.post("hi", to: [alice]), from: bob, now: t0)
+    let platforms = actions.compactMap { action -> PushPlatform? in
+      guard case .sendPush(let push) = action else { return nil }
+      return push.platform
+    }
+    #expect(platforms.sorted { $0.rawValue < $1.rawValue } == [.apns, .fcm])
+
+    var replayed = makeMachine()
+    for entry in machine.takeRecordedEntries() {
+      replayed.replay(try JSONDecoder().decode(type(of: entry), from: JSONEncoder().encode(entry)))
+    }
+    #expect(replayed.pushRegistry.records == machine.pushRegistry.records)
+    #expect(replayed.pushRegistry.records.map(\.platform) == [.fcm, .apns])
+    let dump = try QueueDump<NoteEvent>.decode(WireFormat.encode(machine.dump()))
+    #expect(dump.pushes.map(\.platform) == [.fcm, .apns])
+
+    let before = Data(#"{"pushTokenRegistered":{"token":"old","user":"alice","clientID":"phone"}}"#.utf8)
+    let input = try JSONDecoder().decode(ServerInput<NoteBoard.Command>.self, from: before)
+    guard case .pushTokenRegistered(let token, _, _, let platform) = input else {
+      Issue.record("read as \(input)")
+      return
+    }
+    #expect(token == "old" && platform == nil)
+  }
+
   @Test("the actor sends through its gateway, and drops a token the gateway reports invalid")
   func gateway() async throws {
     let gateway = InMemoryPushGateway()

@@ -193,9 +193,11 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
       let form = try RequestFields(form: String(buffer: try await request.collectBody(upTo: limits.formBytes)))
       let token = try form.required("token")
       let clientID = try form.required("client_id")
+      let platform = try form.choice("platform", as: PushPlatform.self)
       // Bounds (lengths, installations per user) are the server core's: it refuses with BAD_REQUEST.
       try await server.registerPushToken(
         PushToken(rawValue: token),
+        platform: platform,
         user: user,
         clientID: ClientID(rawValue: clientID)
       )

@@ -60,6 +60,19 @@ public struct RequestFields {
     return value
   }
 
+  /// One of a fixed set of names (an enum's raw values), or `nil` when the field is absent.
+  public func choice<Choice: RawRepresentable & CaseIterable>(
+    _ name: String,
+    as type: Choice.Type
+  ) throws(EventAPIError) -> Choice? where Choice.RawValue == String {
+    guard let text = fields[name] else { return nil }
+    guard let choice = Choice(rawValue: text) else {
+      let names = Choice.allCases.map(\.rawValue).joined(separator: ", ")
+      throw .badRequest("Invalid '\(name)': \(text.prefix(40)) is not one of \(names)")
+    }
+    return choice
+  }
+
   public func bool(_ name: String) throws(EventAPIError) -> Bool? {
     guard let text = fields[name] else { return nil }
     switch text.lowercased() {

@@ -75,8 +75,8 @@ extension EventServerStateMachine {
       }
     case .swept(let expired):
       applySwept(expired: expired, now: now, actions: &actions)
-    case .pushTokenRegistered(let token, let user, let clientID):
-      pushRegistry.register(token: token, for: MutationSource(user: user, clientID: clientID))
+    case .pushTokenRegistered(let token, let user, let clientID, let platform):
+      pushRegistry.register(token: token, platform: platform, for: MutationSource(user: user, clientID: clientID))
     case .pushTokenInvalidated(let token):
       pushRegistry.tokenInvalid(token)
     case .applicationDeadlineReached:

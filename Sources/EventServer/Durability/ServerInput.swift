@@ -43,8 +43,8 @@ public enum ServerInput<Command: Codable & Sendable>: Sendable, Codable {
   case queuesRemoved(queueIDs: [QueueID])
   /// The periodic sweep ran: `expired` queues were removed and old mutation memory forgotten.
   case swept(expired: [QueueID])
-  /// An installation registered its push token.
-  case pushTokenRegistered(token: PushToken, user: UserID, clientID: ClientID)
+  /// An installation registered its push token (`platform` absent in logs written before platforms).
+  case pushTokenRegistered(token: PushToken, user: UserID, clientID: ClientID, platform: PushPlatform?)
   /// The push platform reported a token invalid.
   case pushTokenInvalidated(token: PushToken)
   /// The application's own deadline came (``ServerApplication/deadlineReached(at:)``); what it did

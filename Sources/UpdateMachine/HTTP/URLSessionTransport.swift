@@ -138,13 +138,21 @@ public struct URLSessionTransport<
   }
 
   /// Registers this installation's platform push token (`POST /api/v1/push_tokens`): the server pushes to it
-  /// when events are queued for the user while this installation is not long-polling.
-  public func registerPushToken(_ token: PushToken, clientID: ClientID) async throws(TransportError) {
+  /// when events are queued for the user while this installation is not long-polling. `platform` says
+  /// which push service issued the token (APNs on Apple's systems, FCM on Android); without it the server
+  /// uses its default sender.
+  public func registerPushToken(
+    _ token: PushToken,
+    platform: PushPlatform? = nil,
+    clientID: ClientID
+  ) async throws(TransportError) {
+    var fields = [("token", token.rawValue), ("client_id", clientID.rawValue)]
+    if let platform { fields.append(("platform", platform.rawValue)) }
     let answer = try await endpoint.send(
       "POST",
       path: "api/v1/push_tokens",
       headers: ["Content-Type": "application/x-www-form-urlencoded"],
-      body: Data(HTTPForm.encode([("token", token.rawValue), ("client_id", clientID.rawValue)]).utf8),
+      body: Data(HTTPForm.encode(fields).utf8),
       timeout: configuration.requestTimeout
     )
     _ = try decode(EmptyReply.self, answer)
