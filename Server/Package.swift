@@ -94,16 +94,26 @@ let package = Package(
         .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
         .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
         .product(name: "Logging", package: "swift-log"),
       ],
+      swiftSettings: swiftSettings
+    ),
+    // How every tool here reads its command line (swift-argument-parser; one-line errors, exit 2).
+    .target(
+      name: "CommandLineTool",
+      dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
       swiftSettings: swiftSettings
     ),
     // The server process: options, API keys, the dump on shutdown and its restore on start.
     .executableTarget(
       name: "event-server",
       dependencies: [
+        "CommandLineTool",
         "EventHTTPServer",
         "VideoBlobRoutes",
+        "PushSenders",
+        .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "VideoMessaging", package: root),
         .product(name: "EpisodeQueue", package: root),
@@ -115,6 +125,8 @@ let package = Package(
     .executableTarget(
       name: "video-client",
       dependencies: [
+        "CommandLineTool",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "EventProtocol", package: root),
         .product(name: "UpdateMachine", package: root),
         .product(name: "VideoMessaging", package: root),
@@ -125,6 +137,8 @@ let package = Package(
     .executableTarget(
       name: "soak-client",
       dependencies: [
+        "CommandLineTool",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "EventProtocol", package: root),
         .product(name: "UpdateMachine", package: root),
         .product(name: "SampleApps", package: root),
@@ -136,6 +150,8 @@ let package = Package(
     .executableTarget(
       name: "durability-bench",
       dependencies: [
+        "CommandLineTool",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
         "SQLiteServerLog",
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),
@@ -147,6 +163,8 @@ let package = Package(
     .executableTarget(
       name: "event-server-load",
       dependencies: [
+        "CommandLineTool",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOPosix", package: "swift-nio"),
       ],
@@ -170,6 +188,7 @@ let package = Package(
         .product(name: "UpdateMachineTesting", package: root),
         .product(name: "VideoMessaging", package: root),
         .product(name: "EpisodeQueue", package: root),
+        .product(name: "SampleApps", package: root),
       ],
       swiftSettings: swiftSettings
     ),

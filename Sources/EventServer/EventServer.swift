@@ -101,6 +101,9 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// The queue `queueID` as it stands, for inspection.
   public func queue(_ queueID: QueueID) -> EventQueue<Event>? { machine.queue(queueID) }
 
+  /// The installations registered for pushes, with their tokens and platforms, sorted.
+  public var pushRegistrations: [PushRecord] { machine.pushRegistry.records }
+
   /// Registers `user`: creates a queue and takes the snapshot atomically.
   /// - Parameters:
   ///   - user: The registering user.

@@ -6,7 +6,8 @@ import Synchronization
 ///
 /// An APNs or FCM sender implements ``send(_:)`` with the platform's HTTP/2 API and answers
 /// ``PushDelivery/tokenInvalid`` when the platform says the token is gone (APNs `410 Unregistered`, FCM
-/// `UNREGISTERED`), so the server stops pushing to it.
+/// `UNREGISTERED`), so the server stops pushing to it. The `Server/` package's `PushSenders` module has
+/// both.
 ///
 /// ```swift
 /// let gateway = InMemoryPushGateway()
@@ -24,6 +25,9 @@ public enum PushDelivery: Sendable, Hashable {
   case accepted
   /// The platform said the token is no longer valid; the server drops it.
   case tokenInvalid
+  /// Not delivered, the token kept: the platform refused this push (too large, a wrong topic) or was still
+  /// failing when the sender's retries ran out. The next event brings a new push.
+  case failed(String)
 }
 
 /// A gateway that sends nothing: the default when a server has no push set up.

@@ -132,7 +132,8 @@ public struct PushRegistry: Sendable, Equatable {
 
   /// The registrations as dump records, sorted.
   public var records: [PushRecord] {
-    entries.sorted { $0.key < $1.key }.map { PushRecord(installation: $0.key, token: $0.value.token, platform: $0.value.platform)
+    entries.sorted { $0.key < $1.key }.map {
+      PushRecord(installation: $0.key, token: $0.value.token, platform: $0.value.platform)
     }
   }
 

@@ -1,12 +1,11 @@
+import EventProtocol
 import EventServer
 import Logging
 
-/// A push gateway that logs each push instead of sending it.
+/// A push gateway that logs each push instead of sending it: the default when no platform is configured.
 ///
-/// An APNs or FCM sender plugs in here: conform to `PushGateway`, post `push.payload` (JSON of a
-/// `PushPayload`, at most 4 KiB) to the platform for `push.token`, and answer `.tokenInvalid` when the
-/// platform says the token is gone (APNs 410 `Unregistered`, FCM `UNREGISTERED`), so the server stops
-/// pushing to it. Pass it to ``EventHTTPServer`` as its `pushGateway`.
+/// The `PushSenders` module has the real senders (`APNsSender`, `FCMSender`, routed by
+/// `PlatformPushGateway`); pass one to ``EventHTTPServer`` as its `pushGateway`.
 public struct LoggingPushGateway: PushGateway {
   let logger: Logger
 
@@ -20,6 +19,7 @@ public struct LoggingPushGateway: PushGateway {
       "push",
       metadata: [
         "user": "\(push.installation.user)", "client": "\(push.installation.clientID)",
+        "platform": "\(push.platform?.rawValue ?? "unspecified")",
         "bytes": "\(push.payload.count)",
       ]
     )

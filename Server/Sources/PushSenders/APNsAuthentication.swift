@@ -62,19 +62,10 @@ public struct APNsTokenCache: Sendable {
   /// An ES256 JWT: header `{"alg":"ES256","kid":…}`, claims `{"iss":team,"iat":seconds}`, each base64url
   /// without padding, and the signature as the raw 64-byte r‖s, base64url.
   public static func makeToken(credentials: APNsCredentials, issuedAt: Timestamp) throws -> String {
-    let header = #"{"alg":"ES256","kid":"\#(credentials.keyID)"}"#
-    let seconds = Int64(issuedAt.sinceEpoch.components.seconds)
-    let claims = #"{"iss":"\#(credentials.teamID)","iat":\#(seconds)}"#
-    let signingInput = base64URL(Data(header.utf8)) + "." + base64URL(Data(claims.utf8))
-    let signature = try credentials.signingKey().signature(for: Data(signingInput.utf8))
-    return signingInput + "." + base64URL(signature.rawRepresentation)
-  }
-
-  /// Base64url without padding (RFC 7515).
-  static func base64URL(_ data: Data) -> String {
-    data.base64EncodedString()
-      .replacingOccurrences(of: "+", with: "-")
-      .replacingOccurrences(of: "/", with: "_")
-      .replacingOccurrences(of: "=", with: "")
+    let key = try credentials.signingKey()
+    return try JSONWebToken.sign(
+      header: #"{"alg":"ES256","kid":\#(JSONWebToken.quoted(credentials.keyID))}"#,
+      claims: #"{"iss":\#(JSONWebToken.quoted(credentials.teamID)),"iat":\#(issuedAt.sinceEpoch.components.seconds)}"#
+    ) { try key.signature(for: $0).rawRepresentation }
   }
 }

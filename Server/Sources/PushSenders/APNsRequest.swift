@@ -41,18 +41,10 @@ public struct APNsRequest: Sendable, Hashable {
   }
 
   /// `{"aps":{"content-available":1},"sync":payload}`, without the payload's events when that would be over
-  /// ``maximumBodyBytes``, and without the payload at all when even that is too big.
+  /// ``maximumBodyBytes``, and with an empty payload when even that is too big.
   static func body(wrapping payload: Data) -> Data {
     let prefix = Data(#"{"aps":{"content-available":1},"sync":"#.utf8)
-    let whole = prefix + payload + Data("}".utf8)
-    if whole.count <= maximumBodyBytes { return whole }
-    if var object = (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any] {
-      object["events"] = nil
-      if let slim = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
-        let body = prefix + slim + Data("}".utf8)
-        if body.count <= maximumBodyBytes { return body }
-      }
-    }
-    return Data(#"{"aps":{"content-available":1}}"#.utf8)
+    let fitted = PushPayloadFitting.fit(payload, within: maximumBodyBytes, overhead: prefix.count + 1)
+    return prefix + fitted + Data("}".utf8)
   }
 }

@@ -1,3 +1,5 @@
+import ArgumentParser
+import CommandLineTool
 import EventProtocol
 import EventServer
 import Foundation
@@ -10,41 +12,11 @@ import SampleApps
 /// records since its last snapshot. Prints figures; never a pass/fail timing.
 @main
 struct DurabilityBenchMain {
-  static let usage = """
-    Usage: durability-bench [--writers N] [--seconds S] [--restart-records N] [--quick] [--help]
-
-    Measures acknowledged mutations per second and latency p50/p99 with durability off, on an in-memory log
-    and on SQLite (WAL, synchronous FULL) in a temporary folder, with N concurrent writers (default 64)
-    for S seconds each (default 5); then the restart time with N records since the snapshot (default
-    1,000,000). --quick: 8 writers, 1 s, 20,000 records.
-    """
-
   static func main() async {
-    var writers = 64
-    var seconds = 5.0
-    var restartRecords = 1_000_000
-    var arguments = CommandLine.arguments.dropFirst()
-    while let argument = arguments.popFirst() {
-      func number() -> Double {
-        guard let text = arguments.popFirst(), let value = Double(text), value > 0 else {
-          fail("\(argument) needs a positive number")
-        }
-        return value
-      }
-      switch argument {
-      case "--help", "-h":
-        print(usage)
-        return
-      case "--writers": writers = Int(number())
-      case "--seconds": seconds = number()
-      case "--restart-records": restartRecords = Int(number())
-      case "--quick":
-        writers = 8
-        seconds = 1
-        restartRecords = 20_000
-      default: fail("unknown option '\(argument)'")
-      }
-    }
+    let arguments = CommandLineTool.parse(DurabilityBenchArguments.self, tool: "durability-bench")
+    let writers = arguments.quick ? 8 : arguments.writers
+    let seconds = arguments.quick ? 1 : arguments.seconds
+    let restartRecords = arguments.quick ? 20_000 : arguments.restartRecords
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("durability-bench-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: folder) }
     print(
@@ -209,5 +181,37 @@ struct DurabilityBenchMain {
   static func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("durability-bench: \(message)\n".utf8))
     exit(2)
+  }
+}
+
+/// The command line, as `swift-argument-parser` reads it.
+struct DurabilityBenchArguments: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "durability-bench",
+    abstract: "What durability costs: acknowledged writes per second and latency, and the restart time.",
+    discussion: """
+      Measures acknowledged mutations per second and latency p50/p99 with durability off, on an in-memory \
+      log and on SQLite (WAL, synchronous FULL) in a temporary folder; then the restart time with N records \
+      since the snapshot. Prints figures; never a pass/fail timing.
+      """
+  )
+
+  @Option(help: "Concurrent writers.")
+  var writers = 64
+  @Option(help: "Seconds each measurement runs.")
+  var seconds = 5.0
+  @Option(name: .customLong("restart-records"), help: "Records in the log since the snapshot, for the restart.")
+  var restartRecords = 1_000_000
+  @Flag(help: "8 writers, 1 s, 20,000 records: for CI.")
+  var quick = false
+
+  func validate() throws {
+    guard (1...100_000).contains(writers) else {
+      throw ValidationError("--writers must be in 1...100000, not \(writers)")
+    }
+    guard seconds > 0, seconds <= 3600 else { throw ValidationError("--seconds must be in (0, 3600], not \(seconds)") }
+    guard (1...100_000_000).contains(restartRecords) else {
+      throw ValidationError("--restart-records must be in 1...100000000, not \(restartRecords)")
+    }
   }
 }

@@ -1,3 +1,5 @@
+import ArgumentParser
+import CommandLineTool
 import Foundation
 import NIOCore
 import NIOPosix
@@ -12,48 +14,15 @@ import Synchronization
 ///   prints the polls answered per second.
 @main
 struct LoadMain {
-  static let usage = """
-    Usage: event-server-load parked --port PORT [--users N] [--hold SECONDS]
-           event-server-load rate   --port PORT [--connections C] [--seconds S]
-
-    Drives an event-server on 127.0.0.1 (users load-<i>, keys load-key-<i>: see Server/scripts/load.sh).
-    """
-
   static func main() async {
-    let arguments = Array(CommandLine.arguments.dropFirst())
-    guard let mode = arguments.first, ["parked", "rate", "--help", "-h"].contains(mode) else {
-      FileHandle.standardError.write(
-        Data("event-server-load: first argument must be parked or rate (see --help)\n".utf8)
-      )
-      exit(2)
-    }
-    if mode == "--help" || mode == "-h" {
-      print(usage)
-      return
-    }
-    var options: [String: Int] = ["--users": 5_000, "--hold": 3, "--connections": 8, "--seconds": 5]
-    var remaining = arguments.dropFirst()
-    while let name = remaining.popFirst() {
-      guard ["--port", "--users", "--hold", "--connections", "--seconds"].contains(name) else {
-        FileHandle.standardError.write(Data("event-server-load: unknown option '\(name)' (see --help)\n".utf8))
-        exit(2)
-      }
-      guard let text = remaining.popFirst(), let value = Int(text), value >= 0 else {
-        FileHandle.standardError.write(Data("event-server-load: \(name) needs a whole number\n".utf8))
-        exit(2)
-      }
-      options[name] = value
-    }
-    guard let port = options["--port"] else {
-      FileHandle.standardError.write(Data("event-server-load: --port is required\n".utf8))
-      exit(2)
-    }
+    let arguments = CommandLineTool.parse(LoadArguments.self, tool: "event-server-load")
+    let port = arguments.port
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
     do {
-      if mode == "parked" {
-        try await parked(group: group, port: port, users: options["--users"]!, hold: options["--hold"]!)
-      } else {
-        try await rate(group: group, port: port, connections: options["--connections"]!, seconds: options["--seconds"]!)
+      switch arguments.mode {
+      case .parked: try await parked(group: group, port: port, users: arguments.users, hold: arguments.hold)
+      case .rate:
+        try await rate(group: group, port: port, connections: arguments.connections, seconds: arguments.seconds)
       }
     } catch {
       FileHandle.standardError.write(Data("event-server-load: \(error)\n".utf8))
@@ -239,4 +208,42 @@ final class AnsweredCount: Sendable {
   private let count = Mutex(0)
   var value: Int { count.withLock { $0 } }
   func add() { count.withLock { $0 += 1 } }
+}
+
+/// The command line, as `swift-argument-parser` reads it.
+struct LoadArguments: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "event-server-load",
+    abstract: "Load on an event-server on 127.0.0.1 over raw HTTP/1.1 connections.",
+    discussion: """
+      parked: registers --users users (load-<i>, key load-key-<i>: see Server/scripts/load.sh), one \
+      connection each, parks one long-poll per user, holds them --hold seconds and checks none was answered \
+      early. rate: --connections keep-alive connections send dont_block polls back to back for --seconds.
+      """
+  )
+
+  enum Mode: String, ExpressibleByArgument, CaseIterable {
+    case parked, rate
+  }
+
+  @Argument(help: "parked | rate")
+  var mode: Mode
+  @Option(help: "The server's port on 127.0.0.1.")
+  var port: Int
+  @Option(help: "parked: users, one parked poll each.")
+  var users = 5_000
+  @Option(help: "parked: seconds to hold the polls.")
+  var hold = 3
+  @Option(help: "rate: keep-alive connections.")
+  var connections = 8
+  @Option(help: "rate: seconds to poll.")
+  var seconds = 5
+
+  func validate() throws {
+    guard (1...65535).contains(port) else { throw ValidationError("--port must be in 1...65535, not \(port)") }
+    for (name, value) in [("users", users), ("hold", hold), ("connections", connections), ("seconds", seconds)]
+    where !(0...1_000_000).contains(value) {
+      throw ValidationError("--\(name) must be a whole number in 0...1000000, not \(value)")
+    }
+  }
 }

@@ -1,4 +1,6 @@
 import ArgumentParser
+import AsyncHTTPClient
+import CommandLineTool
 import EpisodeQueue
 import EventHTTPServer
 import EventProtocol
@@ -14,18 +16,12 @@ import VideoMessaging
 struct EventServerMain {
 
   static func main() async {
+    let arguments = CommandLineTool.parse(EventServerArguments.self, tool: "event-server")
     let options: Options
     do {
-      options = try Options(EventServerArguments.parse(Array(CommandLine.arguments.dropFirst())))
+      options = try Options(arguments)
     } catch {
-      // --help (and --version) are not errors: their text goes to standard output.
-      if EventServerArguments.exitCode(for: error) == .success {
-        print(EventServerArguments.fullMessage(for: error))
-        return
-      }
-      let message = EventServerArguments.message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
-      FileHandle.standardError.write(Data("event-server: \(message) (see --help)\n".utf8))
-      exit(2)
+      CommandLineTool.fail(tool: "event-server", "\(error)")
     }
     if options.jsonLogs { LoggingSystem.bootstrap { label in JSONLogHandler(label: label) } }
     var logger = Logger(label: "event-server")
@@ -53,16 +49,25 @@ struct EventServerMain {
         "event-server listening on http://\(options.host):\(port) (pid \(ProcessInfo.processInfo.processIdentifier))\n"
       FileHandle.standardOutput.write(Data(line.utf8))
     }
+    // One HTTP client (HTTP/2 to APNs and FCM) for the push senders, shut down after the server.
+    let pushClient = options.push.isConfigured ? HTTPClient(eventLoopGroupProvider: .singleton) : nil
     do {
+      let pushGateway = try pushClient.map { try options.push.gateway(client: $0, logger: logger) }
       switch options.app {
       case "notes":
-        let server = EventHTTPServer(application: NoteBoard(), configuration: configuration, logger: logger)
+        let server = EventHTTPServer(
+          application: NoteBoard(),
+          configuration: configuration,
+          logger: logger,
+          pushGateway: pushGateway
+        )
         try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
       case "episodes":
         let server = EventHTTPServer(
           application: EpisodeServer(admins: options.admins),
           configuration: configuration,
-          logger: logger
+          logger: logger,
+          pushGateway: pushGateway
         )
         try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
       default:
@@ -79,6 +84,7 @@ struct EventServerMain {
           application: VideoServer(),
           configuration: configuration,
           logger: logger,
+          pushGateway: pushGateway,
           periodicTasks: [janitorTask]
         ) {
           router,
@@ -88,7 +94,9 @@ struct EventServerMain {
         }
         try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
       }
+      try await pushClient?.shutdown()
     } catch {
+      try? await pushClient?.shutdown()
       FileHandle.standardError.write(Data("event-server: \(error)\n".utf8))
       exit(1)
     }
@@ -166,6 +174,8 @@ struct EventServerArguments: ParsableCommand {
   var adminHost = "127.0.0.1"
   @Option(name: .customLong("log-format"), help: "text | json (one JSON object per line on standard error).")
   var logFormat = "text"
+  @OptionGroup(title: "Push notifications (without these, pushes are only logged)")
+  var push: PushArguments
 
   func validate() throws {
     func check<Number: Comparable>(_ name: String, _ value: Number, _ range: ClosedRange<Number>) throws {
@@ -213,6 +223,7 @@ struct Options {
   var adminPort: Int?
   var adminHost: String
   var jsonLogs: Bool
+  var push: PushArguments
 
   struct Problem: Error, CustomStringConvertible {
     var description: String
@@ -237,6 +248,7 @@ struct Options {
     adminPort = arguments.adminPort
     adminHost = arguments.adminHost
     jsonLogs = arguments.logFormat == "json"
+    push = arguments.push
     var keysText = environment["EVENT_SERVER_API_KEYS"]
     if let path = arguments.keysFile {
       guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {

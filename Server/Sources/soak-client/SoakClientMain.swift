@@ -1,3 +1,5 @@
+import ArgumentParser
+import CommandLineTool
 import EventProtocol
 import Foundation
 import SampleApps
@@ -9,26 +11,8 @@ import UpdateMachine
 /// each note exactly once, in order, and that its own state equals a fresh snapshot from the server.
 @main
 struct SoakClientMain {
-  static let usage = """
-    Usage: soak-client --server URL --user USER --key KEY --state-dir DIR [--count N] [--interval MS] [--timeout S]
-
-    Writes N notes (USER-1 … USER-N) to USER through the engine's outbox, one every MS milliseconds
-    (default 50), against an event-server run with --app notes. Exits 0 once every note is applied exactly
-    once and the client converged; prints one result line either way.
-    """
-
   static func main() async {
-    let options: Options
-    do {
-      options = try Options(Array(CommandLine.arguments.dropFirst()))
-    } catch {
-      FileHandle.standardError.write(Data("soak-client: \(error) (see --help)\n".utf8))
-      exit(2)
-    }
-    if options.help {
-      print(usage)
-      return
-    }
+    let options = Options(CommandLineTool.parse(SoakClientArguments.self, tool: "soak-client"))
     let (line, succeeded) = await Task.detached { await run(options) }.value
     print(line)
     exit(succeeded ? 0 : 1)
@@ -101,55 +85,62 @@ struct SoakClientMain {
   }
 }
 
-/// The command line, checked.
-struct Options {
-  var server = URL(string: "http://127.0.0.1:8080")!
-  var user: UserID = "soak"
-  var key = ""
-  var stateDirectory = URL(fileURLWithPath: "soak-state")
+/// The command line, as `swift-argument-parser` reads it.
+struct SoakClientArguments: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "soak-client",
+    abstract: "Writes notes through the engine's outbox while the server is killed, then checks them.",
+    discussion: """
+      Writes --count notes (USER-1 … USER-N) to USER, one every --interval milliseconds, against an \
+      event-server run with --app notes. Exits 0 once every note is applied exactly once and the client \
+      converged; prints one result line either way.
+      """
+  )
+
+  @Option(help: "The event server's base URL.")
+  var server = "http://127.0.0.1:8080"
+  @Option(help: "The user writing (and reading) the notes.")
+  var user = "soak"
+  @Option(help: "The user's API key.")
+  var key: String
+  @Option(name: .customLong("state-dir"), help: "Where the engine's record is kept.")
+  var stateDirectory = "soak-state"
+  @Option(help: "Notes to write (1 to 1000000).")
   var count = 100
-  var intervalMilliseconds = 50
-  var timeoutSeconds = 120
-  var help = false
+  @Option(help: "Milliseconds between notes (0 to 60000).")
+  var interval = 50
+  @Option(help: "Seconds before giving up (1 to 86400).")
+  var timeout = 120
 
-  struct Problem: Error, CustomStringConvertible {
-    var description: String
+  func validate() throws {
+    guard let url = URL(string: server), url.scheme != nil else {
+      throw ValidationError("--server must be a URL, not '\(server)'")
+    }
+    for (name, value, range) in [
+      ("count", count, 1...1_000_000), ("interval", interval, 0...60_000), ("timeout", timeout, 1...86_400),
+    ] where !range.contains(value) {
+      throw ValidationError("--\(name) must be a whole number in \(range), not \(value)")
+    }
   }
+}
 
-  init(_ arguments: [String]) throws {
-    var remaining = arguments[...]
-    func value(_ name: String) throws -> String {
-      guard let value = remaining.popFirst() else { throw Problem(description: "\(name) needs a value") }
-      return value
-    }
-    func number(_ name: String, in range: ClosedRange<Int>) throws -> Int {
-      let text = try value(name)
-      guard let number = Int(text), range.contains(number) else {
-        throw Problem(description: "\(name) must be a whole number in \(range), not '\(text)'")
-      }
-      return number
-    }
-    var sawKey = false
-    while let argument = remaining.popFirst() {
-      switch argument {
-      case "--help", "-h": help = true
-      case "--server":
-        let text = try value(argument)
-        guard let url = URL(string: text), url.scheme != nil else {
-          throw Problem(description: "--server must be a URL, not '\(text)'")
-        }
-        server = url
-      case "--user": user = UserID(try value(argument))
-      case "--key":
-        key = try value(argument)
-        sawKey = true
-      case "--state-dir": stateDirectory = URL(fileURLWithPath: try value(argument))
-      case "--count": count = try number(argument, in: 1...1_000_000)
-      case "--interval": intervalMilliseconds = try number(argument, in: 0...60_000)
-      case "--timeout": timeoutSeconds = try number(argument, in: 1...86_400)
-      default: throw Problem(description: "unknown option '\(argument)'")
-      }
-    }
-    if !help, !sawKey { throw Problem(description: "--key is required") }
+/// The command line, checked, as the client uses it.
+struct Options {
+  var server: URL
+  var user: UserID
+  var key: String
+  var stateDirectory: URL
+  var count: Int
+  var intervalMilliseconds: Int
+  var timeoutSeconds: Int
+
+  init(_ arguments: SoakClientArguments) {
+    server = URL(string: arguments.server)!  // validate() checked it
+    user = UserID(arguments.user)
+    key = arguments.key
+    stateDirectory = URL(fileURLWithPath: arguments.stateDirectory)
+    count = arguments.count
+    intervalMilliseconds = arguments.interval
+    timeoutSeconds = arguments.timeout
   }
 }

@@ -1,3 +1,5 @@
+import ArgumentParser
+import CommandLineTool
 import EventProtocol
 import Foundation
 import UpdateMachine
@@ -10,26 +12,8 @@ import VideoMessaging
 /// it has received and verified `--expect` videos; 1 when `--timeout` passes first.
 @main
 struct VideoClientMain {
-  static let usage = """
-    Usage: video-client --server URL --user USER --key KEY --peer USER --state-dir DIR
-                        [--count N] [--expect M] [--interval SECONDS] [--timeout SECONDS]
-
-    Runs one user's video device against an event server: sends N recordings to the peer, views what it
-    receives, and exits 0 when all its videos were viewed and M received videos were verified.
-    """
-
   static func main() async {
-    let options: ClientOptions
-    do {
-      options = try ClientOptions(Array(CommandLine.arguments.dropFirst()))
-    } catch {
-      FileHandle.standardError.write(Data("video-client: \(error) (see --help)\n".utf8))
-      exit(2)
-    }
-    if options.help {
-      print(usage)
-      return
-    }
+    let options = ClientOptions(CommandLineTool.parse(VideoClientArguments.self, tool: "video-client"))
     let outcome = await Task.detached { await run(options) }.value
     print(outcome.summary)
     exit(outcome.succeeded ? 0 : 1)
@@ -122,63 +106,70 @@ actor VerifiedCount {
   func add() { value += 1 }
 }
 
-struct ClientOptions {
-  var server = URL(string: "http://127.0.0.1:8080")!
-  var user: UserID = ""
-  var key = ""
-  var peer: UserID = ""
-  var stateDirectory = URL(fileURLWithPath: ".")
+/// The command line, as `swift-argument-parser` reads it.
+struct VideoClientArguments: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "video-client",
+    abstract: "One user's video device against an event server, for the end-to-end script.",
+    discussion: """
+      Sends --count recordings to the peer, views what it receives, and exits 0 when all its videos were \
+      viewed and --expect received videos were verified; 1 when --timeout passes first.
+      """
+  )
+
+  @Option(help: "The event server's base URL.")
+  var server = "http://127.0.0.1:8080"
+  @Option(help: "This device's user.")
+  var user: String
+  @Option(help: "The user's API key.")
+  var key: String
+  @Option(help: "Whom to send videos to.")
+  var peer: String
+  @Option(name: .customLong("state-dir"), help: "Where the engine's record and the videos are kept.")
+  var stateDirectory: String
+  @Option(help: "Recordings to send.")
   var count = 5
+  @Option(help: "Received videos to verify before exiting.")
   var expect = 5
-  var interval: Duration = .milliseconds(300)
-  var timeout: Duration = .seconds(60)
-  var help = false
+  @Option(help: "Seconds between recordings.")
+  var interval = 0.3
+  @Option(help: "Seconds before giving up.")
+  var timeout = 60.0
 
-  struct Problem: Error, CustomStringConvertible {
-    var description: String
+  func validate() throws {
+    guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https" else {
+      throw ValidationError("--server must be an http(s) URL, not '\(server)'")
+    }
+    for (name, value) in [
+      ("count", Double(count)), ("expect", Double(expect)), ("interval", interval), ("timeout", timeout),
+    ]
+    where !(0...100_000).contains(value) {
+      throw ValidationError("--\(name) must be a number from 0 to 100000, not \(value)")
+    }
   }
+}
 
-  init(_ arguments: [String]) throws {
-    var remaining = arguments[...]
-    func value(_ name: String) throws -> String {
-      guard let value = remaining.popFirst(), !value.hasPrefix("--") else {
-        throw Problem(description: "\(name) needs a value")
-      }
-      return value
-    }
-    func number(_ name: String) throws -> Double {
-      let text = try value(name)
-      guard let number = Double(text), number >= 0, number <= 100_000 else {
-        throw Problem(description: "\(name) must be a number from 0 to 100000, not '\(text)'")
-      }
-      return number
-    }
-    var sawState = false
-    while let argument = remaining.popFirst() {
-      switch argument {
-      case "--help", "-h": help = true
-      case "--server":
-        let text = try value(argument)
-        guard let url = URL(string: text), url.scheme == "http" || url.scheme == "https" else {
-          throw Problem(description: "--server must be an http(s) URL, not '\(text)'")
-        }
-        server = url
-      case "--user": user = UserID(try value(argument))
-      case "--key": key = try value(argument)
-      case "--peer": peer = UserID(try value(argument))
-      case "--state-dir":
-        stateDirectory = URL(fileURLWithPath: try value(argument))
-        sawState = true
-      case "--count": count = Int(try number(argument))
-      case "--expect": expect = Int(try number(argument))
-      case "--interval": interval = .milliseconds(Int64(try number(argument) * 1000))
-      case "--timeout": timeout = .milliseconds(Int64(try number(argument) * 1000))
-      default: throw Problem(description: "unknown option '\(argument)'")
-      }
-    }
-    if help { return }
-    guard !user.rawValue.isEmpty, !key.isEmpty, !peer.rawValue.isEmpty, sawState else {
-      throw Problem(description: "--user, --key, --peer and --state-dir are required")
-    }
+/// The command line, checked, as the client uses it.
+struct ClientOptions {
+  var server: URL
+  var user: UserID
+  var key: String
+  var peer: UserID
+  var stateDirectory: URL
+  var count: Int
+  var expect: Int
+  var interval: Duration
+  var timeout: Duration
+
+  init(_ arguments: VideoClientArguments) {
+    server = URL(string: arguments.server)!  // validate() checked it
+    user = UserID(arguments.user)
+    key = arguments.key
+    peer = UserID(arguments.peer)
+    stateDirectory = URL(fileURLWithPath: arguments.stateDirectory)
+    count = arguments.count
+    expect = arguments.expect
+    interval = .milliseconds(Int64(arguments.interval * 1000))
+    timeout = .milliseconds(Int64(arguments.timeout * 1000))
   }
 }

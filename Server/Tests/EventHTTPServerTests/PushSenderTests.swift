@@ -131,4 +131,20 @@ struct PushSenderTests {
         == .refused("FCM 400 INVALID_ARGUMENT")
     )
   }
+
+  @Test("retries: backoff doubles to its cap, Retry-After wins, credentials renew, and the last attempt gives up")
+  func retryPolicy() {
+    let policy = PushRetryPolicy(maximumAttempts: 5, firstBackoff: .seconds(1), maximumBackoff: .seconds(3))
+    #expect(policy.step(after: .retry(after: nil), attempt: 1) == .wait(.seconds(1)))
+    #expect(policy.step(after: .retry(after: nil), attempt: 2) == .wait(.seconds(2)))
+    #expect(policy.step(after: .retry(after: nil), attempt: 3) == .wait(.seconds(3)))
+    #expect(policy.step(after: .retry(after: .seconds(2)), attempt: 1) == .wait(.seconds(2)))
+    #expect(policy.step(after: .retry(after: .seconds(600)), attempt: 1) == .wait(.seconds(3)))
+    #expect(policy.step(after: .retry(after: nil), attempt: 5) == .finish(.failed("still failing after 5 attempts")))
+    #expect(policy.step(after: .renewCredentials, attempt: 1) == .renewCredentials)
+    #expect(policy.step(after: .renewCredentials, attempt: 5) == .finish(.failed("credentials refused 5 times")))
+    #expect(policy.step(after: .accepted, attempt: 5) == .finish(.accepted))
+    #expect(policy.step(after: .tokenInvalid, attempt: 1) == .finish(.tokenInvalid))
+    #expect(policy.step(after: .refused("x"), attempt: 1) == .finish(.failed("x")))
+  }
 }

@@ -1,0 +1,62 @@
+import AsyncHTTPClient
+import EventServer
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// One HTTP exchange of a push sender: a POST with a deadline, the answer's status, headers (names in
+/// lower case) and body (at most 64 KiB: platform answers are small).
+enum PushHTTP {
+  struct Answer: Sendable {
+    var status: Int
+    var headers: [String: String]
+    var body: Data
+  }
+
+  static func post(
+    _ url: String,
+    headers: [String: String],
+    body: Data,
+    timeout: Duration,
+    on client: HTTPClient
+  ) async throws -> Answer {
+    var request = HTTPClientRequest(url: url)
+    request.method = .POST
+    for (name, value) in headers.sorted(by: { $0.key < $1.key }) { request.headers.add(name: name, value: value) }
+    request.body = .bytes(ByteBuffer(bytes: body))
+    let milliseconds = Int64(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+    let response = try await client.execute(request, timeout: .milliseconds(milliseconds))
+    var answerHeaders: [String: String] = [:]
+    for header in response.headers where answerHeaders[header.name.lowercased()] == nil {
+      answerHeaders[header.name.lowercased()] = header.value
+    }
+    let bytes = try await response.body.collect(upTo: 64 * 1024)
+    return Answer(status: Int(response.status.code), headers: answerHeaders, body: Data(bytes.readableBytesView))
+  }
+}
+
+/// The loop every sender runs for one push: send, read the answer, and follow ``PushRetryPolicy``.
+enum PushAttempts {
+  /// Sends until the policy finishes; `send` is told when to renew its credentials first.
+  static func run(
+    policy: PushRetryPolicy,
+    environment: PushSenderEnvironment,
+    send: (_ renewCredentials: Bool) async -> PushAnswer
+  ) async -> PushDelivery {
+    var attempt = 1
+    var renew = false
+    while true {
+      let answer = await send(renew)
+      renew = false
+      switch policy.step(after: answer, attempt: attempt) {
+      case .finish(let delivery):
+        return delivery
+      case .wait(let duration):
+        do { try await environment.sleep(duration) } catch { return .failed("cancelled while waiting to retry") }
+      case .renewCredentials:
+        renew = true
+      }
+      attempt += 1
+    }
+  }
+}
