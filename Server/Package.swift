@@ -180,6 +180,7 @@ let package = Package(
         .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
         .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+        .product(name: "HummingbirdTesting", package: "hummingbird"),
         "VideoBlobRoutes",
         "SQLiteServerLog",
         .product(name: "EventProtocol", package: root),

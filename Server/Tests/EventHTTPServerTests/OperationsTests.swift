@@ -1,9 +1,13 @@
-import EventHTTPServer
 import EventProtocol
+import EventServer
 import Foundation
+import Hummingbird
+import HummingbirdTesting
 import Logging
 import Testing
 import UpdateMachine
+
+@testable import EventHTTPServer
 
 #if canImport(FoundationNetworking)
   import FoundationNetworking
@@ -12,6 +16,43 @@ import UpdateMachine
 /// The admin listener: health, readiness and Prometheus metrics on loopback, apart from the API.
 @Suite("Operations: /healthz, /readyz, /metrics", .serialized, .timeLimit(.minutes(1)))
 struct OperationsTests {
+  @Test("readiness answers 503 once the input log failed (writes refused) and while shutting down; health stays 200")
+  func readinessFails() async throws {
+    let log = InMemoryServerLog()
+    let (failing, _) = try await EventServer.recovering(
+      from: log,
+      application: KanbanServer(team: ["alice"]),
+      clock: ContinuousClock()
+    )
+    try await checkReadiness(failing, reason: "the input log failed\n") {
+      log.failEveryCall(with: .storage("the disk is gone"))
+      await #expect(throws: ServerLogError.self) {
+        try await failing.handle(CardMoved(card: "c", column: "done"), from: "alice")
+      }
+    }
+    let stopping = EventServer(application: KanbanServer(team: ["alice"]), clock: ContinuousClock())
+    try await checkReadiness(stopping, reason: "shutting down\n") { await stopping.shutdown() }
+  }
+
+  /// `/readyz` answers 200, then 503 with `reason` once `breakIt` ran; `/healthz` stays 200.
+  private func checkReadiness(
+    _ events: EventServer<KanbanServer, ContinuousClock>,
+    reason: String,
+    breakIt: @escaping @Sendable () async -> Void
+  ) async throws {
+    let router = Router()
+    AdminRoutes(server: events, metrics: ServerMetrics()).add(to: router)
+    try await Hummingbird.Application(router: router).test(.router) { client in
+      try await client.execute(uri: "/readyz", method: .get) { #expect($0.status == .ok) }
+      await breakIt()
+      try await client.execute(uri: "/readyz", method: .get) { response in
+        #expect(response.status == .serviceUnavailable)
+        #expect(String(buffer: response.body) == reason)
+      }
+      try await client.execute(uri: "/healthz", method: .get) { #expect($0.status == .ok) }
+    }
+  }
+
   @Test("health and readiness answer; metrics count requests by route and status, time mutations and log appends")
   func adminListener() async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ops-\(UUID())")
