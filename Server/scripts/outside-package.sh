@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds docs/serving.md's kanban server as an app's own package would: a new package beside a clone of this
+# repository, depending on the root and on Server/ by path exactly as the document says, with the
+# document's code as its source. Fails when the document's instructions or code no longer build.
+# Usage: Server/scripts/outside-package.sh [TIMEOUT_SECONDS]   (default 900)
+set -euo pipefail
+here="$(cd "$(dirname "$0")/../.." && pwd)"
+limit="${1:-900}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+git clone -q "$here" "$work/swift-update-machine"
+mkdir -p "$work/kanban/Sources/kanban-server"
+cat > "$work/kanban/Package.swift" <<'MANIFEST'
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+  name: "kanban",
+  platforms: [.macOS(.v15)],
+  // As docs/serving.md says: this repository cloned at ../swift-update-machine, both packages by path.
+  dependencies: [
+    .package(path: "../swift-update-machine"),
+    .package(path: "../swift-update-machine/Server"),
+    .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+  ],
+  targets: [
+    .executableTarget(
+      name: "kanban-server",
+      dependencies: [
+        .product(name: "EventHTTPServer", package: "Server"),
+        .product(name: "EventServer", package: "swift-update-machine"),
+        .product(name: "EventProtocol", package: "swift-update-machine"),
+        .product(name: "Logging", package: "swift-log"),
+      ]
+    )
+  ]
+)
+MANIFEST
+# The document's manifest lines must be the ones used here.
+for line in '.package(path: "../swift-update-machine"),' '.package(path: "../swift-update-machine/Server"),' \
+  '.product(name: "EventHTTPServer", package: "Server"),'; do
+  grep -qF "$line" "$here/docs/serving.md" || { echo "docs/serving.md no longer says: $line"; exit 1; }
+done
+# The server's code, as the document shows it (the first swift block after "## The server").
+awk '/^## The server/{on=1} on && /^```swift/{grab=1; next} grab && /^```/{exit} grab{print}' \
+  "$here/docs/serving.md" > "$work/kanban/Sources/kanban-server/Kanban.swift"
+grep -q "func makeKanbanServer" "$work/kanban/Sources/kanban-server/Kanban.swift" || {
+  echo "docs/serving.md: no server code found under '## The server'"; exit 1
+}
+cat > "$work/kanban/Sources/kanban-server/main.swift" <<'MAIN'
+import Foundation
+
+// Start on a free loopback port with a temporary data folder, then shut down at once: it builds and runs.
+let folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("kanban-\(UUID().uuidString)")
+let server = try makeKanbanServer(port: 0, dataDirectory: folder)
+let running = Task { try await server.run(handleSignals: false) { port in print("kanban-server listened on \(port)") } }
+try await Task.sleep(for: .milliseconds(500))
+await server.shutdown()
+try await running.value
+try? FileManager.default.removeItem(at: folder)
+print("kanban-server stopped")
+MAIN
+cd "$work/kanban"
+timeout "$limit" swift build 2>&1 | tail -3
+timeout 60 .build/debug/kanban-server
