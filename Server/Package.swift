@@ -25,6 +25,8 @@ let package = Package(
     .library(name: "EventHTTPServer", targets: ["EventHTTPServer"]),
     .library(name: "VideoBlobRoutes", targets: ["VideoBlobRoutes"]),
     .library(name: "SQLiteServerLog", targets: ["SQLiteServerLog"]),
+    .library(name: "PostgresServerLog", targets: ["PostgresServerLog"]),
+    .library(name: "PushSenders", targets: ["PushSenders"]),
   ],
   dependencies: [
     .package(path: ".."),
@@ -39,6 +41,7 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+    .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
   ],
   targets: [
     // The embedded default input log: records and snapshots in SQLite (WAL, synchronous FULL).
@@ -48,6 +51,19 @@ let package = Package(
         .product(name: "EventServer", package: root),
         .product(name: "SQLiteNIO", package: "sqlite-nio"),
         .product(name: "NIOCore", package: "swift-nio"),
+      ],
+      swiftSettings: swiftSettings
+    ),
+    // The input log and snapshots in PostgreSQL: one node today (fenced appends), and the gap-safe appends
+    // and reads several nodes replicate from.
+    .target(
+      name: "PostgresServerLog",
+      dependencies: [
+        .product(name: "EventServer", package: root),
+        .product(name: "PostgresNIO", package: "postgres-nio"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        .product(name: "Logging", package: "swift-log"),
       ],
       swiftSettings: swiftSettings
     ),
@@ -113,6 +129,7 @@ let package = Package(
         "EventHTTPServer",
         "VideoBlobRoutes",
         "PushSenders",
+        "PostgresServerLog",
         .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "VideoMessaging", package: root),
@@ -183,6 +200,7 @@ let package = Package(
         .product(name: "HummingbirdTesting", package: "hummingbird"),
         "VideoBlobRoutes",
         "SQLiteServerLog",
+        "PostgresServerLog",
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),
         .product(name: "UpdateMachine", package: root),

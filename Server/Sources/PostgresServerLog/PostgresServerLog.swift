@@ -1,0 +1,258 @@
+import EventServer
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// The input log and the newest snapshot in PostgreSQL: `event-server --postgres URL`.
+///
+/// Tables (schema ``schemaVersion``, created and upgraded at start under an advisory lock, so several nodes
+/// starting at once do not race):
+/// - `event_log_meta(id = 1, schema_version, last_position)`: the one row that orders appends;
+/// - `event_log(position bigint PRIMARY KEY, record bytea)`: the framed records (``ServerLogCodec``);
+/// - `event_snapshot(id = 1, position, state bytea)`.
+///
+/// **Positions are in commit order.** Every append updates the `event_log_meta` row in its own transaction,
+/// so appenders hold that row's lock from taking their positions until they commit, one after another; a
+/// transaction becomes visible before it releases its locks, so whatever a reader's statement sees is a
+/// prefix of the log: no reader can read past a position that commits later (a `bigserial` gives no such
+/// promise: a lower number can commit after a higher one was read). `PostgresServerLogTests` races
+/// appenders and readers to check it.
+///
+/// Two ways to append:
+/// - ``append(_:)`` (the ``ServerLog`` call one server uses): the positions are the server's, and the append
+///   is **fenced**: it commits only if the log's last position is the one before them, so a second server
+///   started on the same database by mistake fails its first write instead of interleaving records.
+/// - ``appendAssigningPositions(_:)``: the database assigns the next positions; with
+///   ``records(after:limit:)`` and the `event_log` notification channel, what several nodes replicate from.
+///
+/// ```swift
+/// let log = try await PostgresServerLog.connect(url: "postgres://events@127.0.0.1:5432/events", logger: logger)
+/// let (server, _) = try await EventServer.recovering(from: log, application: app, clock: ContinuousClock())
+/// ```
+public final class PostgresServerLog: ServerLog {
+  /// The schema this build creates and reads.
+  public static var schemaVersion: Int { 1 }
+  /// The channel every append notifies, with the last position appended as the payload.
+  public static var notificationChannel: String { "event_log" }
+  /// The advisory lock key that serialises schema set-up across nodes.
+  static var setUpLockKey: Int64 { 0x6576_656E_745F_6C67 }
+
+  private let client: PostgresClient
+  private let running: Task<Void, Never>
+  private let logger: Logger
+  /// The database, without its password: what errors and logs name.
+  public let location: String
+
+  private init(client: PostgresClient, location: String, logger: Logger) {
+    self.client = client
+    self.location = location
+    self.logger = logger
+    running = Task { await client.run() }
+  }
+
+  /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/database`; TLS unless the
+  /// host is loopback or `?sslmode=disable`, required with `?sslmode=require`) and creates or upgrades
+  /// the schema.
+  /// - Throws: ``ServerLogError/newerFormat(found:supported:)`` for a database of a newer schema (left as
+  ///   it is); ``ServerLogError/storage(_:)`` when the URL is not one or the database cannot be reached.
+  public static func connect(url: String, logger: Logger) async throws(ServerLogError) -> PostgresServerLog {
+    let target = try PostgresURL(url)
+    let log = PostgresServerLog(
+      client: PostgresClient(configuration: target.configuration, backgroundLogger: logger),
+      location: target.location,
+      logger: logger
+    )
+    do {
+      try await log.setUp()
+    } catch {
+      await log.close()
+      throw error
+    }
+    return log
+  }
+
+  /// Closes every connection.
+  public func close() async {
+    running.cancel()
+    await running.value
+  }
+
+  private func setUp() async throws(ServerLogError) {
+    let found = try await transaction { connection in
+      try await connection.query("SELECT pg_advisory_xact_lock(\(Self.setUpLockKey))", logger: self.logger)
+      try await connection.query(
+        """
+        CREATE TABLE IF NOT EXISTS event_log_meta (
+          id integer PRIMARY KEY CHECK (id = 1), schema_version integer NOT NULL, last_position bigint NOT NULL)
+        """,
+        logger: self.logger
+      )
+      let rows = try await connection.query(
+        "SELECT schema_version FROM event_log_meta WHERE id = 1",
+        logger: self.logger
+      )
+      var version: Int?
+      for try await (value) in rows.decode(Int32.self) { version = Int(value) }
+      if let version, version > Self.schemaVersion { return version }
+      try await connection.query(
+        "CREATE TABLE IF NOT EXISTS event_log (position bigint PRIMARY KEY, record bytea NOT NULL)",
+        logger: self.logger
+      )
+      try await connection.query(
+        """
+        CREATE TABLE IF NOT EXISTS event_snapshot (
+          id integer PRIMARY KEY CHECK (id = 1), position bigint NOT NULL, state bytea NOT NULL)
+        """,
+        logger: self.logger
+      )
+      let current = Int32(Self.schemaVersion)
+      try await connection.query(
+        """
+        INSERT INTO event_log_meta (id, schema_version, last_position) VALUES (1, \(current), 0)
+        ON CONFLICT (id) DO UPDATE SET schema_version = \(current)
+        """,
+        logger: self.logger
+      )
+      return version ?? Self.schemaVersion
+    }
+    if found > Self.schemaVersion { throw .newerFormat(found: found, supported: Self.schemaVersion) }
+  }
+
+  // MARK: - ServerLog
+
+  public func load() async throws(ServerLogError) -> StoredLog {
+    try await transaction { connection in
+      var snapshot: StoredSnapshot?
+      let snapshotRows = try await connection.query(
+        "SELECT position, state FROM event_snapshot WHERE id = 1",
+        logger: self.logger
+      )
+      for try await (position, state) in snapshotRows.decode((Int64, ByteBuffer).self) {
+        snapshot = StoredSnapshot(position: UInt64(max(position, 0)), bytes: Data(state.readableBytesView))
+      }
+      let after = Int64(snapshot?.position ?? 0)
+      let rows = try await connection.query(
+        "SELECT position, record FROM event_log WHERE position > \(after) ORDER BY position",
+        logger: self.logger
+      )
+      var records: [StoredRecord] = []
+      for try await (position, record) in rows.decode((Int64, ByteBuffer).self) {
+        records.append(StoredRecord(position: UInt64(max(position, 0)), bytes: Data(record.readableBytesView)))
+      }
+      return StoredLog(snapshot: snapshot, records: records)
+    }
+  }
+
+  public func append(_ records: [StoredRecord]) async throws(ServerLogError) {
+    guard let first = records.first?.position, let last = records.last?.position else { return }
+    let fenced = try await transaction { connection -> Bool in
+      let rows = try await connection.query(
+        """
+        UPDATE event_log_meta SET last_position = \(Int64(last))
+        WHERE id = 1 AND last_position = \(Int64(first) - 1) RETURNING last_position
+        """,
+        logger: self.logger
+      )
+      var updated = false
+      for try await _ in rows.decode(Int64.self) { updated = true }
+      guard updated else { return false }
+      try await self.insert(records, on: connection)
+      return true
+    }
+    guard fenced else {
+      throw .storage(
+        "\(location): position \(first) is already taken: another server appends to this database"
+      )
+    }
+  }
+
+  public func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) {
+    try await transaction { connection in
+      let position = Int64(snapshot.position)
+      let state = ByteBuffer(bytes: snapshot.bytes)
+      try await connection.query(
+        """
+        INSERT INTO event_snapshot (id, position, state) VALUES (1, \(position), \(state))
+        ON CONFLICT (id) DO UPDATE SET position = EXCLUDED.position, state = EXCLUDED.state
+        """,
+        logger: self.logger
+      )
+      try await connection.query("DELETE FROM event_log WHERE position <= \(position)", logger: self.logger)
+    }
+  }
+
+  public func truncate(after position: UInt64) async throws(ServerLogError) {
+    try await transaction { connection in
+      let after = Int64(position)
+      try await connection.query("UPDATE event_log_meta SET last_position = \(after) WHERE id = 1", logger: self.logger)
+      try await connection.query("DELETE FROM event_log WHERE position > \(after)", logger: self.logger)
+    }
+  }
+
+  // MARK: - Replication
+
+  /// Appends records at the next positions the database assigns, in one transaction, and notifies
+  /// ``notificationChannel`` when it commits.
+  /// - Returns: The positions taken, in order.
+  public func appendAssigningPositions(_ payloads: [Data]) async throws(ServerLogError) -> ClosedRange<UInt64>? {
+    guard !payloads.isEmpty else { return nil }
+    return try await transaction { connection in
+      let rows = try await connection.query(
+        "UPDATE event_log_meta SET last_position = last_position + \(Int64(payloads.count)) WHERE id = 1 RETURNING last_position",
+        logger: self.logger
+      )
+      var last: Int64 = 0
+      for try await value in rows.decode(Int64.self) { last = value }
+      let first = UInt64(last) - UInt64(payloads.count) + 1
+      let records = payloads.enumerated().map { StoredRecord(position: first + UInt64($0.offset), bytes: $0.element) }
+      try await self.insert(records, on: connection)
+      return first...UInt64(last)
+    }
+  }
+
+  /// Up to `limit` records after `position`, in order: always a gap-free run starting at `position + 1`
+  /// (or nothing), since positions commit in order.
+  public func records(after position: UInt64, limit: Int) async throws(ServerLogError) -> [StoredRecord] {
+    do {
+      let rows = try await client.query(
+        "SELECT position, record FROM event_log WHERE position > \(Int64(position)) ORDER BY position LIMIT \(Int64(limit))",
+        logger: logger
+      )
+      var records: [StoredRecord] = []
+      for try await (position, record) in rows.decode((Int64, ByteBuffer).self) {
+        records.append(StoredRecord(position: UInt64(max(position, 0)), bytes: Data(record.readableBytesView)))
+      }
+      return records
+    } catch {
+      throw .storage("\(location): \(String(reflecting: error))")
+    }
+  }
+
+  // MARK: - Helpers
+
+  /// Inserts the records in one statement and notifies the channel (sent when the transaction commits).
+  private func insert(_ records: [StoredRecord], on connection: PostgresConnection) async throws {
+    let positions = records.map { Int64($0.position) }
+    let bytes = records.map { ByteBuffer(bytes: $0.bytes) }
+    // A position already taken fails the whole write: positions are never overwritten.
+    try await connection.query(
+      "INSERT INTO event_log (position, record) SELECT * FROM unnest(\(positions)::bigint[], \(bytes)::bytea[])",
+      logger: logger
+    )
+    let last = String(records.last?.position ?? 0)
+    try await connection.query("SELECT pg_notify(\(Self.notificationChannel), \(last))", logger: logger)
+  }
+
+  private func transaction<Result: Sendable>(
+    _ body: (PostgresConnection) async throws -> Result
+  ) async throws(ServerLogError) -> Result {
+    do {
+      return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+    } catch let error as ServerLogError {
+      throw error
+    } catch {
+      throw .storage("\(location): \(String(reflecting: error))")
+    }
+  }
+}

@@ -1,0 +1,64 @@
+# Sourced by scripts that need a PostgreSQL server: installs Debian's package when it is missing, creates a
+# cluster in a temporary folder (initdb runs as the postgres user: it refuses root), listens on 127.0.0.1 on
+# a free port only, and stops it by its process id (the postmaster's, from postmaster.pid) on exit.
+#
+# start_postgres sets postgres_url (postgres://postgres@127.0.0.1:PORT/postgres), postgres_pid and
+# postgres_dir; stop_postgres stops it (start_postgres again restarts the same cluster on the same port).
+postgres_dir=""
+postgres_pid=""
+postgres_port=""
+
+postgres_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
+
+# as_postgres COMMAND...: runs a command as the postgres user when this script runs as root.
+as_postgres() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+ensure_postgres() {
+  if [ -z "$(postgres_bin)" ]; then
+    echo "installing PostgreSQL (apt-get install -y postgresql)"
+    (apt-get install -y postgresql >/dev/null 2>&1 || (apt-get update >/dev/null 2>&1 && apt-get install -y postgresql >/dev/null 2>&1)) ||
+      { echo "PostgreSQL is not installed and cannot be installed here"; return 1; }
+  fi
+}
+
+start_postgres() {
+  ensure_postgres || return 1
+  local bin
+  bin=$(postgres_bin)
+  if [ -z "$postgres_dir" ]; then
+    postgres_dir=$(mktemp -d)
+    chmod 755 "$postgres_dir"
+    if [ "$(id -u)" = 0 ]; then chown postgres "$postgres_dir"; fi
+    as_postgres "$bin/initdb" -D "$postgres_dir/data" -A trust -U postgres >"$postgres_dir/initdb.log" 2>&1 ||
+      { cat "$postgres_dir/initdb.log"; return 1; }
+    postgres_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  fi
+  as_postgres "$bin/postgres" -D "$postgres_dir/data" -h 127.0.0.1 -p "$postgres_port" -k "$postgres_dir" \
+    -c fsync=on -c synchronous_commit=on -c max_connections=200 >>"$postgres_dir/server.log" 2>&1 &
+  for _ in $(seq 1 100); do
+    if [ -s "$postgres_dir/data/postmaster.pid" ] &&
+      "$bin/pg_isready" -q -h 127.0.0.1 -p "$postgres_port" 2>/dev/null; then
+      postgres_pid=$(head -1 "$postgres_dir/data/postmaster.pid")
+      postgres_url="postgres://postgres@127.0.0.1:$postgres_port/postgres"
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "PostgreSQL did not start:"; tail -20 "$postgres_dir/server.log"; return 1
+}
+
+# stop_postgres: a fast shutdown (SIGINT to the postmaster), waiting until it is gone.
+stop_postgres() {
+  if [ -n "$postgres_pid" ]; then
+    kill -INT "$postgres_pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$postgres_pid" 2>/dev/null || break; sleep 0.1; done
+    postgres_pid=""
+  fi
+}
+
+remove_postgres() {
+  stop_postgres
+  if [ -n "$postgres_dir" ]; then rm -rf "$postgres_dir"; postgres_dir=""; fi
+}
