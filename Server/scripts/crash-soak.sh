@@ -6,6 +6,7 @@
 #
 # Snapshots are written every 0.1 s, so some kills land while a snapshot is being written.
 # Usage: scripts/crash-soak.sh [KILLS] [CLIENTS] [NOTES]   (defaults 20 4 150; CI runs the defaults)
+# STORE=postgres keeps the log in a PostgreSQL this script starts (scripts/postgres.sh) instead of SQLite.
 # Everything listens on 127.0.0.1, every wait is bounded, every process is stopped by its pid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,11 +20,19 @@ bin=$(swift build -c "$configuration" --show-bin-path)
 
 work=$(mktemp -d)
 pids=()
+store=()
 cleanup() {
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  if [ ${#store[@]} -gt 0 ]; then remove_postgres; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
+if [ "${STORE:-sqlite}" = postgres ]; then
+  source scripts/postgres.sh
+  start_postgres
+  store=(--postgres "$postgres_url")
+  echo "crash-soak: the log in PostgreSQL on 127.0.0.1:$postgres_port (pid $postgres_pid)"
+fi
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 keys=""
@@ -33,7 +42,7 @@ server_log="$work/server.log"
 
 start_server() {
   "$bin/event-server" --app notes --host 127.0.0.1 --port "$port" --data-dir "$work/server" \
-    --snapshot-interval 0.1 --rate-burst 100000 --rate-per-second 100000 >>"$server_log" 2>&1 &
+    --snapshot-interval 0.1 --rate-burst 100000 --rate-per-second 100000 "${store[@]}" >>"$server_log" 2>&1 &
   server_pid=$!
   pids+=("$server_pid")
   for _ in $(seq 1 300); do

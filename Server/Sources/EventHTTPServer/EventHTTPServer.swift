@@ -81,21 +81,27 @@ where Application.Command: Codable & Equatable {
   private let pushGateway: any PushGateway
   private let extraRoutes: ExtraRoutes?
   private let periodicTasks: [PeriodicTask<Application>]
+  private let suppliedLog: (any ServerLog)?
   private let running = Mutex<ServiceGroup?>(nil)
   private let current = Mutex<EventServer<Application, ContinuousClock>?>(nil)
   private let shutdownRequested = Mutex(false)
   /// What the server measures; `GET /metrics` on the admin listener shows it.
   public let metrics = ServerMetrics()
 
-  /// A server for `application` (used when the data directory holds no saved state).
+  /// A server for `application` (used when the log holds no saved state).
+  ///
+  /// The input log and snapshots go to `log` when given (a `PostgresServerLog`, say: the caller opens and
+  /// closes it), else to SQLite in the configuration's data directory, else nowhere (state in memory).
   public init(
     application: Application,
     configuration: EventHTTPServerConfiguration,
     logger: Logger,
     pushGateway: (any PushGateway)? = nil,
+    log: (any ServerLog)? = nil,
     periodicTasks: [PeriodicTask<Application>] = [],
     extraRoutes: ExtraRoutes? = nil
   ) {
+    self.suppliedLog = log
     self.periodicTasks = periodicTasks
     self.initialApplication = application
     self.configuration = configuration
@@ -120,15 +126,21 @@ where Application.Command: Codable & Equatable {
   ) async throws {
     let events: EventServer<Application, ContinuousClock>
     var database: SQLiteServerLog?
-    if let databaseURL, let directory = configuration.dataDirectory {
+    var durable: (any ServerLog)?
+    if let suppliedLog {
+      durable = suppliedLog
+    } else if let databaseURL, let directory = configuration.dataDirectory {
       let log = try await SQLiteServerLog.open(path: databaseURL.path)
       database = log
+      durable = log
       try await LegacyDumpImport(directory: directory, logger: logger).importIfNeeded(
         into: log,
         application: Application.self
       )
+    }
+    if let durable {
       let (server, report) = try await EventServer.recovering(
-        from: TimedServerLog(inner: log, metrics: metrics),
+        from: TimedServerLog(inner: durable, metrics: metrics),
         application: initialApplication,
         configuration: configuration.eventServer,
         clock: ContinuousClock(),
@@ -194,7 +206,7 @@ where Application.Command: Codable & Equatable {
         )
       )
     }
-    if let interval = configuration.snapshotInterval, configuration.dataDirectory != nil {
+    if let interval = configuration.snapshotInterval, durable != nil {
       services.append(Periodically(interval: interval) { try await events.saveSnapshot() })
     }
     for task in periodicTasks {
@@ -209,7 +221,7 @@ where Application.Command: Codable & Equatable {
         }
       )
     }
-    if database != nil { services.append(StopOnLogFailure(server: events, logger: logger)) }
+    if durable != nil { services.append(StopOnLogFailure(server: events, logger: logger)) }
     // Last, so it is the first to hear of the shutdown: parked polls are answered before HTTP drains.
     services.append(AnswerParkedPollsOnShutdown(server: events))
     var groupConfiguration = ServiceGroupConfiguration(

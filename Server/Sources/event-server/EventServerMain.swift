@@ -7,6 +7,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import Logging
+import PostgresServerLog
 import SampleApps
 import VideoBlobRoutes
 import VideoMessaging
@@ -51,15 +52,22 @@ struct EventServerMain {
     }
     // One HTTP client (HTTP/2 to APNs and FCM) for the push senders, shut down after the server.
     let pushClient = options.push.isConfigured ? HTTPClient(eventLoopGroupProvider: .singleton) : nil
+    var postgres: PostgresServerLog?
     do {
       let pushGateway = try pushClient.map { try options.push.gateway(client: $0, logger: logger) }
+      if let url = options.postgresURL {
+        postgres = try await PostgresServerLog.connect(url: url, logger: logger)
+        logger.info("input log in PostgreSQL", metadata: ["database": "\(postgres!.location)"])
+      }
+      let log: (any ServerLog)? = postgres
       switch options.app {
       case "notes":
         let server = EventHTTPServer(
           application: NoteBoard(),
           configuration: configuration,
           logger: logger,
-          pushGateway: pushGateway
+          pushGateway: pushGateway,
+          log: log
         )
         try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
       case "episodes":
@@ -67,7 +75,8 @@ struct EventServerMain {
           application: EpisodeServer(admins: options.admins),
           configuration: configuration,
           logger: logger,
-          pushGateway: pushGateway
+          pushGateway: pushGateway,
+          log: log
         )
         try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
       default:
@@ -85,6 +94,7 @@ struct EventServerMain {
           configuration: configuration,
           logger: logger,
           pushGateway: pushGateway,
+          log: log,
           periodicTasks: [janitorTask]
         ) {
           router,
@@ -95,8 +105,10 @@ struct EventServerMain {
         try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
       }
       try await pushClient?.shutdown()
+      await postgres?.close()
     } catch {
       try? await pushClient?.shutdown()
+      await postgres?.close()
       FileHandle.standardError.write(Data("event-server: \(error)\n".utf8))
       exit(1)
     }
@@ -174,6 +186,14 @@ struct EventServerArguments: ParsableCommand {
   var adminHost = "127.0.0.1"
   @Option(name: .customLong("log-format"), help: "text | json (one JSON object per line on standard error).")
   var logFormat = "text"
+  @Option(
+    name: .customLong("postgres"),
+    help: """
+      Keep the input log and snapshots in PostgreSQL (postgres://user[:password]@host[:port]/database; or set \
+      EVENT_SERVER_POSTGRES_URL) instead of SQLite in --data-dir.
+      """
+  )
+  var postgres: String?
   @OptionGroup(title: "Push notifications (without these, pushes are only logged)")
   var push: PushArguments
 
@@ -224,6 +244,7 @@ struct Options {
   var adminHost: String
   var jsonLogs: Bool
   var push: PushArguments
+  var postgresURL: String?
 
   struct Problem: Error, CustomStringConvertible {
     var description: String
@@ -249,6 +270,7 @@ struct Options {
     adminHost = arguments.adminHost
     jsonLogs = arguments.logFormat == "json"
     push = arguments.push
+    postgresURL = arguments.postgres ?? environment["EVENT_SERVER_POSTGRES_URL"]
     var keysText = environment["EVENT_SERVER_API_KEYS"]
     if let path = arguments.keysFile {
       guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
