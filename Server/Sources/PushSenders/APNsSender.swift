@@ -79,13 +79,9 @@ public final class APNsSender: PushGateway {
   }
 
   public func send(_ push: PushNotification) async -> PushDelivery {
-    let delivery = await PushAttempts.run(policy: configuration.retry, environment: environment) { renew in
-      await attempt(push, renewingToken: renew)
+    await PushAttempts.run(policy: configuration.retry, environment: environment, logger: logger, platform: "apns") {
+      renew in await attempt(push, renewingToken: renew)
     }
-    if case .failed(let reason) = delivery {
-      logger.warning("push not delivered", metadata: ["platform": "apns", "reason": "\(reason)"])
-    }
-    return delivery
   }
 
   private func attempt(_ push: PushNotification, renewingToken: Bool) async -> PushAnswer {

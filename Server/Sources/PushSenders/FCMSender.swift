@@ -72,13 +72,9 @@ public final class FCMSender: PushGateway {
   }
 
   public func send(_ push: PushNotification) async -> PushDelivery {
-    let delivery = await PushAttempts.run(policy: configuration.retry, environment: environment) { renew in
-      await attempt(push, renewingToken: renew)
+    await PushAttempts.run(policy: configuration.retry, environment: environment, logger: logger, platform: "fcm") {
+      renew in await attempt(push, renewingToken: renew)
     }
-    if case .failed(let reason) = delivery {
-      logger.warning("push not delivered", metadata: ["platform": "fcm", "reason": "\(reason)"])
-    }
-    return delivery
   }
 
   private func attempt(_ push: PushNotification, renewingToken: Bool) async -> PushAnswer {

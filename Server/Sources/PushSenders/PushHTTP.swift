@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import EventServer
 import Foundation
+import Logging
 import NIOCore
 import NIOHTTP1
 
@@ -37,8 +38,23 @@ enum PushHTTP {
 
 /// The loop every sender runs for one push: send, read the answer, and follow ``PushRetryPolicy``.
 enum PushAttempts {
-  /// Sends until the policy finishes; `send` is told when to renew its credentials first.
+  /// Sends until the policy finishes; `send` is told when to renew its credentials first. A push given up
+  /// is logged.
   static func run(
+    policy: PushRetryPolicy,
+    environment: PushSenderEnvironment,
+    logger: Logger,
+    platform: String,
+    send: (_ renewCredentials: Bool) async -> PushAnswer
+  ) async -> PushDelivery {
+    let delivery = await attempts(policy: policy, environment: environment, send: send)
+    if case .failed(let reason) = delivery {
+      logger.warning("push not delivered", metadata: ["platform": "\(platform)", "reason": "\(reason)"])
+    }
+    return delivery
+  }
+
+  private static func attempts(
     policy: PushRetryPolicy,
     environment: PushSenderEnvironment,
     send: (_ renewCredentials: Bool) async -> PushAnswer
