@@ -170,6 +170,8 @@ let package = Package(
         "CommandLineTool",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         "SQLiteServerLog",
+        "PostgresServerLog",
+        .product(name: "Logging", package: "swift-log"),
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),
         .product(name: "SampleApps", package: root),

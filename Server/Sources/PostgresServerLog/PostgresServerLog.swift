@@ -229,6 +229,26 @@ public final class PostgresServerLog: ServerLog {
     }
   }
 
+  /// Listens on ``notificationChannel`` and calls `onAppend` with the last position of each append that
+  /// commits, until the task is cancelled or the connection drops (then it throws: a notification sent
+  /// while nobody listened is lost, so a follower re-reads from its last position after reconnecting).
+  /// Notifications are hints for waking a reader early, never the record of what was appended.
+  public func listenForAppends(_ onAppend: @escaping @Sendable (UInt64) async -> Void) async throws(ServerLogError) {
+    do {
+      try await client.withConnection { connection in
+        try await connection.listen(on: Self.notificationChannel) { notifications in
+          for try await notification in notifications {
+            if let position = UInt64(notification.payload) { await onAppend(position) }
+          }
+        }
+      }
+    } catch is CancellationError {
+      return
+    } catch {
+      throw .storage("\(location): listening stopped: \(String(reflecting: error))")
+    }
+  }
+
   // MARK: - Helpers
 
   /// Inserts the records in one statement and notifies the channel (sent when the transaction commits).

@@ -3,6 +3,8 @@ import CommandLineTool
 import EventProtocol
 import EventServer
 import Foundation
+import Logging
+import PostgresServerLog
 import SQLiteServerLog
 import SampleApps
 
@@ -43,6 +45,22 @@ struct DurabilityBenchMain {
       )
       report("SQLite log (WAL, synchronous FULL)", try await measure(onDisk, writers: writers, seconds: seconds))
       await sqlite.close()
+      if let url = arguments.postgres {
+        var logger = Logger(label: "durability-bench")
+        logger.logLevel = .critical
+        let postgres = try await PostgresServerLog.connect(url: url, logger: logger)
+        let (onPostgres, _) = try await EventServer.recovering(
+          from: postgres,
+          application: NoteBoard(),
+          clock: ContinuousClock(),
+          snapshotEvery: Int.max
+        )
+        report(
+          "PostgreSQL log (synchronous_commit on)",
+          try await measure(onPostgres, writers: writers, seconds: seconds)
+        )
+        await postgres.close()
+      }
       try await restart(records: restartRecords, in: folder)
     } catch {
       fail("\(error)")
@@ -202,6 +220,8 @@ struct DurabilityBenchArguments: ParsableCommand {
   var seconds = 5.0
   @Option(name: .customLong("restart-records"), help: "Records in the log since the snapshot, for the restart.")
   var restartRecords = 1_000_000
+  @Option(help: "Measure a PostgreSQL log too (an empty database: postgres://user@host:port/database).")
+  var postgres: String?
   @Flag(help: "8 writers, 1 s, 20,000 records: for CI.")
   var quick = false
 

@@ -179,6 +179,34 @@ struct PostgresServerLogTests {
     try await database.drop()
   }
 
+  @Test("a listener hears each append's last position when it commits, from another connection")
+  func notifications() async throws {
+    let database = try await ScratchDatabase.create()
+    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let (heard, continuation) = AsyncStream.makeStream(of: UInt64.self)
+    let listening = Task { try await log.listenForAppends { continuation.yield($0) } }
+    // LISTEN takes effect once its connection has sent it: append until the first hint arrives.
+    var iterator = heard.makeAsyncIterator()
+    var positions: [UInt64] = []
+    let first = Task {
+      for _ in 0..<100 {
+        _ = try await log.appendAssigningPositions([Data("probe".utf8)])
+        try await Task.sleep(for: .milliseconds(20))
+      }
+    }
+    positions.append(try #require(await iterator.next()))
+    first.cancel()
+    _ = try? await first.value
+    let range = try #require(try await log.appendAssigningPositions([Data("a".utf8), Data("b".utf8)]))
+    while positions.last != range.upperBound, let next = await iterator.next() { positions.append(next) }
+    #expect(positions.last == range.upperBound)
+    #expect(positions == positions.sorted())
+    listening.cancel()
+    try await listening.value
+    await log.close()
+    try await database.drop()
+  }
+
   @Test("an EventServer recovers its state from PostgreSQL after a restart")
   func serverRecovers() async throws {
     let database = try await ScratchDatabase.create()
