@@ -30,7 +30,7 @@ trap cleanup EXIT
 if [ "${STORE:-sqlite}" = postgres ]; then
   source scripts/postgres.sh
   start_postgres
-  store=(--postgres "$postgres_url")
+  store=(--postgres "$postgres_url" --postgres-timeout 4)
   echo "crash-soak: the log in PostgreSQL on 127.0.0.1:$postgres_port (pid $postgres_pid)"
 fi
 
@@ -71,6 +71,23 @@ for kill_number in $(seq 1 "$kills"); do
   start_server
   if ((kill_number % 5 == 0)); then echo "crash-soak: $kill_number kills so far"; fi
 done
+if [ ${#store[@]} -gt 0 ]; then
+  # The database goes away for ten seconds while the clients write: a write waits at most
+  # --postgres-timeout (4 s), then the server stops accepting writes and exits, as under a supervisor; the
+  # clients back off; once PostgreSQL is back the server is started again and nothing acknowledged may be
+  # missing.
+  echo "crash-soak: stopping PostgreSQL (pid $postgres_pid) for 10 s while the clients write"
+  stop_postgres
+  sleep 10
+  start_postgres
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    wait "$server_pid" 2>/dev/null || true
+    echo "crash-soak: the server had stopped at its first write without the database; starting it again"
+    start_server
+  else
+    echo "crash-soak: the server is still up (no write reached it during the outage)"
+  fi
+fi
 echo "crash-soak: $kills kills done in $(($(date +%s) - started)) s; waiting for the clients (at most 180 s)"
 
 failed=0

@@ -43,25 +43,34 @@ public final class PostgresServerLog: ServerLog {
   private let logger: Logger
   /// The database, without its password: what errors and logs name.
   public let location: String
+  /// How long a read or a write may take before it fails.
+  public let operationTimeout: Duration
 
-  private init(client: PostgresClient, location: String, logger: Logger) {
+  private init(client: PostgresClient, location: String, logger: Logger, operationTimeout: Duration) {
     self.client = client
     self.location = location
     self.logger = logger
+    self.operationTimeout = operationTimeout
     running = Task { await client.run() }
   }
 
   /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/database`; TLS unless the
   /// host is loopback or `?sslmode=disable`, required with `?sslmode=require`) and creates or upgrades
-  /// the schema.
+  /// the schema. Every read and write after that fails when the database has not answered within
+  /// `operationTimeout` (the server then stops accepting writes, as for a failing disk).
   /// - Throws: ``ServerLogError/newerFormat(found:supported:)`` for a database of a newer schema (left as
   ///   it is); ``ServerLogError/storage(_:)`` when the URL is not one or the database cannot be reached.
-  public static func connect(url: String, logger: Logger) async throws(ServerLogError) -> PostgresServerLog {
+  public static func connect(
+    url: String,
+    logger: Logger,
+    operationTimeout: Duration = .seconds(30)
+  ) async throws(ServerLogError) -> PostgresServerLog {
     let target = try PostgresURL(url)
     let log = PostgresServerLog(
       client: PostgresClient(configuration: target.configuration, backgroundLogger: logger),
       location: target.location,
-      logger: logger
+      logger: logger,
+      operationTimeout: operationTimeout
     )
     do {
       try await log.setUp()
@@ -214,18 +223,16 @@ public final class PostgresServerLog: ServerLog {
   /// Up to `limit` records after `position`, in order: always a gap-free run starting at `position + 1`
   /// (or nothing), since positions commit in order.
   public func records(after position: UInt64, limit: Int) async throws(ServerLogError) -> [StoredRecord] {
-    do {
-      let rows = try await client.query(
+    try await withDeadline {
+      let rows = try await self.client.query(
         "SELECT position, record FROM event_log WHERE position > \(Int64(position)) ORDER BY position LIMIT \(Int64(limit))",
-        logger: logger
+        logger: self.logger
       )
       var records: [StoredRecord] = []
       for try await (position, record) in rows.decode((Int64, ByteBuffer).self) {
         records.append(StoredRecord(position: UInt64(max(position, 0)), bytes: Data(record.readableBytesView)))
       }
       return records
-    } catch {
-      throw .storage("\(location): \(String(reflecting: error))")
     }
   }
 
@@ -264,11 +271,35 @@ public final class PostgresServerLog: ServerLog {
     try await connection.query("SELECT pg_notify(\(Self.notificationChannel), \(last))", logger: logger)
   }
 
+  /// Runs `body` in a transaction that must end within ``operationTimeout``: a database that does not
+  /// answer (stopped, unreachable, a pool waiting for a connection) fails the call instead of holding the
+  /// request for ever. A transaction that commits after its deadline passed is harmless: its write was
+  /// never answered, and the restart that follows the failure reads it back.
   private func transaction<Result: Sendable>(
-    _ body: (PostgresConnection) async throws -> Result
+    _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+  ) async throws(ServerLogError) -> Result {
+    try await withDeadline {
+      try await self.client.withTransaction(logger: self.logger) { connection in try await body(connection) }
+    }
+  }
+
+  /// Runs `operation`, failing it with ``ServerLogError/storage(_:)`` after ``operationTimeout``.
+  private func withDeadline<Result: Sendable>(
+    _ operation: @escaping @Sendable () async throws -> Result
   ) async throws(ServerLogError) -> Result {
     do {
-      return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+      return try await withThrowingTaskGroup(of: Result?.self) { group in
+        group.addTask { try await operation() }
+        group.addTask {
+          try await Task.sleep(for: self.operationTimeout)
+          return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let result = first else {
+          throw ServerLogError.storage("\(self.location): no answer within \(self.operationTimeout)")
+        }
+        return result
+      }
     } catch let error as ServerLogError {
       throw error
     } catch {

@@ -56,7 +56,11 @@ struct EventServerMain {
     do {
       let pushGateway = try pushClient.map { try options.push.gateway(client: $0, logger: logger) }
       if let url = options.postgresURL {
-        postgres = try await PostgresServerLog.connect(url: url, logger: logger)
+        postgres = try await PostgresServerLog.connect(
+          url: url,
+          logger: logger,
+          operationTimeout: options.postgresTimeout
+        )
         logger.info("input log in PostgreSQL", metadata: ["database": "\(postgres!.location)"])
       }
       let log: (any ServerLog)? = postgres
@@ -194,6 +198,11 @@ struct EventServerArguments: ParsableCommand {
       """
   )
   var postgres: String?
+  @Option(
+    name: .customLong("postgres-timeout"),
+    help: "Seconds a PostgreSQL read or write may take before the server stops accepting writes."
+  )
+  var postgresTimeout = 30.0
   @OptionGroup(title: "Push notifications (without these, pushes are only logged)")
   var push: PushArguments
 
@@ -222,6 +231,7 @@ struct EventServerArguments: ParsableCommand {
     try check("janitor-interval", janitorInterval, 0.1...86_400)
     try check("blob-grace", blobGrace, 0...31_536_000)
     if let adminPort { try check("admin-port", adminPort, 0...65535) }
+    try check("postgres-timeout", postgresTimeout, 0.1...3600)
   }
 }
 
@@ -245,6 +255,7 @@ struct Options {
   var jsonLogs: Bool
   var push: PushArguments
   var postgresURL: String?
+  var postgresTimeout: Duration
 
   struct Problem: Error, CustomStringConvertible {
     var description: String
@@ -271,6 +282,7 @@ struct Options {
     jsonLogs = arguments.logFormat == "json"
     push = arguments.push
     postgresURL = arguments.postgres ?? environment["EVENT_SERVER_POSTGRES_URL"]
+    postgresTimeout = duration(arguments.postgresTimeout)
     var keysText = environment["EVENT_SERVER_API_KEYS"]
     if let path = arguments.keysFile {
       guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
