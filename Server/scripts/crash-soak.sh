@@ -7,6 +7,7 @@
 # Snapshots are written every 0.1 s, so some kills land while a snapshot is being written.
 # Usage: scripts/crash-soak.sh [KILLS] [CLIENTS] [NOTES]   (defaults 20 4 150; CI runs the defaults)
 # STORE=postgres keeps the log in a PostgreSQL this script starts (scripts/postgres.sh) instead of SQLite.
+# PROXY=nginx puts nginx (Server/deploy/nginx.conf, scripts/nginx.sh) between the clients and the server.
 # Everything listens on 127.0.0.1, every wait is bounded, every process is stopped by its pid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,7 @@ store=()
 cleanup() {
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   if [ ${#store[@]} -gt 0 ]; then remove_postgres; fi
+  if [ -n "${nginx_pid:-}" ]; then stop_nginx; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -55,10 +57,17 @@ start_server() {
 
 started=$(date +%s)
 start_server
+client_port=$port
+if [ "${PROXY:-none}" = nginx ]; then
+  source scripts/nginx.sh
+  start_nginx "$port"
+  client_port=$nginx_port
+  echo "crash-soak: clients go through nginx on 127.0.0.1:$nginx_port (pid $nginx_pid)"
+fi
 echo "crash-soak: server pid $server_pid on port $port; $clients clients write $notes notes each; $kills kills"
 client_pids=()
 for index in $(seq 1 "$clients"); do
-  "$bin/soak-client" --server "http://127.0.0.1:$port" --user "user$index" --key "user$index-soak-key" \
+  "$bin/soak-client" --server "http://127.0.0.1:$client_port" --user "user$index" --key "user$index-soak-key" \
     --state-dir "$work/client$index" --count "$notes" --interval 40 --timeout 180 >"$work/client$index.log" 2>&1 &
   client_pids+=("$!")
   pids+=("$!")
