@@ -56,12 +56,13 @@ struct EventServerMain {
     do {
       let pushGateway = try pushClient.map { try options.push.gateway(client: $0, logger: logger) }
       if let url = options.postgresURL {
-        postgres = try await PostgresServerLog.connect(
+        let connected = try await PostgresServerLog.connect(
           url: url,
           logger: logger,
           operationTimeout: options.postgresTimeout
         )
-        logger.info("input log in PostgreSQL", metadata: ["database": "\(postgres!.location)"])
+        postgres = connected
+        logger.info("input log in PostgreSQL", metadata: ["database": "\(connected.location)"])
       }
       let log: (any ServerLog)? = postgres
       switch options.app {
