@@ -79,6 +79,8 @@ where Application.Command: Codable & Equatable {
   private let initialApplication: Application
   private let logger: Logger
   private let pushGateway: any PushGateway
+  /// Whether a gateway was given (pushes go to a platform) rather than the logging default.
+  private let sendsPushes: Bool
   private let extraRoutes: ExtraRoutes?
   private let periodicTasks: [PeriodicTask<Application>]
   private let suppliedLog: (any ServerLog)?
@@ -107,6 +109,7 @@ where Application.Command: Codable & Equatable {
     self.configuration = configuration
     self.logger = logger
     self.pushGateway = pushGateway ?? LoggingPushGateway(logger: logger)
+    self.sendsPushes = pushGateway != nil
     self.extraRoutes = extraRoutes
   }
 
@@ -173,7 +176,13 @@ where Application.Command: Codable & Equatable {
     let router = Router(context: EventRequestContext.self)
     router.add(middleware: MetricsMiddleware(metrics: metrics))
     router.add(middleware: ConnectionAuthenticationMiddleware(connections: connections))
-    EventRoutes(server: events, gate: gate, limits: configuration.limits, metrics: metrics).add(to: router)
+    EventRoutes(
+      server: events,
+      gate: gate,
+      limits: configuration.limits,
+      metrics: metrics,
+      pushNotificationsEnabled: sendsPushes
+    ).add(to: router)
     extraRoutes?(router, events, gate)
     let app = Hummingbird.Application(
       router: router,

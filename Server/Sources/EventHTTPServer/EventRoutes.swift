@@ -26,18 +26,22 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   let gate: RequestGate
   let limits: RequestLimits
   let metrics: ServerMetrics?
+  let pushNotificationsEnabled: Bool
 
-  /// Routes for `server`, behind `gate`.
+  /// Routes for `server`, behind `gate`; `pushNotificationsEnabled` is what `server_settings` says (whether
+  /// the server sends pushes through a platform, not only logs them).
   public init(
     server: EventServer<Application, C>,
     gate: RequestGate,
     limits: RequestLimits = .init(),
-    metrics: ServerMetrics? = nil
+    metrics: ServerMetrics? = nil,
+    pushNotificationsEnabled: Bool = false
   ) {
     self.server = server
     self.gate = gate
     self.limits = limits
     self.metrics = metrics
+    self.pushNotificationsEnabled = pushNotificationsEnabled
   }
 
   /// Adds the routes to `router`.
@@ -146,7 +150,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     await HTTPAnswer.run {
       _ = try await admit(request)
       _ = try RequestFields(query: request, allowed: [])
-      return try WireFormat.encodeSuccess(ServerSettings())
+      return try WireFormat.encodeSuccess(ServerSettings(pushNotificationsEnabled: pushNotificationsEnabled))
     }
   }
 

@@ -53,6 +53,21 @@ struct LiveServerTests {
     try await live.stop()
   }
 
+  @Test("server_settings answers Zulip's fields; without a push gateway, push notifications are off")
+  func serverSettings() async throws {
+    let live = try await LiveServer.start()
+    let settings = try await RawHTTP(base: live.url).send(
+      "GET",
+      "api/v1/server_settings",
+      as: "alice",
+      key: testKeyByUser["alice"]
+    )
+    #expect(settings.status == 200)
+    #expect(settings.text.contains(#""push_notifications_enabled":false"#))
+    #expect(settings.text.contains(#""zulip_feature_level":0"#))
+    try await live.stop()
+  }
+
   @Test("a heartbeat ends a parked poll with a real event, and the machine polls again")
   func heartbeat() async throws {
     let live = try await LiveServer.start { configuration in

@@ -321,6 +321,13 @@ struct PushSenderLiveTests {
       contentType: "application/x-www-form-urlencoded"
     )
     #expect(unknown.status == 400 && unknown.code == "BAD_REQUEST" && unknown.text.contains("apns, fcm"))
+    let settings = try await RawHTTP(base: URL(string: "http://127.0.0.1:\(port)")!).send(
+      "GET",
+      "api/v1/server_settings",
+      as: "alice",
+      key: testKeyByUser["alice"]
+    )
+    #expect(settings.text.contains(#""push_notifications_enabled":true"#))
     try await transport("alice").registerPushToken("pixel-token", platform: .fcm, clientID: "pixel")
     _ = try await transport("bob").submit(
       MutationRequest(clientID: "bob-laptop", mutationID: MutationID(1), mutation: .post("hello", to: ["alice"])),
