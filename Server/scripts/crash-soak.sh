@@ -73,18 +73,10 @@ for index in $(seq 1 "$clients"); do
   pids+=("$!")
 done
 
-for kill_number in $(seq 1 "$kills"); do
-  sleep "$(python3 -c 'import random; print(round(random.uniform(0.1, 0.6), 3))')"
-  kill -KILL "$server_pid"
-  wait "$server_pid" 2>/dev/null || true
-  start_server
-  if ((kill_number % 5 == 0)); then echo "crash-soak: $kill_number kills so far"; fi
-done
-if [ ${#store[@]} -gt 0 ]; then
-  # The database goes away for ten seconds while the clients write: a write waits at most
-  # --postgres-timeout (4 s), then the server stops accepting writes and exits, as under a supervisor; the
-  # clients back off; once PostgreSQL is back the server is started again and nothing acknowledged may be
-  # missing.
+# The database goes away for ten seconds while the clients write: a write waits at most --postgres-timeout
+# (4 s), then the server stops accepting writes and exits, as under a supervisor; the clients back off; once
+# PostgreSQL is back the server is started again, and nothing acknowledged may be missing.
+database_outage() {
   echo "crash-soak: stopping PostgreSQL (pid $postgres_pid) for 10 s while the clients write"
   stop_postgres
   sleep 10
@@ -94,9 +86,20 @@ if [ ${#store[@]} -gt 0 ]; then
     echo "crash-soak: the server had stopped at its first write without the database; starting it again"
     start_server
   else
-    echo "crash-soak: the server is still up (no write reached it during the outage)"
+    echo "crash-soak: the server is still up: no write reached it during the outage, which was not exercised"
+    exit 1
   fi
-fi
+}
+
+for kill_number in $(seq 1 "$kills"); do
+  sleep "$(python3 -c 'import random; print(round(random.uniform(0.1, 0.6), 3))')"
+  kill -KILL "$server_pid"
+  wait "$server_pid" 2>/dev/null || true
+  start_server
+  if ((kill_number % 5 == 0)); then echo "crash-soak: $kill_number kills so far"; fi
+  # Early, while every client is still writing.
+  if ((kill_number == 2)) && [ ${#store[@]} -gt 0 ]; then database_outage; fi
+done
 echo "crash-soak: $kills kills done in $(($(date +%s) - started)) s; waiting for the clients (at most 180 s)"
 
 failed=0
