@@ -57,6 +57,8 @@ public final class FCMSender: PushGateway {
   private let environment: PushSenderEnvironment
   private let logger: Logger
   private let tokens = Mutex(FCMAccessTokenCache())
+  /// The access-token fetch under way, which every push without a token waits for.
+  private let fetching = Mutex<Task<AccessToken, Never>?>(nil)
 
   /// A sender; `environment` gives the time (tests script it).
   public init(
@@ -106,11 +108,24 @@ public final class FCMSender: PushGateway {
     }
   }
 
-  /// The cached access token, or a new one from the token endpoint. Two pushes may fetch at once; both
-  /// tokens are good.
+  /// The cached access token, or a new one from the token endpoint: pushes that find none at the same
+  /// time wait for the one fetch under way instead of each making its own.
   private func currentAccessToken() async -> AccessToken {
     let now = environment.now()
     if let token = tokens.withLock({ $0.token(at: now) }) { return .issued(token) }
+    let fetch = fetching.withLock { current -> Task<AccessToken, Never> in
+      if let current { return current }
+      let fetch = Task { await self.fetchAccessToken(now: now) }
+      current = fetch
+      return fetch
+    }
+    let token = await fetch.value
+    fetching.withLock { current in if current == fetch { current = nil } }
+    return token
+  }
+
+  /// Exchanges the service account's signed assertion for an access token, and keeps it.
+  private func fetchAccessToken(now: Timestamp) async -> AccessToken {
     let assertion: String
     do {
       assertion = try configuration.credentials.assertion(at: now)
@@ -155,7 +170,7 @@ public final class FCMSender: PushGateway {
 }
 
 /// An access token, or what stands in for the platform's answer when none could be had.
-private enum AccessToken {
+private enum AccessToken: Sendable {
   case issued(String)
   case unavailable(PushAnswer)
 }

@@ -204,6 +204,21 @@ struct PushSenderLiveTests {
     try await fixture.stop()
   }
 
+  @Test("FCM: pushes sent together wait for one access token instead of each fetching its own")
+  func fcmOneTokenFetch() async throws {
+    let fixture = try await PushSenderFixture.start()
+    let sender = fixture.fcm
+    let pushes = (1...3).map { fixture.push(PushToken(rawValue: "reg-\($0)")) }
+    let deliveries = await withTaskGroup(of: PushDelivery.self) { group in
+      for push in pushes { group.addTask { await sender.send(push) } }
+      return await group.reduce(into: []) { $0.append($1) }
+    }
+    #expect(deliveries == [.accepted, .accepted, .accepted])
+    #expect(fixture.fake.accessTokens == ["ya29.fake-1"])
+    #expect(fixture.fake.problems == [])
+    try await fixture.stop()
+  }
+
   @Test("FCM answers: UNREGISTERED drops the token, 429 waits its Retry-After, 401 fetches a new access token")
   func fcmAnswers() async throws {
     let fixture = try await PushSenderFixture.start()
