@@ -116,6 +116,8 @@ work, clients, notes, kills = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), i
 totals = dict(written=0, acknowledged=0, lost=0, twice=0, converged=0, registers=0, out_of_order=0)
 for index in range(1, clients + 1):
     line = open(f"{work}/client{index}.log").read().strip().splitlines()[-1]
+    if "written" not in line:
+        continue  # the client could not check the server; it failed and its line is printed above
     number = lambda name: int(re.search(name + r" (\d+)", line).group(1))
     totals["written"] += number("written")
     totals["acknowledged"] += number("acknowledged")

@@ -64,11 +64,23 @@ struct SoakClientMain {
     }
     let snapshot = await machine.snapshot
     await machine.stop()
-    // What the server holds now, from a fresh registration (its queue is deleted again at once).
-    var serverNotes: [String] = []
-    if let registration = try? await transport.register(eventTypes: ["note"], lifespan: nil, clientID: nil) {
-      serverNotes = registration.snapshot.notes
-      try? await transport.deleteQueue(registration.queueID)
+    // What the server holds now, from a fresh registration (its queue is deleted again at once). The server
+    // may be between a kill and its restart, so the registration is retried for 30 s: a check that
+    // could not reach the server says so instead of counting every note as lost.
+    let checkDeadline = ContinuousClock.now + .seconds(30)
+    var serverNotes: [String]?
+    while serverNotes == nil {
+      if let registration = try? await transport.register(eventTypes: ["note"], lifespan: nil, clientID: nil) {
+        serverNotes = registration.snapshot.notes
+        try? await transport.deleteQueue(registration.queueID)
+      } else if ContinuousClock.now < checkDeadline {
+        try? await Task.sleep(for: .milliseconds(200))
+      } else {
+        break
+      }
+    }
+    guard let serverNotes else {
+      return ("soak-client \(options.user): the server could not be reached to check its notes", false)
     }
     let clientNotes = snapshot.confirmedState?.notes ?? []
     let counts = Dictionary(serverNotes.map { ($0, 1) }, uniquingKeysWith: +)
