@@ -27,6 +27,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   private var timerWaiters: [(instant: Timestamp, continuation: CheckedContinuation<Void, Never>)] = []
   private var lastTimerFiring: Timestamp?
   private var nextPollID: UInt64 = 0
+  /// Why polls that a cluster node could not take to the log failed, until their callers read it.
+  private var pollFailures: [PollID: ServerLogError] = [:]
   private var timer: Task<Void, Never>?
   private var timerDeadline: Timestamp?
   private var isShutDown = false
@@ -53,6 +55,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     var appendWaiters: [(position: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
     /// Why the last snapshot could not be stored, if it could not.
     var snapshotFailure: ServerLogError?
+    /// A cluster node's side (``EventServer/joining(_:application:configuration:clock:anchor:random:pushGateway:replication:)``).
+    var shared: SharedState?
   }
 
   /// Creates a server.
@@ -119,15 +123,22 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     clientID: ClientID? = nil
   ) async throws(ServerLogError) -> Registration<Application.Snapshot> {
     try checkLogHealthy()
-    let (registration, actions) = machine.register(
-      user: user,
-      eventTypes: eventTypes,
-      lifespan: lifespan,
-      clientID: clientID,
-      now: timeline.now()
-    )
-    try await waitUntilDurable(finish(actions))
-    return registration
+    do {
+      return try await decide {
+        let (registration, actions) = self.machine.register(
+          user: user,
+          eventTypes: eventTypes,
+          lifespan: lifespan,
+          clientID: clientID,
+          now: self.decisionNow()
+        )
+        return (registration, self.finish(actions))
+      }
+    } catch let error as ServerLogError {
+      throw error
+    } catch {
+      throw .storage("\(error)")
+    }
   }
 
   /// Polls a queue: acknowledges everything up to `lastEventID`, then returns every event still queued,
@@ -155,17 +166,28 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     let outcome = await withTaskCancellationHandler {
       await withCheckedContinuation { (continuation: CheckedContinuation<Machine.PollOutcome, Never>) in
         waiters[pollID] = continuation
-        finish(
-          machine.poll(
-            pollID,
-            queueID: queueID,
-            user: user,
-            lastEventID: lastEventID,
-            dontBlock: dontBlock || isShutDown,
-            limit: limit,
-            now: timeline.now()
+        let poll = {
+          // A cluster node polls in its next turn: a poll cancelled before then has nothing to park.
+          guard self.waiters[pollID] != nil else { return }
+          self.finish(
+            self.machine.poll(
+              pollID,
+              queueID: queueID,
+              user: user,
+              lastEventID: lastEventID,
+              dontBlock: dontBlock || self.isShutDown,
+              limit: limit,
+              now: self.decisionNow()
+            )
           )
-        )
+        }
+        if durability?.shared == nil {
+          poll()
+        } else if let failure = turnsUnavailable() {
+          endPoll(pollID, failingWith: failure)
+        } else {
+          enqueueDecision(run: poll, fail: { self.endPoll(pollID, failingWith: $0) })
+        }
       }
     } onCancel: {
       Task { await self.cancelPoll(pollID) }
@@ -174,6 +196,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     case .events(let events): return events
     case .failed(let error): throw error
     case .cancelled:
+      if let failure = pollFailures.removeValue(forKey: pollID) { throw failure }
       if let failure = durability?.commit.failure { throw failure }
       throw CancellationError()
     }
@@ -184,7 +207,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ///   durable server cannot make the deletion durable.
   public func deleteQueue(_ queueID: QueueID, user: UserID) async throws {
     try checkLogHealthy()
-    try await waitUntilDurable(finish(try machine.deleteQueue(queueID, user: user, now: timeline.now())))
+    try await decide { ((), self.finish(try self.machine.deleteQueue(queueID, user: user, now: self.decisionNow()))) }
   }
 
   /// Applies a command from `user` and delivers its events, atomically; returns once it is durable.
@@ -192,7 +215,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ///   server cannot make it durable.
   public func handle(_ command: Application.Command, from user: UserID) async throws {
     try checkLogHealthy()
-    try await waitUntilDurable(finish(try machine.handle(command, from: user, now: timeline.now())))
+    try await decide { ((), self.finish(try self.machine.handle(command, from: user, now: self.decisionNow()))) }
   }
 
   /// Applies a mutation from a client's outbox at most once per (user, client, mutation id).
@@ -209,27 +232,29 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     mutationID: MutationID
   ) async throws -> MutationReceipt {
     try checkLogHealthy()
-    let outcome: Result<(MutationReceipt, [Machine.Action]), EventAPIError>
     let (digest, commandBytes) = MutationDigest.measuring(command)
-    do {
-      outcome = .success(
-        try machine.applyMutation(
+    let outcome = try await decide { () -> (Result<MutationReceipt, EventAPIError>, UInt64) in
+      let outcome: Result<MutationReceipt, EventAPIError>
+      var actions: [Machine.Action] = []
+      do throws(EventAPIError) {
+        let (receipt, applied) = try self.machine.applyMutation(
           command,
           from: user,
           clientID: clientID,
           mutationID: mutationID,
           digest: digest,
           commandBytes: commandBytes,
-          now: timeline.now()
+          now: self.decisionNow()
         )
-      )
-    } catch {
-      outcome = .failure(error)
+        outcome = .success(receipt)
+        actions = applied
+      } catch {
+        outcome = .failure(error)
+      }
+      // A rejection is a decision too (remembered for repeats): it waits for durability like an acceptance.
+      return (outcome, self.finish(actions))
     }
-    // A rejection is a decision too (remembered for repeats): it waits for durability like an acceptance.
-    let position = finish((try? outcome.get())?.1 ?? [])
-    try await waitUntilDurable(position)
-    return try outcome.get().0
+    return try outcome.get()
   }
 
   /// Changes the application's own bookkeeping outside any command (such as taking the list of files to
@@ -251,15 +276,31 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     clientID: ClientID
   ) async throws {
     try checkLogHealthy()
-    try machine.registerPushToken(token, platform: platform, user: user, clientID: clientID, now: timeline.now())
-    try await waitUntilDurable(finish([]))
+    try await decide {
+      try self.machine.registerPushToken(
+        token,
+        platform: platform,
+        user: user,
+        clientID: clientID,
+        now: self.decisionNow()
+      )
+      return ((), self.finish([]))
+    }
   }
 
   /// Stops the timer and ends every parked poll with `CancellationError`, keeping their events queued.
   /// Later polls answer at once instead of parking.
   public func shutdown() {
     isShutDown = true
-    finish(machine.connectionsDropped(now: timeline.now()))
+    if durability?.shared == nil {
+      finish(machine.connectionsDropped(now: timeline.now()))
+    } else {
+      stopFollowing()
+      enqueueDecision(
+        run: { self.finish(self.machine.connectionsDropped(now: self.decisionNow())) },
+        fail: { _ in self.perform(self.machine.connectionsDropped(now: self.timeline.now())) }
+      )
+    }
     timer?.cancel()
     timer = nil
     timerDeadline = nil
@@ -282,18 +323,56 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   // MARK: - Performing actions
 
   private func pushTokenInvalid(_ token: PushToken) {
-    machine.pushTokenInvalid(token, now: timeline.now())
-    finish([])
+    guard durability?.shared != nil else {
+      machine.pushTokenInvalid(token, now: timeline.now())
+      finish([])
+      return
+    }
+    enqueueDecision(
+      run: {
+        self.machine.pushTokenInvalid(token, now: self.decisionNow())
+        self.finish([])
+      },
+      fail: { _ in }
+    )
   }
 
   private func cancelPoll(_ pollID: PollID) {
-    finish(machine.pollCancelled(pollID, now: timeline.now()))
+    guard durability?.shared != nil else {
+      finish(machine.pollCancelled(pollID, now: timeline.now()))
+      return
+    }
+    // The poll may still wait for its turn: its caller is answered now, and the turn that parked it (if
+    // any) unparks it after.
+    endPoll(pollID, with: .cancelled)
+    if turnsUnavailable() == nil {
+      enqueueDecision(run: { self.finish(self.machine.pollCancelled(pollID, now: self.decisionNow())) }, fail: { _ in })
+    }
   }
 
   private func timerFired() {
-    let now = timeline.now()
     timerDeadline = nil
-    finish(machine.timerFired(now: now))
+    guard durability?.shared != nil else {
+      timerDecided(finish(machine.timerFired(now: timeline.now())), at: timeline.now())
+      return
+    }
+    // A cluster node's heartbeats, sweeps and deadlines are decisions too: taken in a turn, on current state.
+    guard !durability!.shared!.timerDecisionWaiting else { return }
+    durability!.shared!.timerDecisionWaiting = true
+    enqueueDecision(
+      run: {
+        self.durability!.shared!.timerDecisionWaiting = false
+        let now = self.decisionNow()
+        self.timerDecided(self.finish(self.machine.timerFired(now: now)), at: now)
+      },
+      fail: { _ in
+        self.durability!.shared!.timerDecisionWaiting = false
+        self.rescheduleTimer()
+      }
+    )
+  }
+
+  private func timerDecided(_ position: UInt64, at now: Timestamp) {
     lastTimerFiring = now
     let ready = timerWaiters.filter { $0.instant <= now }
     timerWaiters.removeAll { $0.instant <= now }
@@ -325,7 +404,9 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     let (position, write) = durability!.commit.enqueue(frames)
     durability!.recordsSinceSnapshot += frames.count
     var snapshotWrite: GroupCommit.Write?
-    if durability!.recordsSinceSnapshot >= durability!.snapshotEvery, durability!.commit.failure == nil {
+    if durability!.shared == nil, durability!.recordsSinceSnapshot >= durability!.snapshotEvery,
+      durability!.commit.failure == nil
+    {
       durability!.recordsSinceSnapshot = 0
       if let bytes = try? durability!.encodeSnapshot(machine, durability!.commit.appended) {
         snapshotWrite = durability!.commit.enqueueSnapshot(bytes)
@@ -337,7 +418,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       if !actions.isEmpty { durability!.gated.append((position, actions)) }
       afterActions()
     }
-    if let next = write ?? snapshotWrite { startWriting(next) }
+    // A cluster node's records are appended by its turn, in the turn's transaction.
+    if durability!.shared == nil, let next = write ?? snapshotWrite { startWriting(next) }
     if !durability!.appendWaiters.isEmpty { resumeAppendWaiters() }
     return position
   }
@@ -345,6 +427,13 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// Resumes a poll's caller, if it still waits.
   func endPoll(_ pollID: PollID, with outcome: Machine.PollOutcome) {
     waiters.removeValue(forKey: pollID)?.resume(returning: outcome)
+  }
+
+  /// Fails a poll that a cluster node could not take to the log.
+  private func endPoll(_ pollID: PollID, failingWith failure: ServerLogError) {
+    guard let waiter = waiters.removeValue(forKey: pollID) else { return }
+    pollFailures[pollID] = failure
+    waiter.resume(returning: .cancelled)
   }
 
   func perform(_ actions: [Machine.Action]) {
@@ -371,9 +460,11 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     rescheduleTimer()
   }
 
-  private func rescheduleTimer() {
+  func rescheduleTimer() {
     guard !isShutDown else { return }
-    let deadline = machine.nextDeadline
+    var deadline = machine.nextDeadline
+    // After a failed turn, a cluster node's timer waits until turns are tried again.
+    if let until = durability?.shared?.failFastUntil { deadline = max(deadline, until) }
     guard deadline != timerDeadline else { return }
     timer?.cancel()
     timerDeadline = deadline

@@ -113,6 +113,7 @@ extension EventServer {
   /// - Throws: ``ServerLogError`` when the snapshot or the records before it could not be stored.
   public func saveSnapshot() async throws(ServerLogError) {
     guard durability != nil else { return }
+    if durability!.shared != nil { return try await saveSharedSnapshot() }
     try checkLogHealthy()
     let bytes = try durability!.encodeSnapshot(machine, durability!.commit.appended)
     durability!.recordsSinceSnapshot = 0
@@ -196,7 +197,7 @@ extension EventServer {
   }
 
   /// Performs the held actions and wakes the requests whose positions are now durable.
-  private func releaseDurable() {
+  func releaseDurable() {
     let durable = durability!.commit.durable
     var ready: [[Machine.Action]] = []
     while durability!.gatedStart < durability!.gated.count,

@@ -36,6 +36,21 @@ extension EventServerStateMachine {
   ///
   /// Inputs that name a queue which no longer exists are skipped for that queue, as the live server did.
   public mutating func replay(_ entry: ServerLogEntry<Application.Command>) {
+    _ = applyEntry(entry)
+  }
+
+  /// Applies a record another node of a cluster committed (``SharedServerLog``), as ``replay(_:)`` does,
+  /// but keeps what it does to this node's parked polls: a poll parked here completes when the entry
+  /// queued an event for it (or removed its queue). Pushes are left to the node that decided the entry.
+  /// - Returns: The polls to complete.
+  public mutating func applyCommitted(_ entry: ServerLogEntry<Application.Command>) -> [Action] {
+    applyEntry(entry).filter { action in
+      if case .sendPush = action { return false }
+      return true
+    }
+  }
+
+  private mutating func applyEntry(_ entry: ServerLogEntry<Application.Command>) -> [Action] {
     let wasRecording = recorded
     recorded = nil
     defer { recorded = wasRecording }
@@ -43,7 +58,7 @@ extension EventServerStateMachine {
     var actions: [Action] = []
     switch entry.input {
     case .registered(let user, let queueID, let eventTypes, let idleTimeout, let clientID, let evicted):
-      guard table.slot(of: queueID) == nil else { return }
+      guard table.slot(of: queueID) == nil else { return [] }
       _ = applyRegistered(
         user: user,
         queueID: queueID,
@@ -55,17 +70,18 @@ extension EventServerStateMachine {
         actions: &actions
       )
     case .mutationReceived(let user, let clientID, let mutationID, let digest, let command):
-      _ = try? decideMutation(
+      let decided = try? decideMutation(
         command,
         from: MutationSource(user: user, clientID: clientID),
         mutationID: mutationID,
         digest: digest,
         now: now
       )
+      actions += decided?.1 ?? []
     case .commandHandled(let user, let command):
-      _ = try? handle(command, from: user, origin: nil, now: now)
+      actions += (try? handle(command, from: user, origin: nil, now: now)) ?? []
     case .acknowledged(let queueID, let lastEventID):
-      guard let slot = table.slot(of: queueID) else { return }
+      guard let slot = table.slot(of: queueID) else { return [] }
       applyAcknowledged(slot: slot, lastEventID: lastEventID, now: now)
     case .heartbeatsSent(let queueIDs):
       applyHeartbeats(queueIDs, now: now, actions: &actions)
@@ -82,8 +98,9 @@ extension EventServerStateMachine {
     case .applicationDeadlineReached:
       deliver(application.deadlineReached(at: now), from: nil, origin: nil, now: now, actions: &actions)
     case .recovered:
-      _ = applyRecovered(now: now)
+      actions += applyRecovered(now: now)
     }
+    return actions
   }
 
   /// The server starts again from durable state (a snapshot and the inputs replayed after it): every queue

@@ -78,6 +78,29 @@ public struct GroupCommit: Sendable, Equatable {
     pendingSnapshot = nil
   }
 
+  /// A cluster node's turn ends: folds every record enqueued during the turn into one write (the write
+  /// under way, or a new one) and returns it, for the shared log to append in the turn's transaction.
+  /// Snapshots are not part of it (a node stores its snapshots after its turns).
+  /// - Returns: `nil` when the turn decided nothing to record, or writing has stopped.
+  public mutating func gatherWrite() -> Write? {
+    guard failure == nil else { return nil }
+    pendingSnapshot = nil
+    guard var write = inFlight else { return startIfIdle() }
+    write.records += pending
+    write.through = write.records.last?.position ?? write.through
+    pending = []
+    inFlight = write
+    return write
+  }
+
+  /// Records through `position`, committed by other nodes of a shared log, were applied: they are durable,
+  /// and this node's next records follow them. Only between turns (nothing pending, no write under way).
+  public mutating func adopt(through position: UInt64) {
+    precondition(inFlight == nil && pending.isEmpty, "adopt(through:) during a turn")
+    appended = max(appended, position)
+    durable = max(durable, position)
+  }
+
   private mutating func startIfIdle() -> Write? {
     guard inFlight == nil, failure == nil, !pending.isEmpty || pendingSnapshot != nil else { return nil }
     let write = Write(records: pending, snapshot: pendingSnapshot, through: pending.last?.position ?? durable)

@@ -1,0 +1,333 @@
+import EventProtocol
+import Foundation
+
+extension EventServer where Application: Codable {
+  /// Starts a cluster node on a log several nodes share: the newest snapshot, then every record after it
+  /// applied; from then on the node follows the log and decides in turns (see ``SharedServerLog``).
+  ///
+  /// Unlike ``recovering(from:application:configuration:clock:anchor:random:pushGateway:snapshotEvery:)``,
+  /// a node that starts again adds no recovery record and skips no event ids: nothing a node decides is
+  /// answered before its turn commits, so the log holds every decision any client has seen, and a client
+  /// whose node died goes on with the same queue and `last_event_id` on another one.
+  ///
+  /// ```swift
+  /// let log = InMemorySharedLog()
+  /// let (nodeA, _) = try await EventServer.joining(log, application: NoteBoard(), clock: clock)
+  /// let (nodeB, _) = try await EventServer.joining(log, application: NoteBoard(), clock: clock)
+  /// let registration = try await nodeA.register(user: "alice")
+  /// let events = try await nodeB.events(queueID: registration.queueID, user: "alice", lastEventID: -1, dontBlock: true)
+  /// ```
+  /// - Parameters:
+  ///   - log: The log the nodes share.
+  ///   - application: The application when the log is empty.
+  ///   - configuration: Limits and timings (the same on every node).
+  ///   - clock: The clock for heartbeats, expiry, sweeps and the slow read of the log.
+  ///   - anchor: The timestamp the clock's current instant stands for; the wall clock's when `nil`.
+  ///   - random: The source of queue ids and heartbeat jitter.
+  ///   - pushGateway: Where the pushes this node decides go.
+  ///   - replication: How the node follows the log, and how often it writes a snapshot.
+  /// - Returns: The node, and what the log held when it started.
+  /// - Throws: ``ServerLogError`` when the log cannot be read or used; nothing stored is changed then.
+  public static func joining(
+    _ log: any SharedServerLog,
+    application: Application,
+    configuration: EventServerConfiguration = .init(),
+    clock: C,
+    anchor: Timestamp? = nil,
+    random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
+    pushGateway: any PushGateway = NoPushGateway(),
+    replication: ReplicationSettings = .init()
+  ) async throws(ServerLogError) -> (EventServer, LogRecoveryReport) {
+    let timeline = Timeline(clock: clock, anchor: anchor)
+    let stored = try await log.load()
+    var (machine, report) = try Machine.rebuilding(
+      from: stored,
+      application: application,
+      configuration: configuration,
+      random: random,
+      now: timeline.now()
+    )
+    if let torn = report.tornPosition { throw .damaged(position: torn) }
+    machine.startRecording()
+    var durability = Durability(
+      log: log,
+      commit: GroupCommit(durable: report.lastPosition),
+      encodeSnapshot: { (machine, position) throws(ServerLogError) in try machine.snapshot(position: position).encoded()
+      },
+      snapshotEvery: replication.snapshotEvery
+    )
+    durability.shared = SharedState(log: log, settings: replication, latestTime: timeline.now())
+    let server = EventServer(machine: machine, timeline: timeline, pushGateway: pushGateway, durability: durability)
+    await server.startFollowing()
+    return (server, report)
+  }
+}
+
+extension EventServer {
+  /// A cluster node's side of its ``SharedServerLog``: the decisions waiting for the next turn, the turn
+  /// under way, and how it follows the log.
+  struct SharedState {
+    /// One input waiting for a turn: `run` performs it on the machine (in the turn), `fail` tells its caller
+    /// that the turn could not be taken.
+    struct Decision {
+      let run: () -> Void
+      let fail: (ServerLogError) -> Void
+    }
+
+    let log: any SharedServerLog
+    let settings: ReplicationSettings
+    var waiting: [Decision] = []
+    /// A turn was asked for and has not ended.
+    var isTurnUnderWay = false
+    /// The turn under way has decided: the machine is ahead of the log until it commits.
+    var hasDecided = false
+    /// Until then, decisions fail at once (the last turn could not reach the log).
+    var failFastUntil: Timestamp?
+    var lastTurnFailure: ServerLogError?
+    /// The latest time any applied or decided entry carries: decisions never go back in time, whatever
+    /// the clocks of the nodes that wrote before.
+    var latestTime: Timestamp
+    var timerDecisionWaiting = false
+    var turnEndWaiters: [CheckedContinuation<Void, Never>] = []
+    var follower: Task<Void, Never>?
+  }
+
+  /// Whether this server is a node of a cluster (``joining(_:application:configuration:clock:anchor:random:pushGateway:replication:)``).
+  public var isClusterNode: Bool { durability?.shared != nil }
+
+  /// The time decisions are taken at: the clock's, but never before an entry already applied.
+  func decisionNow() -> Timestamp {
+    let now = timeline.now()
+    guard durability?.shared != nil else { return now }
+    let latest = max(now, durability!.shared!.latestTime)
+    durability!.shared!.latestTime = latest
+    return latest
+  }
+
+  /// Runs `body` on the machine and waits until what it recorded is durable: at once on a single server,
+  /// in the next turn on a cluster node.
+  /// - Parameter body: Performs one input and returns its result and the log position its effects need
+  ///   (what ``finish(_:)`` returned).
+  func decide<T: Sendable>(_ body: @escaping () throws -> (T, UInt64)) async throws -> T {
+    guard durability?.shared != nil else {
+      let (value, position) = try body()
+      try await waitUntilDurable(position)
+      return value
+    }
+    try checkLogHealthy()
+    try checkTurnsAvailable()
+    let (value, position) = try await withCheckedThrowingContinuation {
+      (continuation: CheckedContinuation<(T, UInt64), any Error>) in
+      enqueueDecision(run: { continuation.resume(with: Result { try body() }) }, fail: { continuation.resume(throwing: $0) })
+    }
+    try await waitUntilDurable(position)
+    return value
+  }
+
+  /// Adds an input to the next turn (cluster nodes only), starting one when none is under way.
+  func enqueueDecision(run: @escaping () -> Void, fail: @escaping (ServerLogError) -> Void) {
+    durability!.shared!.waiting.append(SharedState.Decision(run: run, fail: fail))
+    startTurnIfNeeded()
+  }
+
+  /// Throws while the last turn's failure is fresh: the request fails at once instead of waiting for a
+  /// database that did not answer a moment ago.
+  func checkTurnsAvailable() throws(ServerLogError) {
+    if let failure = turnsUnavailable() { throw failure }
+  }
+
+  /// The last turn's failure while it is fresh (see ``checkTurnsAvailable()``).
+  func turnsUnavailable() -> ServerLogError? {
+    if let failure = durability?.commit.failure { return failure }
+    guard let until = durability?.shared?.failFastUntil else { return nil }
+    if timeline.now() < until, let failure = durability!.shared!.lastTurnFailure { return failure }
+    durability!.shared!.failFastUntil = nil
+    return nil
+  }
+
+  // MARK: - Turns
+
+  private func startTurnIfNeeded() {
+    guard let shared = durability?.shared, !shared.isTurnUnderWay, !shared.waiting.isEmpty else { return }
+    durability!.shared!.isTurnUnderWay = true
+    let position = durability!.commit.durable
+    Task { await self.runTurn(on: shared.log, after: position) }
+  }
+
+  private func runTurn(on log: any SharedServerLog, after position: UInt64) async {
+    do {
+      try await log.appendTurn(after: position) { committed throws(ServerLogError) in
+        try await self.decideTurn(after: committed)
+      }
+      turnCommitted()
+    } catch {
+      turnFailed(error)
+    }
+  }
+
+  /// In the turn, holding the log's lock: applies what other nodes committed, then decides every input
+  /// that waited, on state that is current; returns the records to append.
+  private func decideTurn(after committed: [StoredRecord]) throws(ServerLogError) -> [StoredRecord] {
+    try applyCommitted(committed)
+    durability!.shared!.hasDecided = true
+    let decisions = durability!.shared!.waiting
+    durability!.shared!.waiting = []
+    for decision in decisions { decision.run() }
+    return durability!.commit.gatherWrite()?.records ?? []
+  }
+
+  private func turnCommitted() {
+    if durability!.commit.isWriting {
+      _ = durability!.commit.writeSucceeded()
+      releaseDurable()
+    }
+    endTurn()
+    if durability!.recordsSinceSnapshot >= durability!.snapshotEvery { snapshotBetweenTurns() }
+    startTurnIfNeeded()
+  }
+
+  private func turnFailed(_ error: ServerLogError) {
+    if durability!.shared!.hasDecided || durability!.commit.failure != nil {
+      // What this turn decided may or may not be in the log: the node is ahead of it and stops (a restart
+      // rebuilds it from the log); every request waiting on the turn fails, and none was answered.
+      logFailed(error)
+      let waiting = durability!.shared!.waiting
+      durability!.shared!.waiting = []
+      for decision in waiting { decision.fail(error) }
+      endTurn()
+      return
+    }
+    // Nothing was decided: the node is as current as the log; the waiting requests fail (clients retry
+    // after backing off) and, for a moment, so do new ones.
+    durability!.shared!.failFastUntil = timeline.now().advanced(by: durability!.shared!.settings.retryAfterFailure)
+    durability!.shared!.lastTurnFailure = error
+    let waiting = durability!.shared!.waiting
+    durability!.shared!.waiting = []
+    endTurn()
+    for decision in waiting { decision.fail(error) }
+  }
+
+  private func endTurn() {
+    durability!.shared!.isTurnUnderWay = false
+    durability!.shared!.hasDecided = false
+    let waiters = durability!.shared!.turnEndWaiters
+    durability!.shared!.turnEndWaiters = []
+    for waiter in waiters { waiter.resume() }
+  }
+
+  // MARK: - Following the log
+
+  /// Applies records other nodes committed, in order, skipping those already applied: polls parked here
+  /// complete when an event reaches their queue.
+  /// - Throws: ``ServerLogError`` for a gap (records dropped behind a snapshot while this node was behind)
+  ///   or an undecodable record; the node has stopped then.
+  private func applyCommitted(_ records: [StoredRecord]) throws(ServerLogError) {
+    var applied = false
+    for record in records {
+      let durable = durability!.commit.durable
+      if record.position <= durable { continue }
+      do throws(ServerLogError) {
+        guard record.position == durable + 1 else { throw ServerLogError.gap(after: durable, next: record.position) }
+        let reading: ServerLogCodec.Reading<Application.Command> = try ServerLogCodec.decode(
+          record.bytes,
+          at: record.position
+        )
+        guard case .entry(let entry) = reading else { throw ServerLogError.damaged(position: record.position) }
+        let actions = machine.applyCommitted(entry)
+        durability!.shared!.latestTime = max(durability!.shared!.latestTime, entry.time)
+        durability!.commit.adopt(through: record.position)
+        durability!.recordsSinceSnapshot += 1
+        applied = true
+        perform(actions)
+      } catch {
+        logFailed(error)
+        throw error
+      }
+    }
+    if applied, !durability!.appendWaiters.isEmpty { resumeAppendWaiters() }
+  }
+
+  /// Starts the task that reads what other nodes commit: at each hint from the log, and at least every
+  /// ``ReplicationSettings/followInterval``.
+  func startFollowing() {
+    guard let shared = durability?.shared else { return }
+    let log = shared.log
+    let settings = shared.settings
+    durability!.shared!.follower = Task { [weak self, timeline] in
+      while !Task.isCancelled {
+        guard let position = await self?.followingPosition() else { return }
+        var next = position
+        if let records = try? await log.records(after: position, limit: settings.readLimit), !records.isEmpty {
+          await self?.follow(records)
+          next = records.last!.position
+          if records.count == settings.readLimit { continue }
+        }
+        let readThrough = next
+        await withTaskGroup(of: Void.self) { group in
+          group.addTask { await log.waitForAppends(after: readThrough) }
+          group.addTask { try? await timeline.sleep(until: timeline.now().advanced(by: settings.followInterval)) }
+          await group.next()
+          group.cancelAll()
+        }
+      }
+    }
+  }
+
+  /// Where the follower reads from; `nil` once the node stopped.
+  private func followingPosition() -> UInt64? {
+    guard durability?.commit.failure == nil, !isShuttingDown else { return nil }
+    return durability!.commit.durable
+  }
+
+  private func follow(_ records: [StoredRecord]) {
+    // During a turn the records are applied by the turn itself (it holds the lock, so it reads them too).
+    guard durability?.shared?.hasDecided == false, durability?.commit.failure == nil else { return }
+    try? applyCommitted(records)
+    if durability!.recordsSinceSnapshot >= durability!.snapshotEvery, durability!.shared!.isTurnUnderWay == false {
+      snapshotBetweenTurns()
+    }
+  }
+
+  func stopFollowing() {
+    durability?.shared?.follower?.cancel()
+  }
+
+  // MARK: - Snapshots
+
+  /// Suspends until no turn is under way (the machine then holds exactly what the log holds).
+  func waitBetweenTurns() async {
+    while durability?.shared?.isTurnUnderWay == true {
+      await withCheckedContinuation { durability!.shared!.turnEndWaiters.append($0) }
+    }
+  }
+
+  /// Encodes the state now (between turns: exactly the log through ``durablePosition``) and stores it in the
+  /// background; a failure is kept in ``snapshotFailure`` and the log still holds everything.
+  private func snapshotBetweenTurns() {
+    durability!.recordsSinceSnapshot = 0
+    guard let bytes = try? durability!.encodeSnapshot(machine, durability!.commit.durable) else { return }
+    let snapshot = StoredSnapshot(position: durability!.commit.durable, bytes: bytes)
+    let log = durability!.log
+    Task {
+      do throws(ServerLogError) {
+        try await log.saveSnapshot(snapshot)
+      } catch {
+        self.snapshotFailed(error)
+      }
+    }
+  }
+
+  private func snapshotFailed(_ error: ServerLogError) {
+    durability?.snapshotFailure = error
+  }
+
+  /// A cluster node's ``saveSnapshot()``: between turns, the state at the committed position.
+  func saveSharedSnapshot() async throws(ServerLogError) {
+    await waitBetweenTurns()
+    try checkLogHealthy()
+    durability!.recordsSinceSnapshot = 0
+    let position = durability!.commit.durable
+    let bytes = try durability!.encodeSnapshot(machine, position)
+    try await durability!.log.saveSnapshot(StoredSnapshot(position: position, bytes: bytes))
+  }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+/// An input log that several ``EventServer`` nodes share: the storage interface of a cluster.
+///
+/// Every node applies every record, in position order, to its own copy of the state machine, so every node
+/// holds the same application state and the same queues, and any node answers any request for any queue.
+/// A node decides only in a **turn**: holding the log's append lock, it first applies every record other
+/// nodes committed, then decides what waited (registrations, mutations, polls, heartbeats, sweeps) on
+/// state that is current, and the turn appends what it decided and commits. Nodes therefore never decide
+/// on stale state, and the log's order is the order every node applies. Between turns a node follows the
+/// log: it reads what others committed, woken by ``waitForAppends(after:)`` or by its own slow timer.
+///
+/// The `Server/` package implements it on PostgreSQL (the append lock is the row lock of a one-row counter,
+/// held until commit, so positions commit in order); ``InMemorySharedLog`` implements it for tests and the
+/// simulation.
+///
+/// ```swift
+/// let log = InMemorySharedLog()
+/// let (nodeA, _) = try await EventServer.joining(log, application: NoteBoard(), clock: clock)
+/// let (nodeB, _) = try await EventServer.joining(log, application: NoteBoard(), clock: clock)
+/// ```
+public protocol SharedServerLog: ServerLog {
+  /// Up to `limit` records committed after `position`, in order: a gap-free run starting at
+  /// `position + 1`, or nothing. A run that starts later means the records were dropped behind a snapshot;
+  /// the node then rebuilds from ``ServerLog/load()``.
+  /// - Throws: ``ServerLogError/storage(_:)`` when the log cannot be read.
+  func records(after position: UInt64, limit: Int) async throws(ServerLogError) -> [StoredRecord]
+
+  /// One turn: takes the log's append lock (waiting for another node's turn to end), hands `decide` every
+  /// record committed after `position`, then appends the records `decide` returns and commits, releasing
+  /// the lock. The returned records must continue the log: the first at the position after the last one
+  /// handed over (or after `position` when none was).
+  ///
+  /// When the call throws, `decide` either was not called, or what it returned may or may not be committed
+  /// (a commit whose answer was lost): the caller treats its own state as ahead of the log.
+  /// - Throws: ``ServerLogError`` when the lock, the read or the commit failed or ran out of time, or what
+  ///   `decide` threw.
+  func appendTurn(
+    after position: UInt64,
+    _ decide: @Sendable ([StoredRecord]) async throws(ServerLogError) -> [StoredRecord]
+  ) async throws(ServerLogError)
+
+  /// Suspends until another node may have appended after `position` (a hint: it may return early or never;
+  /// a node also reads the log on a slow timer). Returns at once when the calling task is cancelled.
+  func waitForAppends(after position: UInt64) async
+}
+
+/// How a cluster node follows and uses its ``SharedServerLog``.
+public struct ReplicationSettings: Sendable, Hashable {
+  /// How often a node reads the log without a hint (notifications can be lost while disconnected).
+  public var followInterval: Duration
+  /// How many records one read takes at most.
+  public var readLimit: Int
+  /// After a turn that failed before deciding anything (the database unreachable), requests fail at once
+  /// for this long instead of each waiting for the database.
+  public var retryAfterFailure: Duration
+  /// How many log records between the snapshots a node writes (each node writes its own).
+  public var snapshotEvery: Int
+
+  /// Settings with the defaults: read at least every second, 1,000 records a read, 1 s of failing fast, a
+  /// snapshot every 100,000 records.
+  public init(
+    followInterval: Duration = .seconds(1),
+    readLimit: Int = 1_000,
+    retryAfterFailure: Duration = .seconds(1),
+    snapshotEvery: Int = 100_000
+  ) {
+    self.followInterval = followInterval
+    self.readLimit = max(readLimit, 1)
+    self.retryAfterFailure = retryAfterFailure
+    self.snapshotEvery = max(snapshotEvery, 1)
+  }
+}
