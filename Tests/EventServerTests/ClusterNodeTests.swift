@@ -6,7 +6,10 @@ import UpdateMachineTesting
 
 @testable import EventServer
 
-@Suite("Cluster nodes on one shared log: any node answers any queue; a node's death loses nothing", .timeLimit(.minutes(1)))
+@Suite(
+  "Cluster nodes on one shared log: any node answers any queue; a node's death loses nothing",
+  .timeLimit(.minutes(1))
+)
 struct ClusterNodeTests {
   typealias Node = EventServer<NoteBoard, ManualClock>
 
@@ -46,9 +49,17 @@ struct ClusterNodeTests {
   func anyNodeAnswersAnyQueue() async throws {
     let log = InMemorySharedLog()
     let clock = ManualClock(start: t0)
-    let (a, b, c) = (try await join(log, clock: clock, seed: 1), try await join(log, clock: clock, seed: 2), try await join(log, clock: clock, seed: 3))
+    let (a, b, c) = (
+      try await join(log, clock: clock, seed: 1), try await join(log, clock: clock, seed: 2),
+      try await join(log, clock: clock, seed: 3)
+    )
     let registration = try await a.register(user: bob)
-    _ = try await c.applyMutation(.post("hi", to: [bob]), from: alice, clientID: "phone", mutationID: MutationID(rawValue: 1))
+    _ = try await c.applyMutation(
+      .post("hi", to: [bob]),
+      from: alice,
+      clientID: "phone",
+      mutationID: MutationID(rawValue: 1)
+    )
     // B's poll is decided in B's turn, after B applied everything committed before it: no waiting needed.
     let events = try await b.events(queueID: registration.queueID, user: bob, lastEventID: -1, dontBlock: true)
     #expect(events.map(\.body) == [.payload(.note(text: "hi"))])
@@ -81,7 +92,12 @@ struct ClusterNodeTests {
     a = nil
     let b = try await join(log, clock: clock, seed: 2)
     try await b.handle(.post("two", to: [bob]), from: alice)
-    let next = try await b.events(queueID: registration.queueID, user: bob, lastEventID: first.last!.id, dontBlock: true)
+    let next = try await b.events(
+      queueID: registration.queueID,
+      user: bob,
+      lastEventID: first.last!.id,
+      dontBlock: true
+    )
     #expect(first.map(\.id) == [0])
     #expect(next.map(\.id) == [1])
     #expect(next.map(\.body) == [.payload(.note(text: "two"))])
@@ -90,7 +106,10 @@ struct ClusterNodeTests {
     #expect(await c.queue(registration.queueID)?.nextEventID == 2)
   }
 
-  @Test("nodes writing at once end with the same state and a log without gaps; a node rebuilt from the log agrees", arguments: [1, 2, 3] as [UInt64])
+  @Test(
+    "nodes writing at once end with the same state and a log without gaps; a node rebuilt from the log agrees",
+    arguments: [1, 2, 3] as [UInt64]
+  )
   func concurrentWritesAgree(seed: UInt64) async throws {
     let log = InMemorySharedLog()
     let clock = ManualClock(start: t0)
@@ -117,7 +136,9 @@ struct ClusterNodeTests {
         }
       }
       // A poll that prunes, on a node other than the one that registered it, in the middle of the writes.
-      group.addTask { _ = try await nodes[1].events(queueID: registrations[0].queueID, user: alice, lastEventID: -1, dontBlock: true) }
+      group.addTask {
+        _ = try await nodes[1].events(queueID: registrations[0].queueID, user: alice, lastEventID: -1, dontBlock: true)
+      }
       try await group.waitForAll()
     }
     let last = lastPosition(log)

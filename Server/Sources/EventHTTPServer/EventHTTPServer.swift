@@ -142,14 +142,27 @@ where Application.Command: Codable & Equatable {
       )
     }
     if let durable {
-      let (server, report) = try await EventServer.recovering(
-        from: TimedServerLog(inner: durable, metrics: metrics),
-        application: initialApplication,
-        configuration: configuration.eventServer,
-        clock: ContinuousClock(),
-        pushGateway: pushGateway,
-        snapshotEvery: configuration.snapshotEveryRecords
-      )
+      let (server, report): (EventServer<Application, ContinuousClock>, LogRecoveryReport)
+      if let shared = durable as? any SharedServerLog {
+        // A log several nodes share (PostgreSQL): this server is one node of a cluster on it.
+        (server, report) = try await EventServer.joining(
+          TimedSharedLog(inner: shared, metrics: metrics),
+          application: initialApplication,
+          configuration: configuration.eventServer,
+          clock: ContinuousClock(),
+          pushGateway: pushGateway,
+          replication: ReplicationSettings(snapshotEvery: configuration.snapshotEveryRecords)
+        )
+      } else {
+        (server, report) = try await EventServer.recovering(
+          from: TimedServerLog(inner: durable, metrics: metrics),
+          application: initialApplication,
+          configuration: configuration.eventServer,
+          clock: ContinuousClock(),
+          pushGateway: pushGateway,
+          snapshotEvery: configuration.snapshotEveryRecords
+        )
+      }
       events = server
       let queues = await events.queueCount
       logger.info(

@@ -2,6 +2,7 @@ import CoreMetrics
 import EventServer
 import Foundation
 import Prometheus
+import Synchronization
 
 /// What an ``EventHTTPServer`` measures, through `swift-metrics`, into a Prometheus registry that the
 /// admin listener's `GET /metrics` exposes in the text format (`docs/deploying.md` lists every series).
@@ -99,4 +100,43 @@ struct TimedServerLog: ServerLog {
   func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) { try await inner.saveSnapshot(snapshot) }
 
   func truncate(after position: UInt64) async throws(ServerLogError) { try await inner.truncate(after: position) }
+}
+
+/// A shared log that times its turns into ``ServerMetrics`` (as appends: a turn is a cluster node's write).
+struct TimedSharedLog: SharedServerLog {
+  let inner: any SharedServerLog
+  let metrics: ServerMetrics
+
+  func load() async throws(ServerLogError) -> StoredLog { try await inner.load() }
+
+  func append(_ records: [StoredRecord]) async throws(ServerLogError) { try await inner.append(records) }
+
+  func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) { try await inner.saveSnapshot(snapshot) }
+
+  func truncate(after position: UInt64) async throws(ServerLogError) { try await inner.truncate(after: position) }
+
+  func records(after position: UInt64, limit: Int) async throws(ServerLogError) -> [StoredRecord] {
+    try await inner.records(after: position, limit: limit)
+  }
+
+  func appendTurn(
+    after position: UInt64,
+    _ decide: @escaping @Sendable ([StoredRecord]) async throws(ServerLogError) -> [StoredRecord]
+  ) async throws(ServerLogError) {
+    let start = ContinuousClock.now
+    let appended = DecidedCount()
+    try await inner.appendTurn(after: position) { committed throws(ServerLogError) in
+      let decided = try await decide(committed)
+      appended.count.withLock { $0 = decided.count }
+      return decided
+    }
+    metrics.logAppended(records: appended.count.withLock { $0 }, after: ContinuousClock.now - start)
+  }
+
+  /// How many records the turn decided, for the figure taken once it committed.
+  private final class DecidedCount: Sendable {
+    let count = Mutex(0)
+  }
+
+  func waitForAppends(after position: UInt64) async { await inner.waitForAppends(after: position) }
 }

@@ -30,7 +30,7 @@ import PostgresNIO
 /// let log = try await PostgresServerLog.connect(url: "postgres://events@127.0.0.1:5432/events", logger: logger)
 /// let (server, _) = try await EventServer.recovering(from: log, application: app, clock: ContinuousClock())
 /// ```
-public final class PostgresServerLog: ServerLog {
+public final class PostgresServerLog: SharedServerLog {
   /// The schema this build creates and reads.
   public static var schemaVersion: Int { 1 }
   /// The channel every append notifies, with the last position appended as the payload.
@@ -38,8 +38,13 @@ public final class PostgresServerLog: ServerLog {
   /// The advisory lock key that serialises schema set-up across nodes.
   static var setUpLockKey: Int64 { 0x6576_656E_745F_6C67 }
 
+  /// How many records a snapshot leaves in the table behind it, so that a node a little behind still reads
+  /// them instead of rebuilding from the snapshot.
+  public static var recordsKeptBehindSnapshot: Int64 { 10_000 }
+
   private let client: PostgresClient
   private let running: Task<Void, Never>
+  private let appendHints = AppendHints()
   private let logger: Logger
   /// The database, without its password: what errors and logs name.
   public let location: String
@@ -83,6 +88,7 @@ public final class PostgresServerLog: ServerLog {
 
   /// Closes every connection.
   public func close() async {
+    appendHints.stop()
     running.cancel()
     await running.value
   }
@@ -176,6 +182,8 @@ public final class PostgresServerLog: ServerLog {
     }
   }
 
+  /// Stores the snapshot unless a newer one is stored already (several nodes write theirs), then drops the
+  /// records more than ``recordsKeptBehindSnapshot`` behind the stored one.
   public func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) {
     try await transaction { connection in
       let position = Int64(snapshot.position)
@@ -184,10 +192,17 @@ public final class PostgresServerLog: ServerLog {
         """
         INSERT INTO event_snapshot (id, position, state) VALUES (1, \(position), \(state))
         ON CONFLICT (id) DO UPDATE SET position = EXCLUDED.position, state = EXCLUDED.state
+        WHERE event_snapshot.position < EXCLUDED.position
         """,
         logger: self.logger
       )
-      try await connection.query("DELETE FROM event_log WHERE position <= \(position)", logger: self.logger)
+      try await connection.query(
+        """
+        DELETE FROM event_log
+        WHERE position <= (SELECT position FROM event_snapshot WHERE id = 1) - \(Self.recordsKeptBehindSnapshot)
+        """,
+        logger: self.logger
+      )
     }
   }
 
@@ -200,6 +215,55 @@ public final class PostgresServerLog: ServerLog {
   }
 
   // MARK: - Replication
+
+  /// One turn of a cluster node (``SharedServerLog``): in one transaction, locks the `event_log_meta` row
+  /// (the append lock: another node's turn waits here), reads every record after `position`, lets the node
+  /// decide, inserts what it decided after the last position and commits, notifying the channel. The whole
+  /// turn must end within ``operationTimeout``.
+  public func appendTurn(
+    after position: UInt64,
+    _ decide: @escaping @Sendable ([StoredRecord]) async throws(ServerLogError) -> [StoredRecord]
+  ) async throws(ServerLogError) {
+    try await transaction { connection in
+      let locked = try await connection.query(
+        "SELECT last_position FROM event_log_meta WHERE id = 1 FOR UPDATE",
+        logger: self.logger
+      )
+      var last: Int64 = 0
+      for try await value in locked.decode(Int64.self) { last = value }
+      var committed: [StoredRecord] = []
+      if UInt64(max(last, 0)) > position {
+        let rows = try await connection.query(
+          "SELECT position, record FROM event_log WHERE position > \(Int64(position)) ORDER BY position",
+          logger: self.logger
+        )
+        for try await (position, record) in rows.decode((Int64, ByteBuffer).self) {
+          committed.append(StoredRecord(position: UInt64(max(position, 0)), bytes: Data(record.readableBytesView)))
+        }
+      }
+      let decided = try await decide(committed)
+      guard let first = decided.first?.position, let newLast = decided.last?.position else { return }
+      guard first == UInt64(last) + 1 else {
+        throw ServerLogError.gap(after: UInt64(last), next: first)
+      }
+      try await connection.query(
+        "UPDATE event_log_meta SET last_position = \(Int64(newLast)) WHERE id = 1",
+        logger: self.logger
+      )
+      try await self.insert(decided, on: connection)
+    }
+  }
+
+  /// Returns once a notification names a position after `position`, or the listening connection was
+  /// (re)established (notifications may have been missed meanwhile), or the task is cancelled. The first
+  /// call starts listening on a connection of its own.
+  public func waitForAppends(after position: UInt64) async {
+    appendHints.startIfNeeded { [weak self] onAppend throws(ServerLogError) in
+      guard let self else { return }
+      try await self.listenForAppends(onAppend)
+    }
+    await appendHints.wait(after: position)
+  }
 
   /// Appends records at the next positions the database assigns, in one transaction, and notifies
   /// ``notificationChannel`` when it commits.

@@ -51,7 +51,7 @@ struct ScratchDatabase {
 
 private func frame(_ text: String) -> Data { ServerLogCodec.frame(Data(text.utf8)) }
 
-private var quietLogger: Logger {
+var quietLogger: Logger {
   var logger = Logger(label: "postgres-log-test")
   logger.logLevel = .critical
   return logger

@@ -118,7 +118,10 @@ extension EventServer {
     try checkTurnsAvailable()
     let (value, position) = try await withCheckedThrowingContinuation {
       (continuation: CheckedContinuation<(T, UInt64), any Error>) in
-      enqueueDecision(run: { continuation.resume(with: Result { try body() }) }, fail: { continuation.resume(throwing: $0) })
+      enqueueDecision(
+        run: { continuation.resume(with: Result { try body() }) },
+        fail: { continuation.resume(throwing: $0) }
+      )
     }
     try await waitUntilDurable(position)
     return value

@@ -87,7 +87,7 @@ public final class InMemorySharedLog: SharedServerLog {
 
   public func appendTurn(
     after position: UInt64,
-    _ decide: @Sendable ([StoredRecord]) async throws(ServerLogError) -> [StoredRecord]
+    _ decide: @escaping @Sendable ([StoredRecord]) async throws(ServerLogError) -> [StoredRecord]
   ) async throws(ServerLogError) {
     await takeTurnLock()
     defer { releaseTurnLock() }

@@ -37,7 +37,7 @@ public protocol SharedServerLog: ServerLog {
   ///   `decide` threw.
   func appendTurn(
     after position: UInt64,
-    _ decide: @Sendable ([StoredRecord]) async throws(ServerLogError) -> [StoredRecord]
+    _ decide: @escaping @Sendable ([StoredRecord]) async throws(ServerLogError) -> [StoredRecord]
   ) async throws(ServerLogError)
 
   /// Suspends until another node may have appended after `position` (a hint: it may return early or never;
