@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
+import Synchronization
 
 /// The input log and the newest snapshot in PostgreSQL: `event-server --postgres URL`.
 ///
@@ -348,26 +349,55 @@ public final class PostgresServerLog: SharedServerLog {
   }
 
   /// Runs `operation`, failing it with ``ServerLogError/storage(_:)`` after ``operationTimeout``.
+  ///
+  /// The caller is answered at the deadline even when the operation does not end on cancellation (a pool
+  /// waiting for a connection to a stopped database may not): the operation is cancelled and left to end
+  /// on its own, and what it still does is harmless (a turn abandoned this way decides nothing, see
+  /// ``appendTurn(after:_:)``; a write that commits late was never answered).
   private func withDeadline<Result: Sendable>(
     _ operation: @escaping @Sendable () async throws -> Result
   ) async throws(ServerLogError) -> Result {
-    do {
-      return try await withThrowingTaskGroup(of: Result?.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-          try await Task.sleep(for: self.operationTimeout)
-          return nil
+    let answer = FirstAnswer<Result>()
+    let timeout = operationTimeout
+    let location = location
+    let outcome = await withCheckedContinuation { continuation in
+      answer.install(continuation)
+      let work = Task {
+        do {
+          answer.give(.success(try await operation()))
+        } catch let error as ServerLogError {
+          answer.give(.failure(error))
+        } catch {
+          answer.give(.failure(.storage("\(location): \(String(reflecting: error))")))
         }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let result = first else {
-          throw ServerLogError.storage("\(self.location): no answer within \(self.operationTimeout)")
-        }
-        return result
       }
-    } catch let error as ServerLogError {
-      throw error
-    } catch {
-      throw .storage("\(location): \(String(reflecting: error))")
+      Task {
+        try? await Task.sleep(for: timeout)
+        work.cancel()
+        answer.give(.failure(.storage("\(location): no answer within \(timeout)")))
+      }
     }
+    return try outcome.get()
+  }
+}
+
+/// The first of several answers (an operation's, its deadline's), given to one waiting caller.
+final class FirstAnswer<Value: Sendable>: Sendable {
+  private let state = Mutex<(continuation: CheckedContinuation<Result<Value, ServerLogError>, Never>?, given: Bool)>(
+    (nil, false)
+  )
+
+  func install(_ continuation: CheckedContinuation<Result<Value, ServerLogError>, Never>) {
+    state.withLock { $0.continuation = continuation }
+  }
+
+  func give(_ result: Result<Value, ServerLogError>) {
+    let continuation = state.withLock { state -> CheckedContinuation<Result<Value, ServerLogError>, Never>? in
+      guard !state.given else { return nil }
+      state.given = true
+      defer { state.continuation = nil }
+      return state.continuation
+    }
+    continuation?.resume(returning: result)
   }
 }

@@ -12,7 +12,13 @@ import UpdateMachine
 @main
 struct SoakClientMain {
   static func main() async {
-    let options = Options(CommandLineTool.parse(SoakClientArguments.self, tool: "soak-client"))
+    let arguments = CommandLineTool.parse(SoakClientArguments.self, tool: "soak-client")
+    let options = Options(arguments)
+    if let probe = LagProbe(arguments) {
+      let (line, succeeded) = await Task.detached { await probe.run() }.value
+      print(line)
+      exit(succeeded ? 0 : 1)
+    }
     let (line, succeeded) = await Task.detached { await run(options) }.value
     print(line)
     exit(succeeded ? 0 : 1)
@@ -65,22 +71,27 @@ struct SoakClientMain {
     let snapshot = await machine.snapshot
     await machine.stop()
     // What the server holds now, from a fresh registration (its queue is deleted again at once). The server
-    // may be between a kill and its restart, so the registration is retried for 30 s: a check that
+    // may be between a kill and its restart, so the registration is retried for 60 s: a check that
     // could not reach the server says so instead of counting every note as lost.
-    let checkDeadline = ContinuousClock.now + .seconds(30)
+    let checkStarted = ContinuousClock.now
     var serverNotes: [String]?
+    var lastError: TransportError?
     while serverNotes == nil {
-      if let registration = try? await transport.register(eventTypes: ["note"], lifespan: nil, clientID: nil) {
+      do {
+        let registration = try await transport.register(eventTypes: ["note"], lifespan: nil, clientID: nil)
         serverNotes = registration.snapshot.notes
         try? await transport.deleteQueue(registration.queueID)
-      } else if ContinuousClock.now < checkDeadline {
+      } catch {
+        lastError = error
+        if ContinuousClock.now - checkStarted > .seconds(60) { break }
         try? await Task.sleep(for: .milliseconds(200))
-      } else {
-        break
       }
     }
     guard let serverNotes else {
-      return ("soak-client \(options.user): the server could not be reached to check its notes", false)
+      return (
+        "soak-client \(options.user): the server could not be reached to check its notes for 60 s "
+          + "(converged \(converged); last error: \(lastError.map { "\($0)" } ?? "none"))", false
+      )
     }
     let clientNotes = snapshot.confirmedState?.notes ?? []
     let counts = Dictionary(serverNotes.map { ($0, 1) }, uniquingKeysWith: +)
@@ -123,10 +134,29 @@ struct SoakClientArguments: ParsableCommand {
   var interval = 50
   @Option(help: "Seconds before giving up (1 to 86400).")
   var timeout = 120
+  @Option(
+    name: .customLong("lag-write-server"),
+    help: "Measure replication lag instead: write through this node (with --lag-poll-server)."
+  )
+  var lagWriteServer: String?
+  @Option(name: .customLong("lag-poll-server"), help: "The node the lag probe's long-poll parks on.")
+  var lagPollServer: String?
+  @Option(name: .customLong("lag-samples"), help: "How many writes the lag probe times (1 to 100000).")
+  var lagSamples = 200
 
   func validate() throws {
-    guard let url = URL(string: server), url.scheme != nil else {
-      throw ValidationError("--server must be a URL, not '\(server)'")
+    for (name, value) in [("server", server), ("lag-write-server", lagWriteServer), ("lag-poll-server", lagPollServer)]
+    {
+      guard let value else { continue }
+      guard let url = URL(string: value), url.scheme != nil else {
+        throw ValidationError("--\(name) must be a URL, not '\(value)'")
+      }
+    }
+    if (lagWriteServer == nil) != (lagPollServer == nil) {
+      throw ValidationError("--lag-write-server and --lag-poll-server go together")
+    }
+    if !(1...100_000).contains(lagSamples) {
+      throw ValidationError("--lag-samples must be a whole number in 1...100000, not \(lagSamples)")
     }
     for (name, value, range) in [
       ("count", count, 1...1_000_000), ("interval", interval, 0...60_000), ("timeout", timeout, 1...86_400),

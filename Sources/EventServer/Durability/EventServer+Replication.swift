@@ -79,6 +79,10 @@ extension EventServer {
     var waiting: [Decision] = []
     /// A turn was asked for and has not ended.
     var isTurnUnderWay = false
+    /// The number of the turn under way: a turn the log abandoned at its deadline and that reaches its
+    /// decision late finds another number (or none) and decides nothing.
+    var activeTurn: Int?
+    var turnsStarted = 0
     /// The turn under way has decided: the machine is ahead of the log until it commits.
     var hasDecided = false
     /// Until then, decisions fail at once (the last turn could not reach the log).
@@ -153,24 +157,32 @@ extension EventServer {
   private func startTurnIfNeeded() {
     guard let shared = durability?.shared, !shared.isTurnUnderWay, !shared.waiting.isEmpty else { return }
     durability!.shared!.isTurnUnderWay = true
+    durability!.shared!.turnsStarted += 1
+    let number = durability!.shared!.turnsStarted
+    durability!.shared!.activeTurn = number
     let position = durability!.commit.durable
-    Task { await self.runTurn(on: shared.log, after: position) }
+    Task { await self.runTurn(number, on: shared.log, after: position) }
   }
 
-  private func runTurn(on log: any SharedServerLog, after position: UInt64) async {
+  private func runTurn(_ number: Int, on log: any SharedServerLog, after position: UInt64) async {
     do {
       try await log.appendTurn(after: position) { committed throws(ServerLogError) in
-        try await self.decideTurn(after: committed)
+        try await self.decideTurn(number, after: committed)
       }
+      guard durability!.shared!.activeTurn == number else { return }
       turnCommitted()
     } catch {
+      guard durability!.shared!.activeTurn == number else { return }
       turnFailed(error)
     }
   }
 
   /// In the turn, holding the log's lock: applies what other nodes committed, then decides every input
   /// that waited, on state that is current; returns the records to append.
-  private func decideTurn(after committed: [StoredRecord]) throws(ServerLogError) -> [StoredRecord] {
+  private func decideTurn(_ number: Int, after committed: [StoredRecord]) throws(ServerLogError) -> [StoredRecord] {
+    guard durability!.shared!.activeTurn == number, durability!.commit.failure == nil else {
+      throw .storage("the turn was abandoned at its deadline")
+    }
     try applyCommitted(committed)
     durability!.shared!.hasDecided = true
     let decisions = durability!.shared!.waiting
@@ -212,6 +224,7 @@ extension EventServer {
 
   private func endTurn() {
     durability!.shared!.isTurnUnderWay = false
+    durability!.shared!.activeTurn = nil
     durability!.shared!.hasDecided = false
     let waiters = durability!.shared!.turnEndWaiters
     durability!.shared!.turnEndWaiters = []
