@@ -198,6 +198,27 @@ struct ClusterNodeTests {
   }
 }
 
+@Suite("docs/scaling.md's example compiles and does what it says")
+struct ScalingDocumentationTests {
+  @Test("two nodes on one log: a note written on B is polled on A")
+  func scalingExample() async throws {
+    // docs/scaling.md
+    let log = InMemorySharedLog()  // PostgresServerLog in production
+    let (nodeA, _) = try await EventServer.joining(log, application: NoteBoard(), clock: ContinuousClock())
+    let (nodeB, _) = try await EventServer.joining(log, application: NoteBoard(), clock: ContinuousClock())
+    let registration = try await nodeA.register(user: "alice")
+    try await nodeB.handle(.post("hi", to: ["alice"]), from: "bob")
+    let events = try await nodeA.events(
+      queueID: registration.queueID,
+      user: "alice",
+      lastEventID: -1,
+      dontBlock: true
+    )
+    // end of the example
+    #expect(events.map(\.body) == [.payload(.note(text: "hi"))])
+  }
+}
+
 extension Array where Element: Sendable {
   /// Maps in order, awaiting each.
   func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {

@@ -59,7 +59,9 @@ struct DurabilityBenchMain {
           "PostgreSQL log (synchronous_commit on)",
           try await measure(onPostgres, writers: writers, seconds: seconds)
         )
+        await onPostgres.shutdown()
         await postgres.close()
+        try await cluster(url: url, logger: logger, writers: writers, seconds: seconds)
       }
       try await restart(records: restartRecords, in: folder)
     } catch {
@@ -79,11 +81,23 @@ struct DurabilityBenchMain {
     writers: Int,
     seconds: Double
   ) async throws -> Figures {
+    try await measure([server], writers: writers, seconds: seconds)
+  }
+
+  /// `writers` tasks each send mutations one after another for `seconds`, writer `i` to `servers[i % count]`.
+  static func measure(
+    _ servers: [EventServer<NoteBoard, ContinuousClock>],
+    writers: Int,
+    seconds: Double
+  ) async throws -> Figures {
     let clock = ContinuousClock()
     let start = clock.now
+    // Each measurement writes as new installations: mutation ids restart at 1.
+    let run = UInt32.random(in: 0...UInt32.max)
     let end = start + .milliseconds(Int64(seconds * 1000))
     let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
       for writer in 0..<writers {
+        let server = servers[writer % servers.count]
         group.addTask {
           var latencies: [Duration] = []
           var mutationID: UInt64 = 0
@@ -94,7 +108,7 @@ struct DurabilityBenchMain {
             _ = try await server.applyMutation(
               .post("n\(mutationID)", to: [user]),
               from: user,
-              clientID: ClientID(rawValue: "bench-\(writer)"),
+              clientID: ClientID(rawValue: "bench-\(run)-\(writer)"),
               mutationID: MutationID(rawValue: mutationID)
             )
             latencies.append(clock.now - began)
@@ -107,6 +121,70 @@ struct DurabilityBenchMain {
       return all
     }
     return Figures(count: latencies.count, elapsed: clock.now - start, latencies: latencies.sorted())
+  }
+
+  /// Three cluster nodes on the PostgreSQL log (each with its own connections): how fast a node applies
+  /// the log as it joins, the acknowledged writes through one node and through three, and the replication
+  /// lag from a write acknowledged on one node to its event reaching a poll parked on another.
+  static func cluster(url: String, logger: Logger, writers: Int, seconds: Double) async throws {
+    var nodes: [EventServer<NoteBoard, ContinuousClock>] = []
+    var logs: [PostgresServerLog] = []
+    for index in 0..<3 {
+      let log = try await PostgresServerLog.connect(url: url, logger: logger)
+      let began = ContinuousClock.now
+      let (node, joined) = try await EventServer.joining(
+        log,
+        application: NoteBoard(),
+        clock: ContinuousClock(),
+        replication: ReplicationSettings(snapshotEvery: Int.max)
+      )
+      if index == 0 {
+        let elapsed = Self.seconds(ContinuousClock.now - began)
+        print(
+          String(
+            format: "  a node joining applies the log: %d records in %.2f s, %.0f records/s",
+            joined.replayed,
+            elapsed,
+            Double(joined.replayed) / elapsed
+          )
+        )
+      }
+      nodes.append(node)
+      logs.append(log)
+    }
+    report("PostgreSQL cluster, writes on 1 node", try await measure([nodes[0]], writers: writers, seconds: seconds))
+    report("PostgreSQL cluster, writes on 3 nodes", try await measure(nodes, writers: writers, seconds: seconds))
+    var lags: [Duration] = []
+    let (writer, poller) = (nodes[0], nodes[1])
+    let registration = try await poller.register(user: "lag")
+    var last = registration.lastEventID
+    for number in 1...200 {
+      let parked = Task { [last] in
+        let events = try await poller.events(queueID: registration.queueID, user: "lag", lastEventID: last)
+        return (events, ContinuousClock.now)
+      }
+      await poller.waitForParkedPolls(count: 1)
+      try await writer.handle(.post("lag-\(number)", to: ["lag"]), from: "lag")
+      let acknowledged = ContinuousClock.now
+      let (events, arrived) = try await parked.value
+      last = events.last?.id ?? last
+      lags.append(max(.zero, arrived - acknowledged))
+    }
+    lags.sort()
+    print(
+      String(
+        format:
+          "  replication lag (a write acknowledged on node 1 to its event in a poll parked on node 2, %d writes): "
+          + "p50 %.3f ms   p99 %.3f ms",
+        lags.count,
+        Self.seconds(lags[lags.count / 2]) * 1000,
+        Self.seconds(lags[lags.count * 99 / 100]) * 1000
+      )
+    )
+    for (node, log) in zip(nodes, logs) {
+      await node.shutdown()
+      await log.close()
+    }
   }
 
   static func report(_ name: String, _ figures: Figures) {
