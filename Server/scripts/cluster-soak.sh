@@ -119,28 +119,7 @@ for index in $(seq 1 "$clients"); do
   if ! wait "${client_pids[$((index - 1))]}"; then failed=1; fi
   tail -1 "$work/client$index.log"
 done
-python3 - "$work" "$clients" <<'PY'
-import re, sys
-work, clients = sys.argv[1], int(sys.argv[2])
-totals = dict(written=0, acknowledged=0, lost=0, twice=0, converged=0, registers=0, out_of_order=0, checked=0)
-for index in range(1, clients + 1):
-    line = open(f"{work}/client{index}.log").read().strip().splitlines()[-1]
-    if "written" not in line:
-        continue  # the client could not check the server; it failed and its line is printed above
-    number = lambda name: int(re.search(name + r" (\d+)", line).group(1))
-    totals["checked"] += 1
-    totals["written"] += number("written")
-    totals["acknowledged"] += number("acknowledged")
-    totals["lost"] += number("lost")
-    totals["twice"] += number("applied twice")
-    totals["registers"] += number("registers")
-    totals["converged"] += "converged true" in line and "client equals server true" in line
-    totals["out_of_order"] += "in order false" in line
-print(f"cluster-soak: {totals['written']} notes written, {totals['acknowledged']} acknowledgements seen; "
-      f"lost {totals['lost']}, applied twice {totals['twice']}, out of order {totals['out_of_order']}; "
-      f"converged {totals['converged']}/{clients}; "
-      f"re-registrations {totals['registers'] - totals['checked']} (beyond each client's first)")
-PY
+echo "cluster-soak: $(python3 scripts/soak-totals.py "$work" "$clients")"
 if ((failed)); then
   echo "cluster-soak: FAILED after $(($(date +%s) - started)) s"
   for index in $(seq 1 "$clients"); do echo "--- client $index"; tail -5 "$work/client$index.log"; done
