@@ -33,6 +33,11 @@ public enum EpisodeSimulation {
     public var duration: Duration = .seconds(3 * 3600)
     /// The faults.
     public var faults = FaultRates()
+    /// Server nodes. One: a durable server with its own log, restarted and crashed by the faults. More: a
+    /// cluster of replicas of one shared log (`EventServer.joining`), where each request goes to a node
+    /// drawn at random (clients move between nodes) and the server faults kill one node at a time, which
+    /// starts again from the log.
+    public var nodes = 1
 
     /// A scenario with the defaults.
     public init(seed: UInt64) {
@@ -56,6 +61,8 @@ public enum EpisodeSimulation {
     public var downloadsStarted: Int
     /// How many times a device registered again (expired or lost queues).
     public var reRegistrations: Int
+    /// How many cluster nodes were killed (0 with one node).
+    public var nodeKills = 0
   }
 
   /// Runs `scenario` to the end.

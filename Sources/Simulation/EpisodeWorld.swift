@@ -31,6 +31,10 @@ struct EpisodeWorld {
     case serverLogCommit
     case serverCrash
     case faultsStop
+    /// A cluster node's timer (heartbeats, sweeps, the application's deadlines).
+    case nodeTimer(node: Int)
+    /// A cluster node reads what the others committed.
+    case nodeFollows(node: Int)
   }
 
   struct Device {
@@ -51,6 +55,8 @@ struct EpisodeWorld {
   let scenario: EpisodeSimulation.Scenario
   var random: SeededRandomNumberGenerator
   var now = Timestamp(secondsSinceEpoch: 1_700_000_000)
+  /// When the world (and every server node's empty state) began.
+  let startTime = Timestamp(secondsSinceEpoch: 1_700_000_000)
   var happenings = DeadlineHeap<Happening>()
   var server: Server
   var devices: [Device] = []
@@ -61,6 +67,8 @@ struct EpisodeWorld {
   var serverTimerAt: Timestamp?
   /// The server's storage, and the answers waiting for their records to be durable.
   var durability = ServerDurability<EpisodeServer, Happening>()
+  /// With several nodes: the cluster (``server`` is the node being served).
+  var cluster: SimulatedCluster<EpisodeServer>?
   /// Each user's projections, in the order the server produced them.
   var history: [UserID: [EpisodeProjection]] = [:]
   var nextEpisode = 0
@@ -85,6 +93,11 @@ struct EpisodeWorld {
     )
     server.startRecording()
     users = (0..<max(scenario.users, 1)).map { UserID("listener\($0 + 1)") }
+    if scenario.nodes > 1 {
+      var nodes = [server]
+      for _ in 1..<scenario.nodes { nodes.append(Self.emptyNode(configuration, random: &random, now: now)) }
+      cluster = SimulatedCluster(nodes: nodes)
+    }
     self.random = random
     for user in users {
       history[user] = [EpisodeProjection()]
@@ -132,7 +145,8 @@ struct EpisodeWorld {
       commands: commands,
       batchesChecked: batchesChecked,
       downloadsStarted: downloadsStarted,
-      reRegistrations: devices.reduce(0) { $0 + max($1.registrations - 1, 0) }
+      reRegistrations: devices.reduce(0) { $0 + max($1.registrations - 1, 0) },
+      nodeKills: cluster?.kills ?? 0
     )
   }
 
@@ -140,6 +154,7 @@ struct EpisodeWorld {
     switch happening {
     case .reachesServer(let index, let epoch, let request, let exchange, let losesAnswer):
       guard devices[index].epoch == epoch else { return }
+      if let count = cluster?.count { serveNode(Int.random(in: 0..<count, using: &random)) }
       serve(exchange, request: request, from: index, losesAnswer: losesAnswer)
     case .reachesDevice(let index, let epoch, let request, let answer):
       guard devices[index].epoch == epoch else { return }
@@ -195,6 +210,20 @@ struct EpisodeWorld {
       guard faultsOn else { return }
       crash(index)
       schedule(.crash(device: index), after: exponential(perHour: scenario.faults.crashesPerHour))
+    case .serverRestart where cluster != nil:
+      guard faultsOn else { return }
+      killNode(Int.random(in: 0..<cluster!.count, using: &random))
+      schedule(.serverRestart, after: exponential(perHour: scenario.faults.serverRestartsPerHour))
+    case .nodeTimer(let node):
+      guard cluster!.timerAt[node] != nil, cluster!.timerAt[node]! <= now else { return }
+      cluster!.timerAt[node] = nil
+      serveNode(node)
+      let applicationDue = server.application.nextDeadline.map { $0 <= now } ?? false
+      let actions = server.timerFired(now: now)
+      if applicationDue { noteProjections() }
+      applyServer(actions)
+    case .nodeFollows(let node):
+      serveNode(node)
     case .serverRestart:
       guard faultsOn else { return }
       // A crash strikes at the worst moment: while records wait for their group commit.
@@ -247,7 +276,7 @@ struct EpisodeWorld {
         devices[index].outstanding[request] = nil
         if let pollID = devices[index].parked.removeValue(forKey: request) {
           parkedPolls[pollID] = nil
-          applyServer(server.pollCancelled(pollID, now: now))
+          cancelPoll(pollID)
         }
       }
     }
@@ -399,7 +428,7 @@ struct EpisodeWorld {
     for request in devices[index].parked.keys.sorted() {
       if let pollID = devices[index].parked[request] {
         parkedPolls[pollID] = nil
-        applyServer(server.pollCancelled(pollID, now: now))
+        cancelPoll(pollID)
       }
     }
     var engine = UpdateMachineConfiguration()
@@ -502,6 +531,7 @@ struct EpisodeWorld {
 
   mutating func broadcast(_ command: AdminCommand) {
     commands += 1
+    if let count = cluster?.count { serveNode(Int.random(in: 0..<count, using: &random)) }
     do {
       applyServer(try server.handle(.admin(command), from: Self.broadcaster, now: now))
     } catch {
@@ -537,6 +567,7 @@ struct EpisodeWorld {
       let pollID = PollID(nextPollID)
       parkedPolls[pollID] = (index, request)
       devices[index].parked[request] = pollID
+      if let node = cluster?.current { cluster!.pollNode[pollID] = node }
       applyServer(
         server.poll(
           pollID,
@@ -574,6 +605,7 @@ struct EpisodeWorld {
         let (index, request) = parkedPolls.removeValue(forKey: pollID)
       else { continue }
       devices[index].parked[request] = nil
+      cluster?.pollNode[pollID] = nil
       let result: Result<[UInt8], TransportError> =
         switch outcome {
         case .events(let events): .success(encode(EventsReply(events: events, queueID: nil)))
@@ -590,6 +622,12 @@ struct EpisodeWorld {
 
   /// Schedules an answer that shows the server's state now: held until that state is durable.
   mutating func emit(_ happening: Happening, after delay: Duration) {
+    if cluster != nil {
+      // A cluster node's turn commits what it decided before anything is answered.
+      commitTurn()
+      schedule(happening, after: delay)
+      return
+    }
     let (ready, commit) = durability.emit(happening, after: delay, server: &server)
     if let (happening, delay) = ready { schedule(happening, after: delay) }
     if commit { scheduleCommit() }
@@ -604,6 +642,14 @@ struct EpisodeWorld {
   }
 
   mutating func rescheduleServerTimer() {
+    if cluster != nil {
+      commitTurn()
+      let next = server.nextDeadline
+      guard next != cluster!.timerAt[cluster!.current] else { return }
+      cluster!.timerAt[cluster!.current] = next
+      happenings.push(.nodeTimer(node: cluster!.current), at: next)
+      return
+    }
     if durability.collect(from: &server) { scheduleCommit() }
     let next = server.nextDeadline
     guard next != serverTimerAt else { return }
@@ -649,6 +695,73 @@ struct EpisodeWorld {
     rescheduleServerTimer()
   }
 
+  // MARK: - A cluster of nodes
+
+  static func emptyNode(
+    _ configuration: EventServerConfiguration,
+    random: inout SeededRandomNumberGenerator,
+    now: Timestamp
+  ) -> Server {
+    var node = Server(
+      application: EpisodeServer(admins: [Self.broadcaster]),
+      configuration: configuration,
+      random: SeededRandomNumberGenerator(seed: random.next()),
+      now: now
+    )
+    node.startRecording()
+    return node
+  }
+
+  /// Serves `node` from now on (a request or a timer reached it): it first applies what the others
+  /// committed, completing its own parked polls.
+  mutating func serveNode(_ node: Int) {
+    let (actions, committed) = cluster!.serve(node, served: &server)
+    if committed { scheduleFollowers() }
+    applyServer(actions)
+  }
+
+  /// The served node's turn commits what it recorded; the other nodes follow a few milliseconds later.
+  mutating func commitTurn() {
+    if cluster!.commit(from: &server) { scheduleFollowers() }
+  }
+
+  mutating func scheduleFollowers() {
+    for node in 0..<cluster!.count where node != cluster!.current {
+      schedule(.nodeFollows(node: node), after: .microseconds(Int64.random(in: 500...5_000, using: &random)))
+    }
+  }
+
+  /// Cancels a parked poll on the node it is parked on.
+  mutating func cancelPoll(_ pollID: PollID) {
+    if let node = cluster?.pollNode.removeValue(forKey: pollID) { serveNode(node) }
+    applyServer(server.pollCancelled(pollID, now: now))
+  }
+
+  /// Kills a cluster node: the polls parked on it fail as dropped connections, and it starts again from
+  /// the log.
+  mutating func killNode(_ node: Int) {
+    serveNode(node)
+    for (pollID, (index, request)) in parkedPolls.sorted(by: { $0.key < $1.key })
+    where cluster!.pollNode[pollID] == node {
+      devices[index].parked[request] = nil
+      parkedPolls[pollID] = nil
+      schedule(
+        .reachesDevice(
+          device: index,
+          epoch: devices[index].epoch,
+          request: request,
+          answer: .failure(.connectionFailed("node killed"))
+        ),
+        after: latency()
+      )
+    }
+    var configuration = EventServerConfiguration()
+    configuration.maximumIdleTimeout = .seconds(7 * 24 * 3600)
+    let empty = Self.emptyNode(configuration, random: &random, now: startTime)
+    cluster!.killServed(&server, rebuiltFrom: empty)
+    rescheduleServerTimer()
+  }
+
   mutating func noteProjections() {
     for user in users {
       let projection = server.application.snapshot(for: user)
@@ -659,7 +772,8 @@ struct EpisodeWorld {
   // MARK: - Settling and the end
 
   var isSettled: Bool {
-    devices.indices.allSatisfy { index in
+    if let cluster, !cluster.isCaughtUp || cluster.applied[cluster.current] != cluster.log.count { return false }
+    return devices.indices.allSatisfy { index in
       let device = devices[index]
       guard device.online, case .polling(let finger) = device.core.phase, device.core.pendingMutations.isEmpty,
         !device.parked.isEmpty, server.queue(finger.queueID)?.lastEventID == finger.lastEventID

@@ -216,6 +216,18 @@ struct ScalingDocumentationTests {
     )
     // end of the example
     #expect(events.map(\.body) == [.payload(.note(text: "hi"))])
+    // The page shows these lines (the last one on one line there).
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent()
+    let page = try String(contentsOf: root.appendingPathComponent("docs/scaling.md"), encoding: .utf8)
+    for line in [
+      "let log = InMemorySharedLog()  // PostgresServerLog in production",
+      "let (nodeB, _) = try await EventServer.joining(log, application: NoteBoard(), clock: ContinuousClock())",
+      "try await nodeB.handle(.post(\"hi\", to: [\"alice\"]), from: \"bob\")",
+      "let events = try await nodeA.events(queueID: registration.queueID, user: \"alice\", lastEventID: -1, dontBlock: true)",
+    ] {
+      #expect(page.contains(line), "docs/scaling.md lacks: \(line)")
+    }
   }
 }
 

@@ -19,6 +19,39 @@ struct EpisodeSimulationTests {
     #expect(report.batchesChecked > 0 && report.commands > 0)
   }
 
+  @Test(
+    "200 seeds on a cluster of 3 nodes: requests go to any node, nodes are killed; every invariant holds",
+    arguments: 0..<200 as Range<UInt64>
+  )
+  func clusterSeeds(seed: UInt64) {
+    var scenario = EpisodeSimulation.Scenario(seed: seed)
+    scenario.duration = .seconds(3600)
+    scenario.nodes = 3
+    scenario.faults.serverRestartsPerHour = 6
+    let report = EpisodeSimulation.run(scenario)
+    #expect(report.violations.isEmpty, "seed \(seed): \(report.violations.prefix(5))")
+    #expect(report.converged)
+    #expect(report.batchesChecked > 0 && report.commands > 0)
+  }
+
+  @Test("the cluster runs are busy: nodes are killed while devices poll and write through every node")
+  func clusterBusyEnough() {
+    var totals = (kills: 0, batches: 0, commands: 0)
+    for seed in 0..<20 as Range<UInt64> {
+      var scenario = EpisodeSimulation.Scenario(seed: seed)
+      scenario.duration = .seconds(3600)
+      scenario.nodes = 3
+      scenario.faults.serverRestartsPerHour = 6
+      let report = EpisodeSimulation.run(scenario)
+      totals.kills += report.nodeKills
+      totals.batches += report.batchesChecked
+      totals.commands += report.commands
+    }
+    #expect(totals.kills > 60)
+    #expect(totals.batches > 1_000)
+    #expect(totals.commands > 200)
+  }
+
   @Test("the run is busy: faults happen, devices register again, downloads start and batches are checked")
   func busyEnough() {
     var totals = (batches: 0, downloads: 0, reRegistrations: 0, commands: 0)
@@ -35,6 +68,26 @@ struct EpisodeSimulationTests {
     #expect(totals.downloads > 50)
     #expect(totals.reRegistrations > 0)
     #expect(totals.commands > 200)
+  }
+
+  @Test("docs/simulation.md's cluster example is this code, and it runs clean with nodes killed")
+  func documentedClusterExample() throws {
+    // CLUSTER-BEGIN
+    var scenario = EpisodeSimulation.Scenario(seed: 7)
+    scenario.nodes = 3
+    scenario.faults.serverRestartsPerHour = 6
+    let report = EpisodeSimulation.run(scenario)  // report.nodeKills: how many nodes were killed
+    // CLUSTER-END
+    #expect(report.violations.isEmpty && report.converged)
+    let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
+    let begin = try #require(source.range(of: "// CLUSTER-BEGIN\n"))
+    let end = try #require(source.range(of: "    // CLUSTER-END"))
+    let code = source[begin.upperBound..<end.lowerBound].split(separator: "\n").map { $0.dropFirst(4) }
+      .joined(separator: "\n")
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent()
+    let page = try String(contentsOf: root.appendingPathComponent("docs/simulation.md"), encoding: .utf8)
+    #expect(page.contains(code))
   }
 
   @Test("docs/simulation.md's example is this code, and it runs clean")
