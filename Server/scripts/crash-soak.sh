@@ -85,6 +85,11 @@ database_outage() {
   if kill -0 "$server_pid" 2>/dev/null; then
     status=$(curl -s -m 8 -o /dev/null -w '%{http_code}' -u user1:user1-soak-key -X POST \
       "http://127.0.0.1:$port/api/v1/register" || true)
+    # Any other answer is only right from a server on its way out (a write was cut): it must be gone soon.
+    if [ "$status" != 503 ]; then
+      for _ in $(seq 1 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+      if ! kill -0 "$server_pid" 2>/dev/null; then status="stopped"; fi
+    fi
   fi
   echo "crash-soak: a registration during the outage: HTTP $status"
   if [ "$status" != 503 ] && [ "$status" != stopped ]; then
