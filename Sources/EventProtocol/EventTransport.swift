@@ -44,6 +44,29 @@ public protocol EventTransport<State, Event, Mutation>: Sendable {
   /// Sends one mutation; the server applies each (client, mutation id) at most once.
   /// - Throws: ``TransportError``.
   func submit(_ request: MutationRequest<Mutation>, queueID: QueueID?) async throws(TransportError) -> MutationReceipt
+
+  /// Fetches one page of partial state, read atomically with the queue's last event id (see
+  /// ``FetchAnswer``). By default the transport cannot fetch and throws ``EventAPIError/Code/badRequest``.
+  /// - Parameters:
+  ///   - request: The narrow, the anchor and how many items on each side.
+  ///   - queueID: The caller's queue, whose last event id the answer carries.
+  ///   - itemType: The type of the items.
+  /// - Throws: ``TransportError``; a queue that is gone is ``EventAPIError/Code/badEventQueueID``.
+  func fetch<Item: Codable & Sendable & Equatable>(
+    _ request: FetchRequest,
+    queueID: QueueID,
+    as itemType: Item.Type
+  ) async throws(TransportError) -> FetchAnswer<Item>
+}
+
+extension EventTransport {
+  public func fetch<Item: Codable & Sendable & Equatable>(
+    _ request: FetchRequest,
+    queueID: QueueID,
+    as itemType: Item.Type
+  ) async throws(TransportError) -> FetchAnswer<Item> {
+    throw .api(.badRequest("this transport cannot fetch pages of partial state"))
+  }
 }
 
 /// Why a request to the server failed, classified for the engine's retry decisions.

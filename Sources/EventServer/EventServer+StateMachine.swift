@@ -238,6 +238,29 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     return actions
   }
 
+  /// Reads a page of partial state for `user`, atomic with queue `queueID`: the application's page and the
+  /// queue's last event id come from the same state. A read: nothing changes, nothing is logged.
+  /// - Throws: `BAD_EVENT_QUEUE_ID` for an unknown, expired or other user's queue; `BAD_REQUEST` for a bad
+  ///   request or a narrow the application refuses.
+  public func fetch(
+    _ request: FetchRequest,
+    queueID: QueueID,
+    user: UserID,
+    now: Timestamp
+  ) throws(EventAPIError) -> FetchAnswer<Application.FetchedItem> {
+    guard let slot = table.slot(of: queueID), let queue = table.slots[slot], queue.user == user,
+      !queue.isExpired(at: now)
+    else { throw .badEventQueueID(queueID) }
+    if let problem = request.problem { throw .badRequest(problem) }
+    let page: FetchPage<Application.FetchedItem>
+    do {
+      page = try application.fetch(request, for: user)
+    } catch {
+      throw .badRequest(error.reason)
+    }
+    return FetchAnswer(queueID: queueID, lastEventID: queue.lastEventID, request: request, page: page)
+  }
+
   /// The caller of a parked poll went away. The poll completes as cancelled; every event stays queued.
   /// A poll that is no longer parked (already completed) is ignored.
   public mutating func pollCancelled(_ pollID: PollID, now: Timestamp) -> [Action] {

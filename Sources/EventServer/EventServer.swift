@@ -141,6 +141,18 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     }
   }
 
+  /// Reads a page of partial state for `user`, atomic with the caller's queue (see
+  /// ``EventServerStateMachine/fetch(_:queueID:user:now:)``). On a cluster node the page and the event id
+  /// come from this node's copy, which is consistent with itself.
+  /// - Throws: ``EventAPIError``: `BAD_EVENT_QUEUE_ID`, or `BAD_REQUEST`.
+  public func fetch(
+    _ request: FetchRequest,
+    queueID: QueueID,
+    user: UserID
+  ) throws(EventAPIError) -> FetchAnswer<Application.FetchedItem> {
+    try machine.fetch(request, queueID: queueID, user: user, now: timeline.now())
+  }
+
   /// Polls a queue: acknowledges everything up to `lastEventID`, then returns every event still queued,
   /// waiting for one (or for a heartbeat 45–55 s later) when there are none and `dontBlock` is false.
   /// - Parameters:

@@ -96,6 +96,32 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     return try wire(receipt)
   }
 
+  public func fetch<Item: Codable & Sendable & Equatable>(
+    _ request: FetchRequest,
+    queueID: QueueID,
+    as itemType: Item.Type
+  ) async throws(TransportError) -> FetchAnswer<Item> {
+    let answer: FetchAnswer<Application.FetchedItem>
+    do {
+      answer = try await server.fetch(request, queueID: queueID, user: user)
+    } catch {
+      throw wireError(error)
+    }
+    if throughWire {
+      do {
+        return try WireFormat.decode(FetchAnswer<Item>.self, from: WireFormat.encodeSuccess(answer))
+      } catch let error as EventAPIError {
+        throw .api(error)
+      } catch {
+        throw .api(.malformedResponse(String(describing: error)))
+      }
+    }
+    guard let typed = answer as? FetchAnswer<Item> else {
+      throw .api(.malformedResponse("the server's items are \(Application.FetchedItem.self), not \(Item.self)"))
+    }
+    return typed
+  }
+
   private func wire<Reply: Codable>(_ reply: Reply) throws(TransportError) -> Reply {
     guard throughWire else { return reply }
     do {

@@ -25,6 +25,9 @@ public protocol ServerApplication: Sendable {
   /// What users ask the application to do; it crosses the wire, and the server digests it to tell a
   /// repeated write from a different one.
   associatedtype Command: Codable & Sendable
+  /// The items a fetch answers with, for state clients hold only in part; ``NoFetchedItem`` when the
+  /// application answers no fetch.
+  associatedtype FetchedItem: Codable & Sendable & Equatable = NoFetchedItem
 
   /// The state of the application as `user` sees it now.
   func snapshot(for user: UserID) -> Snapshot
@@ -57,6 +60,13 @@ public protocol ServerApplication: Sendable {
   /// push. It must depend only on the application's state and `now` (the server replays it after a crash),
   /// and must move ``nextDeadline`` past `now`. By default, nothing.
   mutating func deadlineReached(at now: Timestamp) -> [Delivery<Event>]
+
+  /// One page of a narrow as `user` sees it now (``FetchPage/select(_:request:position:)`` answers the anchor
+  /// and the counts). The server reads it in the same synchronous step as the caller's queue's last event
+  /// id, so the page is atomic with the queue, exactly like a registration's snapshot: every event about
+  /// these items up to that id is reflected in it, none after. By default no narrow can be fetched.
+  /// - Throws: ``CommandRejection`` for a narrow the application does not know (answered `BAD_REQUEST`).
+  func fetch(_ request: FetchRequest, for user: UserID) throws(CommandRejection) -> FetchPage<FetchedItem>
 }
 
 extension ServerApplication {
@@ -65,6 +75,10 @@ extension ServerApplication {
   public var nextDeadline: Timestamp? { nil }
 
   public mutating func deadlineReached(at now: Timestamp) -> [Delivery<Event>] { [] }
+
+  public func fetch(_ request: FetchRequest, for user: UserID) throws(CommandRejection) -> FetchPage<FetchedItem> {
+    throw CommandRejection("this application answers no fetch")
+  }
 
   public mutating func handle(
     _ command: Command,
@@ -103,3 +117,6 @@ public struct CommandRejection: Error, Hashable, Sendable, CustomStringConvertib
 
   public var description: String { "command rejected: \(reason)" }
 }
+
+/// The fetched item of an application that answers no fetch.
+public struct NoFetchedItem: Codable, Sendable, Equatable {}

@@ -272,6 +272,9 @@ struct EpisodeWorld {
         send(.poll(finger, dontBlock: dontBlock), as: request, from: index)
       case .submit(let request, let body, _):
         send(.submit(body), as: request, from: index)
+      case .fetch, .fetchFinished:
+        // This world's apps hold no partial state: their cores never ask to fetch.
+        break
       case .cancel(let request):
         devices[index].outstanding[request] = nil
         if let pollID = devices[index].parked.removeValue(forKey: request) {

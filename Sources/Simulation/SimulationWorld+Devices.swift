@@ -78,6 +78,9 @@ extension SimulationWorld {
         send(.poll(finger, dontBlock: dontBlock), as: request, from: index)
       case .submit(let request, let body, _):
         send(.submit(body), as: request, from: index)
+      case .fetch, .fetchFinished:
+        // This world's apps hold no partial state: their cores never ask to fetch.
+        break
       case .cancel(let request):
         devices[index].outstanding[request] = nil
         if let pollID = devices[index].parked.removeValue(forKey: request) {
@@ -96,6 +99,8 @@ extension SimulationWorld {
     case .poll: "a poll"
     case .submit(_, let body, _): "sending \(body.mutationID)"
     case .cancel: "a cancellation"
+    case .fetch(_, let request, _, _): "a fetch of \(request)"
+    case .fetchFinished: "a fetch's end"
     }
   }
 

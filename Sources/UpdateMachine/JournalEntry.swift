@@ -59,7 +59,7 @@ struct JournalEntry<Event: EventPayload, Mutation: Codable & Sendable & Equatabl
         for event in entry.events {
           // An event this build cannot read stops the replay: applying the rest would skip it.
           guard case .payload(let payload) = event.body else { throw ReducerError("unreadable journaled event") }
-          try reducer.apply(payload, to: &state)
+          try reducer.reduce(payload, into: &state)
         }
       } catch {
         break

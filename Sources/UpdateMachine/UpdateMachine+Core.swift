@@ -31,6 +31,11 @@ public struct UpdateMachineCore<
     case submit(RequestID, MutationRequest<Mutation>, queueID: QueueID?)
     /// Cancel a request under way; its answer, if any, will be ignored.
     case cancel(RequestID)
+    /// Send a fetch of a page of partial state, read against `queueID`; the core times it out itself after
+    /// `timeout`.
+    case fetch(RequestID, FetchRequest, queueID: QueueID, timeout: Duration)
+    /// A fetch the app asked for (``fetch(_:now:)``) ended: merged into the state, or failed.
+    case fetchFinished(RequestID, FetchOutcome)
     /// Write the record atomically, then report the result before performing the next action. The change
     /// says how its state differs from the previous `.persist`'s, so a journaling store can append the events
     /// instead of rewriting the record.
@@ -67,6 +72,8 @@ public struct UpdateMachineCore<
     var origins: [MutationOrigin]
     /// The payloads applied, in order: what a journal entry records.
     var payloads: [Event] = []
+    /// The ids of ``payloads``, in order.
+    var payloadIDs: [Int] = []
   }
 
   struct Failure: Hashable, Sendable {
@@ -103,6 +110,10 @@ public struct UpdateMachineCore<
   }
 
   let reducer: any UpdateReducer<State, Event, Mutation>
+  /// The reducer's partial part, when it has one.
+  let partial: (any PartialReducing<State, Event>)?
+  /// Fetches of partial state under way or waiting for the finger.
+  var fetches = FetchTracker<Event>()
   /// How the machine registers, retries and reports.
   public let configuration: UpdateMachineConfiguration
   var random: any RandomNumberGenerator & Sendable
@@ -164,6 +175,7 @@ public struct UpdateMachineCore<
       preconditionFailure(error.description)
     }
     self.reducer = reducer
+    self.partial = Self.partialComposer(of: reducer)
     self.configuration = configuration
     self.lifecycle = lifecycle
     self.random = random
@@ -275,7 +287,9 @@ public struct UpdateMachineCore<
   ) -> [Action] {
     guard case .register(request, _) = inFlight else { return [] }
     inFlight = nil
+    let previous = confirmedState
     confirmedState = registration.snapshot
+    queueReplaced(previous: previous, now: now)
     unsavedChange = .replaced
     queueLifetime = configuration.assumedQueueLifetime
     longPollTimeout = (registration.longPollTimeout ?? configuration.defaultLongPollTimeout)
@@ -315,6 +329,7 @@ public struct UpdateMachineCore<
     case .failure(let failure): return protocolFailure(failure.reason, now: now)
     }
     adopt(batch)
+    let pages = mergeReadyPages(finger: batch.lastEventID)
     queueConfirmedByPoll = true
     queuesLostBeforeFirstPoll = 0
     markSuccess(finger: EventFinger(queueID: finger.queueID, lastEventID: batch.lastEventID), now: now)
@@ -324,7 +339,7 @@ public struct UpdateMachineCore<
         phase = .idle(advanced, nextPollAt: now)
       }
     }
-    return [persistAction()] + proceed(now: now)
+    return [persistAction()] + pages.actions + proceed(now: now)
   }
 
   /// Applies `events` after `finger` to a copy of the confirmed state: events at or below the finger are
@@ -340,12 +355,13 @@ public struct UpdateMachineCore<
       guard event.id > finger.lastEventID else { continue }
       if case .payload(let payload) = event.body {
         do {
-          try reducer.apply(payload, to: &batch.state)
+          try reducer.reduce(payload, into: &batch.state)
         } catch {
           return .failure(error)
         }
         batch.applied += 1
         batch.payloads.append(payload)
+        batch.payloadIDs.append(event.id)
       }
       if let origin = event.origin { batch.origins.append(origin) }
       batch.lastEventID = event.id
@@ -357,6 +373,7 @@ public struct UpdateMachineCore<
   mutating func adopt(_ batch: AppliedBatch) {
     confirmedState = batch.state
     unsavedChange = unsavedChange.appending(batch.payloads)
+    fetches.record(ids: batch.payloadIDs, events: batch.payloads)
     metrics.eventsApplied += batch.applied
     if !batch.origins.isEmpty { outbox?.eventsApplied(batch.origins) }
     if batch.applied > 0 { protocolFailures = 0 }

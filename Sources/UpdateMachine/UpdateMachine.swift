@@ -48,6 +48,10 @@ public actor UpdateMachine<
   private var nextObserverID: UInt64 = 0
   private var lastPublished: Snapshot?
   private var runWaiter: CheckedContinuation<Void, Never>?
+  /// Reads a page through the transport, for a ``PartialUpdateReducer``'s item type.
+  private let fetchPage:
+    (@Sendable (FetchRequest, QueueID) async throws(TransportError) -> any FetchAnswering)?
+  private var fetchWaiters: [RequestID: CheckedContinuation<FetchOutcome, Never>] = [:]
   private var isStarted = false
   private var isStopped = false
 
@@ -88,6 +92,7 @@ public actor UpdateMachine<
     self.restore = { PersistedRecord<State, Mutation>.restore(from: $0, for: reducer) }
     self.replayJournal = { JournalEntry.replay($0, onto: $1, with: reducer) }
     self.journalingStore = store as? any JournalingUpdateStore
+    self.fetchPage = Self.pageFetcher(for: reducer, transport: transport)
     self.readClock = { timeline.now() }
     self.sleepUntil = { try await timeline.sleep(until: $0) }
     self.log = log
@@ -239,6 +244,8 @@ public actor UpdateMachine<
     observers = [:]
     runWaiter?.resume()
     runWaiter = nil
+    for waiter in fetchWaiters.values { waiter.resume(returning: .failed(.cancelled)) }
+    fetchWaiters = [:]
   }
 
   /// Starts the machine and runs until the calling task is cancelled, then stops it.
@@ -309,6 +316,44 @@ public actor UpdateMachine<
       return actions
     }
     return id
+  }
+
+  /// Fetches a page of a narrow of partial state and merges it into the state, composed exactly once with
+  /// the events (see `docs/partial-state.md`). Starts the machine first if needed.
+  ///
+  /// The page is read against the machine's queue (once it has one); it is merged when the finger has
+  /// reached the event id it was read at, with the events applied since applied to it. If the queue is lost
+  /// meanwhile, it is fetched again against the next one.
+  /// - Returns: ``FetchOutcome/merged`` once ``snapshot`` shows the page; or why it failed (a reducer that
+  ///   is not a ``PartialUpdateReducer``, a bad request, a timeout, the machine stopped).
+  @discardableResult
+  public func fetch(_ request: FetchRequest) async -> FetchOutcome {
+    start()
+    guard !isStopped else { return .failed(.cancelled) }
+    return await withCheckedContinuation { continuation in
+      let now = readClock()
+      let (id, actions) = core.fetch(request, now: now)
+      fetchWaiters[id] = continuation
+      perform(actions, now: now)
+    }
+  }
+
+  /// The page reader for `reducer`'s item type, when it holds partial state.
+  private static func pageFetcher<Reducer: UpdateReducer>(
+    for reducer: Reducer,
+    transport: any EventTransport<State, Event, Mutation>
+  ) -> (@Sendable (FetchRequest, QueueID) async throws(TransportError) -> any FetchAnswering)? {
+    guard let partial = reducer as? any PartialUpdateReducer else { return nil }
+    return pageFetcher(itemsOf: partial, transport: transport)
+  }
+
+  private static func pageFetcher<Partial: PartialUpdateReducer>(
+    itemsOf reducer: Partial,
+    transport: any EventTransport<State, Event, Mutation>
+  ) -> @Sendable (FetchRequest, QueueID) async throws(TransportError) -> any FetchAnswering {
+    { request, queueID throws(TransportError) in
+      try await transport.fetch(request, queueID: queueID, as: Partial.Item.self)
+    }
   }
 
   /// Saves the app's device-local data (transfers, caches: what is never synced) in the same atomic write
@@ -433,6 +478,21 @@ public actor UpdateMachine<
           case .failure(let error): core.submitFailed(request, error, now: now)
           }
         }
+      case .fetch(let request, let fetchRequest, let queueID, _):
+        guard let fetchPage else {
+          actions += core.fetchFailed(request, .api(.badRequest("no page reader")), now: now)
+          continue
+        }
+        send(request, .fetch(fetchRequest)) { () async throws(TransportError) in
+          try await fetchPage(fetchRequest, queueID)
+        } completion: { core, result, now in
+          switch result {
+          case .success(let answer): core.fetchAnswered(request, answer, now: now)
+          case .failure(let error): core.fetchFailed(request, error, now: now)
+          }
+        }
+      case .fetchFinished(let request, let outcome):
+        fetchWaiters.removeValue(forKey: request)?.resume(returning: outcome)
       case .cancel(let request):
         if let task = requests.removeValue(forKey: request) {
           task.cancel()

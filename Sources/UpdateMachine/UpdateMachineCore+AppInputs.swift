@@ -51,6 +51,7 @@ extension UpdateMachineCore {
       actions.append(.cancel(request))
       actions += submitFailed(request, .timedOut, now: now)
     }
+    actions += fetchesTimedOut(now: now)
     return actions + proceed(now: now)
   }
 
@@ -177,6 +178,7 @@ extension UpdateMachineCore {
       case .success(let batch) = applyBatch(fresh, after: finger)
     else { return nil }
     adopt(batch)
+    let pages = mergeReadyPages(finger: batch.lastEventID)
     metrics.pushesApplied += 1
     dataAsOf = now
     let advanced = EventFinger(queueID: finger.queueID, lastEventID: batch.lastEventID)
@@ -187,7 +189,7 @@ extension UpdateMachineCore {
     case .stale, .registering, .registerFailed, .stopped: return nil
     }
     outbox?.confirm(by: advanced)
-    return [persistAction()] + proceed(now: now)
+    return [persistAction()] + pages.actions + proceed(now: now)
   }
 
   /// A push arrived while a non-blocking poll was under way. That poll may have been answered before the

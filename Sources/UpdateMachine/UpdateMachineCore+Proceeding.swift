@@ -27,7 +27,7 @@ extension UpdateMachineCore {
         break
       }
     }
-    return actions + proceedOutbox(now: now)
+    return actions + proceedOutbox(now: now) + proceedFetches(now: now)
   }
 
   /// Sends a poll, unless the queue must have expired by now: then goes stale and registers instead.
@@ -114,6 +114,7 @@ extension UpdateMachineCore {
     if let request = outbox?.abandonInFlight() { actions.append(.cancel(request)) }
     inFlight = nil
     phase = .stopped(reason, finger: finger ?? phase.finger)
+    actions += abandonFetches(.api(.badRequest("the machine stopped: \(reason)")))
     return actions + [persistAction()]
   }
 

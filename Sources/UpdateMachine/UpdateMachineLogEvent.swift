@@ -42,12 +42,15 @@ public enum UpdateMachineLogEvent: Sendable, Equatable, CustomStringConvertible 
     case poll(EventFinger, dontBlock: Bool)
     /// A mutation from the outbox.
     case submit(MutationID)
+    /// A fetch of a page of partial state.
+    case fetch(FetchRequest)
 
     public var description: String {
       switch self {
       case .register: "register"
       case .poll(let finger, let dontBlock): "poll \(finger)\(dontBlock ? " (dont_block)" : "")"
       case .submit(let id): "submit \(id)"
+      case .fetch(let request): "fetch \(request)"
       }
     }
   }

@@ -21,6 +21,10 @@ public struct UpdateMetrics: Hashable, Sendable, Codable {
   public var clientIDResets = 0
   /// Pushes whose events were applied with no request at all.
   public var pushesApplied = 0
+  /// Fetch requests sent for pages of partial state.
+  public var fetches = 0
+  /// Events applied to a fetched page to bring it up to the finger (they were already in the state).
+  public var eventsReplayedOnPages = 0
 
   /// Creates counters that are all zero.
   public init() {}

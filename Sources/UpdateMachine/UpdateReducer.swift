@@ -45,6 +45,10 @@ public protocol UpdateReducer<State, Event, Mutation>: Sendable {
   /// - Throws: ``ReducerError`` when the event cannot be applied; the engine re-registers rather than skip it.
   func apply(_ event: Event, to state: inout State) throws(ReducerError)
 
+  /// Applies one event to the whole state, as the engine does. Do not implement it: it is
+  /// ``apply(_:to:)``, and for a ``PartialUpdateReducer`` also its partial part.
+  func reduce(_ event: Event, into state: inout State) throws(ReducerError)
+
   /// Shows a pending mutation's expected effect on top of the confirmed state.
   func applyOptimistically(_ mutation: Mutation, to state: inout State)
 
@@ -64,6 +68,10 @@ public protocol UpdateReducer<State, Event, Mutation>: Sendable {
 
 extension UpdateReducer {
   public var stateVersion: Int { 1 }
+
+  public func reduce(_ event: Event, into state: inout State) throws(ReducerError) {
+    try apply(event, to: &state)
+  }
 
   public func replaces(_ mutation: Mutation, unsent older: Mutation) -> Bool { false }
 

@@ -73,7 +73,7 @@ public enum ConvergenceCheck {
         for step in cut..<received.count {
           for event in received[step][user] ?? [] {
             do {
-              try reducer.apply(event, to: &state)
+              try reducer.reduce(event, into: &state)
             } catch {
               return Failure(user: user, cut: cut, reason: "the reducer refused an event the server sent: \(error)")
             }

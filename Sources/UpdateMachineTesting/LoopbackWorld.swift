@@ -70,12 +70,14 @@ where
     case register(ClientID)
     case poll(EventFinger, dontBlock: Bool)
     case submit(MutationRequest<Application.Command>)
+    case fetch(FetchRequest, QueueID)
   }
 
   private enum Answer {
     case registered(Registration<Application.Snapshot>)
     case events([EventEnvelope<Application.Event>])
     case receipt(MutationReceipt)
+    case fetched(FetchAnswer<Application.FetchedItem>)
     case failed(TransportError)
   }
 
@@ -172,6 +174,19 @@ where
     perform(actions, on: index)
     return id
   }
+
+  /// Device `index`'s app asks for a page of partial state; how it ends shows in ``fetchOutcomes``.
+  /// - Returns: The fetch's request id.
+  @discardableResult
+  public mutating func fetch(_ request: FetchRequest, on index: Int) -> RequestID {
+    let (id, actions) = devices[index].core.fetch(request, now: now)
+    trace.append("\(now) device \(index) fetches \(request) as \(id)")
+    perform(actions, on: index)
+    return id
+  }
+
+  /// How each fetch asked with ``fetch(_:on:)`` ended, by device and request id.
+  public private(set) var fetchOutcomes: [Int: [RequestID: FetchOutcome]] = [:]
 
   /// The server runs a command from `user` (not through any outbox).
   /// - Throws: The application's refusal.
@@ -405,6 +420,13 @@ where
         )
       case .submit(let request, let body, _):
         outstanding.append(Outstanding(device: index, request: request, exchange: .submit(body), progress: .toServer))
+      case .fetch(let request, let body, let queueID, _):
+        outstanding.append(
+          Outstanding(device: index, request: request, exchange: .fetch(body, queueID), progress: .toServer)
+        )
+      case .fetchFinished(let request, let outcome):
+        trace.append("\(now) device \(index) fetch \(request) ends: \(outcome)")
+        fetchOutcomes[index, default: [:]][request] = outcome
       case .cancel(let request):
         dropExchange(request, on: index)
       case .persist(let record, _):
@@ -492,6 +514,13 @@ where
       } catch {
         outstanding[position].progress = .answered(.failed(.api(error)))
       }
+    case .fetch(let body, let queueID):
+      do {
+        let answer = try server.fetch(body, queueID: queueID, user: user, now: now)
+        outstanding[position].progress = .answered(.fetched(answer))
+      } catch {
+        outstanding[position].progress = .answered(.failed(.api(error)))
+      }
     }
     // The answer shows this input's effects: it leaves once they are durable.
     outstanding[position].needs = storage.collect(from: &server)
@@ -516,6 +545,8 @@ where
     case (.poll, .failed(let error)): actions = devices[index].core.pollFailed(request, error, now: now)
     case (.submit, .receipt(let receipt)): actions = devices[index].core.submitSucceeded(request, receipt, now: now)
     case (.submit, .failed(let error)): actions = devices[index].core.submitFailed(request, error, now: now)
+    case (.fetch, .fetched(let answer)): actions = devices[index].core.fetchSucceeded(request, answer, now: now)
+    case (.fetch, .failed(let error)): actions = devices[index].core.fetchFailed(request, error, now: now)
     default: preconditionFailure("answer \(answer) does not fit \(exchange.exchange)")
     }
     perform(actions, on: index)
@@ -526,6 +557,7 @@ where
     switch answer {
     case .registered(let registration): "registered \(registration.finger)"
     case .events(let events): "events \(events.map(\.id))"
+    case .fetched(let answer): "page of \(answer.page.items.count) at event \(answer.lastEventID)"
     case .receipt(let receipt):
       "receipt applied=\(receipt.applied) through \(receipt.eventsThrough.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" })"
     case .failed(let error): "failed \(error)"
@@ -548,6 +580,7 @@ where
     case .register: actions = devices[index].core.registerFailed(request, error, now: now)
     case .poll: actions = devices[index].core.pollFailed(request, error, now: now)
     case .submit: actions = devices[index].core.submitFailed(request, error, now: now)
+    case .fetch: actions = devices[index].core.fetchFailed(request, error, now: now)
     }
     perform(actions, on: index)
   }

@@ -1,0 +1,177 @@
+import EventProtocol
+
+/// Fetching pages of partial state and composing them with the event stream (see ``FetchTracker``).
+extension UpdateMachineCore {
+  /// The composer of fetched pages, when the reducer is a ``PartialUpdateReducer``.
+  static func partialComposer(
+    of reducer: some UpdateReducer<State, Event, Mutation>
+  ) -> (any PartialReducing<State, Event>)? {
+    guard let partial = reducer as? any PartialUpdateReducer else { return nil }
+    return composer(partial)
+  }
+
+  private static func composer<P: PartialUpdateReducer>(_ reducer: P) -> (any PartialReducing<State, Event>)? {
+    PartialComposer<P>(reducer: reducer) as? any PartialReducing<State, Event>
+  }
+
+  /// The app asks for a page of a narrow. It is sent against the current queue (or once there is one),
+  /// and answered by a `.fetchFinished` action once merged, or failed.
+  ///
+  /// A machine whose reducer is not a ``PartialUpdateReducer`` answers at once with a failure.
+  public mutating func fetch(_ request: FetchRequest, now: Timestamp) -> (RequestID, [Action]) {
+    let id = newRequestID()
+    guard partial != nil, isLoaded else {
+      let reason = isLoaded ? "the reducer holds no partial state" : "the machine has not loaded"
+      return (id, [.fetchFinished(id, .failed(.api(.badRequest(reason))))])
+    }
+    if let problem = request.problem {
+      return (id, [.fetchFinished(id, .failed(.api(.badRequest(problem))))])
+    }
+    partial!.markUsed(request.narrow, in: &confirmedState!)
+    fetches.waiting.append(.init(id: id, request: request, notOn: nil))
+    return (id, proceedFetches(now: now))
+  }
+
+  /// A fetch answered. A page read against another queue than the finger's is asked for again; otherwise
+  /// it is merged once the finger has reached its event id, with the events applied since applied to it.
+  public mutating func fetchSucceeded<Item>(_ id: RequestID, _ answer: FetchAnswer<Item>, now: Timestamp) -> [Action] {
+    fetchAnswered(id, answer, now: now)
+  }
+
+  /// ``fetchSucceeded(_:_:now:)`` with the item type hidden (the shell's view).
+  mutating func fetchAnswered(_ id: RequestID, _ answer: any FetchAnswering, now: Timestamp) -> [Action] {
+    guard let sent = fetches.sent.removeValue(forKey: id) else { return [] }
+    guard let finger = phase.finger, answer.queueID == finger.queueID, answer.queueID == sent.queueID else {
+      // The queue changed while the page was read: its event id means nothing to this finger.
+      fetches.waiting.append(.init(id: id, request: sent.request, notOn: answer.queueID))
+      fetches.prune()
+      return proceedFetches(now: now)
+    }
+    guard answer.lastEventID >= sent.sentAfter else {
+      fetches.prune()
+      let reason = "page read at event \(answer.lastEventID), before the finger \(sent.sentAfter) it was sent at"
+      return [.fetchFinished(id, .failed(.api(EventAPIError(code: .malformedResponse, message: reason))))]
+    }
+    fetches.held.append(.init(id: id, request: sent.request, lastEventID: answer.lastEventID, answer: answer))
+    let pages = mergeReadyPages(finger: finger.lastEventID)
+    var actions = (pages.merged ? [persistAction()] : []) + pages.actions
+    if !fetches.held.isEmpty, case .idle(let finger, _) = phase, inFlight == nil {
+      // A page is ahead of a background machine's finger: catch up now rather than at the next poll.
+      phase = .idle(finger, nextPollAt: now)
+      actions += proceed(now: now)
+    }
+    return actions
+  }
+
+  /// A fetch failed. On a queue that is gone it waits for the next queue; otherwise the app hears of it.
+  public mutating func fetchFailed(_ id: RequestID, _ error: TransportError, now: Timestamp) -> [Action] {
+    guard let sent = fetches.sent.removeValue(forKey: id) else { return [] }
+    fetches.prune()
+    if case .api(let apiError) = error.kind, apiError.code == .badEventQueueID {
+      fetches.waiting.append(.init(id: id, request: sent.request, notOn: sent.queueID))
+      return proceedFetches(now: now)
+    }
+    metrics.failures += 1
+    return [.fetchFinished(id, .failed(error))]
+  }
+
+  /// Merges every held page whose event id the finger has reached; returns whether any merged (the state
+  /// changed: the caller persists before the `.fetchFinished` actions) and those actions.
+  mutating func mergeReadyPages(finger: Int) -> (merged: Bool, actions: [Action]) {
+    guard let partial, fetches.held.contains(where: { $0.lastEventID <= finger }) else { return (false, []) }
+    var actions: [Action] = []
+    var merged = false
+    var stillHeld: [FetchTracker<Event>.Held] = []
+    for page in fetches.held {
+      guard page.lastEventID <= finger else {
+        stillHeld.append(page)
+        continue
+      }
+      let replay = fetches.events(after: page.lastEventID, through: finger)
+      do {
+        guard try partial.merge(page.answer, replaying: replay, into: &confirmedState!) else {
+          actions.append(.fetchFinished(page.id, .failed(.api(.malformedResponse("the page holds another item type")))))
+          continue
+        }
+        unsavedChange = .replaced
+        merged = true
+        metrics.eventsReplayedOnPages += replay.count
+        actions.append(.fetchFinished(page.id, .merged))
+      } catch {
+        actions.append(.fetchFinished(page.id, .failed(.api(.malformedResponse(error.description)))))
+      }
+    }
+    fetches.held = stillHeld
+    fetches.prune()
+    return (merged, actions)
+  }
+
+  /// Sends the fetches waiting for a queue, when there is one.
+  mutating func proceedFetches(now: Timestamp) -> [Action] {
+    guard let finger = phase.finger, !fetches.waiting.isEmpty else { return [] }
+    if case .stopped = phase { return [] }
+    var actions: [Action] = []
+    var stillWaiting: [FetchTracker<Event>.Waiting] = []
+    for waiting in fetches.waiting {
+      guard waiting.notOn != finger.queueID else {
+        stillWaiting.append(waiting)
+        continue
+      }
+      let deadline = now.advanced(by: configuration.registerTimeout)
+      fetches.sent[waiting.id] = .init(
+        request: waiting.request,
+        queueID: finger.queueID,
+        sentAfter: finger.lastEventID,
+        deadline: deadline
+      )
+      metrics.fetches += 1
+      actions.append(.fetch(waiting.id, waiting.request, queueID: finger.queueID, timeout: configuration.registerTimeout))
+    }
+    fetches.waiting = stillWaiting
+    return actions
+  }
+
+  /// A new queue replaced the old one: what was known becomes stale, pages read against the old queue are
+  /// asked for again, and the narrows last on screen are fetched again.
+  mutating func queueReplaced(previous: State?, now: Timestamp) {
+    guard let partial else { return }
+    var refetch: [FetchRequest] = []
+    if let previous { refetch = partial.retire(from: previous, into: &confirmedState!) }
+    for page in fetches.held { fetches.waiting.append(.init(id: page.id, request: page.request, notOn: nil)) }
+    fetches.held = []
+    fetches.prune()
+    let asked = Set(fetches.waiting.map(\.request.narrow) + fetches.sent.values.map(\.request.narrow))
+    for request in refetch where !asked.contains(request.narrow) {
+      fetches.waiting.append(.init(id: newRequestID(), request: request, notOn: nil))
+    }
+  }
+
+  /// Fetches whose deadline passed: cancelled, and reported failed.
+  mutating func fetchesTimedOut(now: Timestamp) -> [Action] {
+    var actions: [Action] = []
+    for (id, sent) in fetches.sent where sent.deadline <= now {
+      actions.append(.cancel(id))
+      actions += fetchFailed(id, .timedOut, now: now)
+    }
+    return actions
+  }
+
+  /// The machine stopped: every fetch under way, waiting or held fails.
+  mutating func abandonFetches(_ error: TransportError) -> [Action] {
+    var actions: [Action] = []
+    for id in fetches.sent.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
+      actions += [.cancel(id), .fetchFinished(id, .failed(error))]
+    }
+    for id in fetches.waiting.map(\.id) + fetches.held.map(\.id) { actions.append(.fetchFinished(id, .failed(error))) }
+    fetches = FetchTracker()
+    return actions
+  }
+}
+
+/// A ``FetchAnswer`` of any item type: what the core reads of it before the composer merges it.
+protocol FetchAnswering: Sendable {
+  var queueID: QueueID { get }
+  var lastEventID: Int { get }
+}
+
+extension FetchAnswer: FetchAnswering {}
