@@ -23,7 +23,7 @@ public struct ChatChannels: ServerApplication, Equatable, Codable {
   }
 
   public func snapshot(for user: UserID) -> ChatClientState {
-    ChatClientState(chat: ChatState(version: version, channelCount: Set(messages.values.map(\.channel)).count))
+    ChatClientState(chat: ChatState(version: version))
   }
 
   public mutating func handle(_ command: ChatCommand, from user: UserID) throws(CommandRejection) -> [Delivery<ChatEvent>] {
@@ -82,6 +82,15 @@ public struct ChatMessage: Codable, Sendable, Equatable, Hashable {
     self.reactions = reactions
   }
 
+  /// `id` is the envelope's key on the wire: a message's id travels as `message_id`.
+  private enum CodingKeys: String, CodingKey {
+    case id = "message_id"
+    case channel
+    case sender
+    case text
+    case reactions
+  }
+
   /// Whether the message is in `narrow`: a `channel` term names its channel; the empty narrow holds all.
   public func belongs(to narrow: Narrow) -> Bool {
     narrow.terms.allSatisfy { term in term.operator == "channel" ? term.operand == channel : false }
@@ -102,12 +111,9 @@ public enum ChatCommand: Codable, Sendable, Equatable {
 public struct ChatState: Codable, Sendable, Equatable {
   /// The server's change count at the finger.
   public var version: Int
-  /// How many channels had messages at registration (a whole-state field kept by the snapshot only).
-  public var channelCount: Int
 
-  public init(version: Int, channelCount: Int) {
+  public init(version: Int) {
     self.version = version
-    self.channelCount = channelCount
   }
 }
 

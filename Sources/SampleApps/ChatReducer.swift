@@ -28,7 +28,7 @@ public struct ChatClientState: Codable, Sendable, Equatable {
 public struct ChatReducer: PartialUpdateReducer {
   public init() {}
 
-  public var initialState: ChatClientState { ChatClientState(chat: ChatState(version: 0, channelCount: 0)) }
+  public var initialState: ChatClientState { ChatClientState(chat: ChatState(version: 0)) }
 
   public var partialState: WritableKeyPath<ChatClientState, PartialState<ChatMessage>> { \.messages }
 

@@ -387,8 +387,31 @@ where
       let queue = server.queue(finger.queueID), queue.lastEventID == finger.lastEventID,
       outstanding.contains(where: { $0.device == index })
     else { return false }
-    return device.core.confirmedState == server.application.snapshot(for: device.user)
-      && device.core.displayedState == device.core.confirmedState
+    guard let confirmed = device.core.confirmedState, device.core.displayedState == confirmed else { return false }
+    let snapshot = server.application.snapshot(for: device.user)
+    let reducer = makeReducer(device.user)
+    if let partial = reducer as? any PartialUpdateReducer {
+      return agrees(confirmed, with: snapshot, of: device.user, partsOf: partial)
+    }
+    return confirmed == snapshot
+  }
+
+  /// For a reducer holding partial state: the whole part equals the server's snapshot, and everything the
+  /// partial part claims is true of the server (``PartialStateCheck``).
+  private func agrees<Partial: PartialUpdateReducer>(
+    _ confirmed: Reducer.State,
+    with snapshot: Reducer.State,
+    of user: UserID,
+    partsOf reducer: Partial
+  ) -> Bool {
+    guard var client = confirmed as? Partial.State, let server = snapshot as? Partial.State else { return false }
+    let partial = client[keyPath: reducer.partialState]
+    client[keyPath: reducer.partialState] = server[keyPath: reducer.partialState]
+    guard client == server else { return false }
+    let application = self.server.application
+    return PartialStateCheck.problems(in: partial) { request in
+      (try? application.fetch(request, for: user)) as? FetchPage<Partial.Item>
+    }.isEmpty
   }
 
   // MARK: - Performing a device's actions

@@ -107,6 +107,13 @@ public struct PartialState<Item: PartialItem>: Codable, Sendable, Equatable {
 
   // MARK: - What the engine does
 
+  /// Takes a page read at exactly the state's finger (no event since it was read): its items become known
+  /// and its narrow complete over the page's range. The engine composes pages read at other event ids
+  /// itself (``UpdateMachine/fetch(_:)``); this is for tests and tools that hold the finger still.
+  public mutating func merge(_ answer: FetchAnswer<Item>) {
+    merge(answer.page.items, over: answer.completeRange(position: \.position), of: answer.request.narrow)
+  }
+
   /// Takes a page, already brought up to the machine's finger: `items` are the page's items as they are at
   /// the finger (those deleted since are gone), and the narrow's list is complete over `range`.
   mutating func merge(_ items: [Item], over range: ClosedRange<ListBound>, of narrow: Narrow) {

@@ -1,0 +1,110 @@
+import EventProtocol
+import Testing
+import UpdateMachine
+
+@Suite("Intervals of completeness")
+struct IntervalSetTests {
+  func p(_ position: Int) -> ListBound { .position(position) }
+
+  @Test("overlapping and touching intervals merge; apart ones stay apart, sorted")
+  func merging() {
+    var set = IntervalSet()
+    set.insert(p(10)...p(20))
+    set.insert(p(30)...p(40))
+    #expect(set.intervals == [p(10)...p(20), p(30)...p(40)])
+    set.insert(p(21)...p(25))
+    #expect(set.intervals == [p(10)...p(25), p(30)...p(40)], "21 touches 20: integer positions")
+    set.insert(p(24)...p(31))
+    #expect(set.intervals == [p(10)...p(40)])
+    set.insert(p(1)...p(2))
+    #expect(set.intervals == [p(1)...p(2), p(10)...p(40)])
+    #expect(set.contains(2) && set.contains(40) && !set.contains(5) && !set.contains(41))
+  }
+
+  @Test("the special ends: the very beginning and the very end, which future positions fall in")
+  func specialEnds() {
+    var set = IntervalSet([p(5)...(.newest)])
+    #expect(set.contains(1_000_000))
+    #expect(!set.contains(4))
+    set.insert(.oldest...p(4))
+    #expect(set.intervals == [.oldest ... .newest])
+    #expect(set.covers(.oldest...p(3)))
+    let empty = IntervalSet([.newest ... .newest])
+    #expect(!empty.contains(Int.max - 1))
+  }
+
+  @Test("removing splits an interval around the removed range, at integer positions")
+  func splitting() {
+    var set = IntervalSet([p(1)...p(10)])
+    set.remove(p(5)...p(7))
+    #expect(set.intervals == [p(1)...p(4), p(8)...p(10)])
+    set.remove(p(1)...p(4))
+    #expect(set.intervals == [p(8)...p(10)])
+    var open = IntervalSet([.oldest ... .newest])
+    open.remove(p(0)...p(0))
+    #expect(open.intervals == [.oldest...p(-1), p(1) ... .newest])
+    open.remove(p(1) ... .newest)
+    #expect(open.intervals == [.oldest...p(-1)])
+  }
+
+  @Test("several intervals: a page apart from what is known adds a second interval, not a false claim")
+  func severalIntervals() {
+    var set = IntervalSet([p(100) ... .newest])
+    set.insert(p(10)...p(20))
+    #expect(set.intervals.count == 2)
+    #expect(!set.covers(p(10)...p(100)))
+    #expect(set.interval(containing: p(15)) == p(10)...p(20))
+  }
+}
+
+@Suite("Fetch pages: anchor, counts and the range they prove")
+struct FetchPageTests {
+  struct Item: Codable, Sendable, Equatable {
+    var position: Int
+  }
+
+  let list = [2, 4, 6, 8, 10].map(Item.init(position:))
+
+  func page(_ anchor: FetchAnchor, _ before: Int, _ after: Int) -> FetchAnswer<Item> {
+    let request = FetchRequest(narrow: Narrow([]), anchor: anchor, before: before, after: after)
+    return FetchAnswer(
+      queueID: "q",
+      lastEventID: 0,
+      request: request,
+      page: FetchPage.select(list, request: request, position: \.position)
+    )
+  }
+
+  @Test("an anchor on an item includes it besides the counts; the proven range runs item to item")
+  func anchorOnItem() {
+    let answer = page(.position(6), 1, 1)
+    #expect(answer.page.items.map(\.position) == [4, 6, 8])
+    #expect(!answer.page.foundOldest && !answer.page.foundNewest)
+    #expect(answer.completeRange(position: \.position) == .position(4) ... .position(8))
+  }
+
+  @Test("an anchor between items; asking nothing before proves the range from the anchor")
+  func anchorBetween() {
+    let answer = page(.position(5), 0, 2)
+    #expect(answer.page.items.map(\.position) == [6, 8])
+    #expect(answer.completeRange(position: \.position) == .position(5) ... .position(8))
+  }
+
+  @Test("reaching an end claims the very beginning or the very end")
+  func ends() {
+    #expect(page(.newest, 2, 0).page.items.map(\.position) == [8, 10])
+    #expect(page(.newest, 2, 0).completeRange(position: \.position) == .position(8) ... .newest)
+    #expect(page(.oldest, 0, 10).completeRange(position: \.position) == .oldest ... .newest)
+    #expect(page(.newest, 0, 0).completeRange(position: \.position) == .newest ... .newest)
+  }
+
+  @Test("the answer's wire form is Zulip's messages answer with the queue's last event id")
+  func wire() throws {
+    let answer = page(.position(6), 1, 1)
+    let data = try WireFormat.encodeSuccess(answer)
+    let text = String(decoding: data, as: UTF8.self)
+    #expect(text.contains("\"found_oldest\":false") && text.contains("\"last_event_id\":0"))
+    #expect(text.contains("\"anchor\":6") && text.contains("\"num_before\":1"))
+    #expect(try WireFormat.decode(FetchAnswer<Item>.self, from: data) == answer)
+  }
+}

@@ -1,0 +1,221 @@
+import EventProtocol
+import EventServer
+import SampleApps
+import Testing
+import UpdateMachine
+
+/// A chat client core and the chat's server core, moved by hand: every request waits until the test
+/// answers it, so a test can put a fetch's answer exactly where a race puts it.
+struct ChatRaceHarness {
+  typealias Core = UpdateMachineCore<ChatClientState, ChatEvent, ChatCommand>
+
+  var server = EventServerStateMachine(
+    application: ChatChannels(members: ["alice"]),
+    random: SeededRandomNumberGenerator(seed: 1),
+    now: Timestamp(secondsSinceEpoch: 1_700_000_000)
+  )
+  var core = Core(reducer: ChatReducer(), random: SeededRandomNumberGenerator(seed: 2))
+  let now = Timestamp(secondsSinceEpoch: 1_700_000_000)
+  var registers: [RequestID] = []
+  var polls: [RequestID: EventFinger] = [:]
+  var submits: [RequestID: MutationRequest<ChatCommand>] = [:]
+  var fetches: [RequestID: (FetchRequest, QueueID)] = [:]
+  var outcomes: [RequestID: FetchOutcome] = [:]
+  var nextPollID: UInt64 = 0
+
+  /// Loads, registers and merges the channel `general` from its very beginning to the very end.
+  init() {
+    perform(core.loaded(nil, now: now))
+    answerRegister()
+    let id = fetch(FetchRequest(narrow: .general, anchor: .oldest, before: 0, after: 100))
+    answerFetch(id)
+  }
+
+  mutating func perform(_ actions: [Core.Action]) {
+    var actions = actions
+    var index = 0
+    while index < actions.count {
+      switch actions[index] {
+      case .persist(let record, _): actions += core.persistSucceeded(record, now: now)
+      case .register(let id, _, _, _): registers.append(id)
+      case .poll(let id, let finger, _, _): polls[id] = finger
+      case .submit(let id, let body, _): submits[id] = body
+      case .fetch(let id, let request, let queueID, _): fetches[id] = (request, queueID)
+      case .fetchFinished(let id, let outcome): outcomes[id] = outcome
+      case .cancel(let id): polls[id] = nil
+      }
+      index += 1
+    }
+  }
+
+  mutating func answerRegister() {
+    let id = registers.removeFirst()
+    let (registration, _) = server.register(
+      user: "alice",
+      eventTypes: nil,
+      lifespan: nil,
+      clientID: core.clientID,
+      now: now
+    )
+    perform(core.registerSucceeded(id, registration, now: now))
+  }
+
+  /// Answers the poll under way with every event queued.
+  mutating func answerPoll() {
+    let (id, finger) = polls.first!
+    polls[id] = nil
+    nextPollID += 1
+    let actions = server.poll(
+      PollID(nextPollID),
+      queueID: finger.queueID,
+      user: "alice",
+      lastEventID: finger.lastEventID,
+      dontBlock: true,
+      now: now
+    )
+    for case .completePoll(_, .events(let events)) in actions {
+      perform(core.pollSucceeded(id, events, now: now))
+    }
+  }
+
+  mutating func fetch(_ request: FetchRequest) -> RequestID {
+    let (id, actions) = core.fetch(request, now: now)
+    perform(actions)
+    return id
+  }
+
+  /// The server reads the page now; the answer reaches the client when `deliver` is called.
+  mutating func readPage(_ id: RequestID) -> FetchAnswer<ChatMessage> {
+    let (request, queueID) = fetches.removeValue(forKey: id)!
+    return try! server.fetch(request, queueID: queueID, user: "alice", now: now)
+  }
+
+  mutating func deliver(_ id: RequestID, _ answer: FetchAnswer<ChatMessage>) {
+    perform(core.fetchSucceeded(id, answer, now: now))
+  }
+
+  mutating func answerFetch(_ id: RequestID) {
+    deliver(id, readPage(id))
+  }
+
+  /// The server runs a command from another member.
+  mutating func command(_ command: ChatCommand) {
+    _ = try! server.handle(command, from: "carol", now: now)
+  }
+
+  mutating func submit(_ command: ChatCommand) {
+    let (_, actions) = core.submit(command, now: now)
+    perform(actions)
+  }
+
+  /// The outbox's write reaches the server; its answer is lost (the events will tell).
+  mutating func deliverSubmitLosingAnswer() {
+    let (_, body) = submits.first!
+    _ = try! server.applyMutation(body, from: "alice", now: now)
+  }
+
+  var messages: PartialState<ChatMessage> { core.confirmedState!.messages }
+
+  /// How many times the text shows in what the app displays: known messages and pending posts.
+  func timesShown(_ text: String) -> Int {
+    let state = core.displayedState!
+    return state.messages.list(.general).items.filter { $0.text == text }.count
+      + state.pendingPosts.filter { $0 == text }.count
+  }
+}
+
+extension Narrow {
+  static let general = Narrow([NarrowTerm("channel", "general")])
+}
+
+/// The three event-vs-fetch races from Zulip's trackers, each composed exactly once.
+@Suite("Partial state: Zulip's event-vs-fetch races")
+struct PartialStateRaceTests {
+  /// zulip-mobile #5434: an edit that lands between the server's read of a page and the client's receipt of
+  /// it must count once; one that lands before the read must not be lost.
+  @Test("mobile #5434: an edit around a fetch is applied once, never twice, never lost")
+  func editAroundFetch() {
+    var harness = ChatRaceHarness()
+    harness.command(.post(channel: "general", text: "hello"))
+    harness.answerPoll()
+    #expect(harness.messages.item(1).item?.reactions == 0)
+
+    // The page is read first, the reaction lands after the read, its event is applied before the answer.
+    let first = harness.fetch(FetchRequest(narrow: .general, anchor: .newest, before: 10, after: 0))
+    let early = harness.readPage(first)
+    harness.command(.react(1))
+    harness.answerPoll()
+    harness.deliver(first, early)
+    #expect(harness.outcomes[first] == .merged)
+    #expect(harness.messages.item(1) == .known(ChatMessage(id: 1, channel: "general", sender: "carol", text: "hello", reactions: 1)))
+
+    // The reaction lands before the read; the answer arrives before the client polls its event.
+    let second = harness.fetch(FetchRequest(narrow: .general, anchor: .newest, before: 10, after: 0))
+    harness.command(.react(1))
+    harness.answerFetch(second)
+    #expect(harness.outcomes[second] == nil, "the page is ahead of the finger: held")
+    #expect(harness.messages.item(1).item?.reactions == 1)
+    harness.answerPoll()
+    #expect(harness.outcomes[second] == .merged)
+    #expect(harness.messages.item(1).item?.reactions == 2)
+    #expect(harness.core.metrics.eventsReplayedOnPages == 1)
+  }
+
+  /// zulip-flutter #929: a message whose event and fetched copy race must show once.
+  @Test("flutter #929: a new message in both a page and an event shows once")
+  func messageInPageAndEvent() {
+    var harness = ChatRaceHarness()
+    let id = harness.fetch(FetchRequest(narrow: .general, anchor: .newest, before: 10, after: 0))
+    harness.command(.post(channel: "general", text: "race"))
+    let page = harness.readPage(id)
+    #expect(page.page.items.map(\.text) == ["race"])
+    harness.answerPoll()
+    #expect(harness.timesShown("race") == 1)
+    harness.deliver(id, page)
+    #expect(harness.outcomes[id] == .merged)
+    #expect(harness.timesShown("race") == 1)
+    #expect(harness.messages.list(.general).items.map(\.id) == [1])
+  }
+
+  /// zulip-flutter #2397: the outbox's placeholder of an own message and its fetched copy must not show
+  /// together.
+  @Test("flutter #2397: an own message shows once, as a placeholder or as the fetched copy")
+  func placeholderAndFetchedCopy() {
+    var harness = ChatRaceHarness()
+    harness.submit(.post(channel: "general", text: "mine"))
+    #expect(harness.timesShown("mine") == 1)
+    harness.deliverSubmitLosingAnswer()
+    let id = harness.fetch(FetchRequest(narrow: .general, anchor: .newest, before: 10, after: 0))
+    harness.answerFetch(id)
+    #expect(harness.outcomes[id] == nil, "the page holds the write's event: held until the finger reaches it")
+    #expect(harness.timesShown("mine") == 1)
+    harness.answerPoll()
+    #expect(harness.outcomes[id] == .merged)
+    #expect(harness.core.pendingMutations.isEmpty)
+    #expect(harness.timesShown("mine") == 1)
+  }
+
+  /// A page read against a queue that has since been replaced means nothing to the new finger: it is asked
+  /// for again, and what was known before shows as stale until then.
+  @Test("a page of an old queue is fetched again; known items go stale on re-registration")
+  func pageOfOldQueue() {
+    var harness = ChatRaceHarness()
+    harness.command(.post(channel: "general", text: "old"))
+    harness.answerPoll()
+    let id = harness.fetch(FetchRequest(narrow: .general, anchor: .newest, before: 10, after: 0))
+    let page = harness.readPage(id)
+    // The queue is lost; the machine registers again.
+    let (pollID, _) = harness.polls.first!
+    harness.perform(harness.core.pollFailed(pollID, .api(.badEventQueueID("gone")), now: harness.now))
+    harness.answerRegister()
+    #expect(harness.messages.item(1) == .stale(ChatMessage(id: 1, channel: "general", sender: "carol", text: "old", reactions: 0)))
+    #expect(harness.messages.list(.general).itemsToShow.map(\.text) == ["old"])
+    harness.deliver(id, page)
+    #expect(harness.outcomes[id] == nil, "asked again against the new queue")
+    #expect(harness.fetches[id] != nil)
+    for pending in Array(harness.fetches.keys) { harness.answerFetch(pending) }
+    #expect(harness.outcomes[id] == .merged)
+    #expect(harness.messages.item(1).item?.text == "old")
+    if case .known = harness.messages.item(1) {} else { Issue.record("item 1 should be known again") }
+  }
+}
