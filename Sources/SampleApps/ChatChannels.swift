@@ -26,7 +26,10 @@ public struct ChatChannels: ServerApplication, Equatable, Codable {
     ChatClientState(chat: ChatState(version: version))
   }
 
-  public mutating func handle(_ command: ChatCommand, from user: UserID) throws(CommandRejection) -> [Delivery<ChatEvent>] {
+  public mutating func handle(
+    _ command: ChatCommand,
+    from user: UserID
+  ) throws(CommandRejection) -> [Delivery<ChatEvent>] {
     let event: ChatEvent
     switch command {
     case .post(let channel, let text):

@@ -49,8 +49,7 @@ public actor UpdateMachine<
   private var lastPublished: Snapshot?
   private var runWaiter: CheckedContinuation<Void, Never>?
   /// Reads a page through the transport, for a ``PartialUpdateReducer``'s item type.
-  private let fetchPage:
-    (@Sendable (FetchRequest, QueueID) async throws(TransportError) -> any FetchAnswering)?
+  private let fetchPage: (@Sendable (FetchRequest, QueueID) async throws(TransportError) -> any FetchAnswering)?
   private var fetchWaiters: [RequestID: CheckedContinuation<FetchOutcome, Never>] = [:]
   private var isStarted = false
   private var isStopped = false

@@ -14,6 +14,9 @@ extension UpdateMachineCore {
     PartialComposer<P>(reducer: reducer) as? any PartialReducing<State, Event>
   }
 
+  /// Whether a fetch is waiting for a queue, under way, or held until the finger reaches its page.
+  public var hasOpenFetches: Bool { !fetches.waiting.isEmpty || fetches.isTracking }
+
   /// The app asks for a page of a narrow. It is sent against the current queue (or once there is one),
   /// and answered by a `.fetchFinished` action once merged, or failed.
   ///
@@ -125,7 +128,9 @@ extension UpdateMachineCore {
         deadline: deadline
       )
       metrics.fetches += 1
-      actions.append(.fetch(waiting.id, waiting.request, queueID: finger.queueID, timeout: configuration.registerTimeout))
+      actions.append(
+        .fetch(waiting.id, waiting.request, queueID: finger.queueID, timeout: configuration.registerTimeout)
+      )
     }
     fetches.waiting = stillWaiting
     return actions

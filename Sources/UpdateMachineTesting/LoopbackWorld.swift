@@ -352,8 +352,9 @@ where
     return isSettled
   }
 
-  /// Whether every device is long-polling at the end of its queue with an empty outbox, showing exactly
-  /// the server's snapshot for its user.
+  /// Whether every device is long-polling at the end of its queue with an empty outbox and no fetch open,
+  /// showing exactly the server's snapshot for its user (for partial state: its whole part, and a partial
+  /// part whose every claim is true of the server).
   public var isSettled: Bool {
     devices.indices.allSatisfy(isSettled(_:))
   }
@@ -387,7 +388,9 @@ where
       let queue = server.queue(finger.queueID), queue.lastEventID == finger.lastEventID,
       outstanding.contains(where: { $0.device == index })
     else { return false }
-    guard let confirmed = device.core.confirmedState, device.core.displayedState == confirmed else { return false }
+    guard let confirmed = device.core.confirmedState, device.core.displayedState == confirmed,
+      !device.core.hasOpenFetches
+    else { return false }
     let snapshot = server.application.snapshot(for: device.user)
     let reducer = makeReducer(device.user)
     if let partial = reducer as? any PartialUpdateReducer {

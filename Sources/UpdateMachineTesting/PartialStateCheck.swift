@@ -53,7 +53,9 @@ public enum PartialStateCheck {
         let server = page.items.filter { interval.contains(.position($0.position)) }.map(\.key)
         let client = view.items.filter { interval.contains(.position($0.position)) }.map(\.key)
         if server != client {
-          problems.append("\(narrow) over \(interval.lowerBound)…\(interval.upperBound): client \(client), server \(server)")
+          problems.append(
+            "\(narrow) over \(interval.lowerBound)…\(interval.upperBound): client \(client), server \(server)"
+          )
         }
       }
     }

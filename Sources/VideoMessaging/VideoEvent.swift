@@ -26,9 +26,12 @@ public enum VideoEvent: TaggedEventPayload, Hashable {
   /// A video no longer waits for the recipient, and why (downloaded or viewed on one of their devices,
   /// deleted by its sender, expired).
   case incomingGone(VideoGone)
+  /// The server let the oldest video of a conversation's history go (`video_history_trimmed`).
+  case historyTrimmed(VideoGone)
 
   public static let knownEventTypes: Set<String> = [
     "video_sent", "video_status", "video_untracked", "video_incoming", "video_incoming_gone",
+    "video_history_trimmed",
   ]
 
   public var eventType: String {
@@ -38,6 +41,7 @@ public enum VideoEvent: TaggedEventPayload, Hashable {
     case .untracked: "video_untracked"
     case .incoming: "video_incoming"
     case .incomingGone: "video_incoming_gone"
+    case .historyTrimmed: "video_history_trimmed"
     }
   }
 
@@ -45,7 +49,7 @@ public enum VideoEvent: TaggedEventPayload, Hashable {
     switch self {
     case .sent(let fields): fields
     case .status(let fields): fields
-    case .untracked(let fields), .incomingGone(let fields): fields
+    case .untracked(let fields), .incomingGone(let fields), .historyTrimmed(let fields): fields
     case .incoming(let fields): fields
     }
   }
@@ -57,6 +61,7 @@ public enum VideoEvent: TaggedEventPayload, Hashable {
     case "video_status": self = .status(try VideoStatusChanged(from: decoder))
     case "video_untracked": self = .untracked(try VideoGone(from: decoder))
     case "video_incoming": self = .incoming(try IncomingVideoFields(from: decoder))
+    case "video_history_trimmed": self = .historyTrimmed(try VideoGone(from: decoder))
     default: self = .incomingGone(try VideoGone(from: decoder))
     }
   }
@@ -87,13 +92,26 @@ public struct VideoSent: Codable, Sendable, Hashable {
   public var blobKey: BlobKey?
   /// Its size in bytes, when it was sent to yourself.
   public var size: Int?
+  /// Who sent it (absent from servers before the history narrows).
+  public var sender: UserID?
+  /// Its place in the conversation's history (absent from servers before the history narrows).
+  public var position: Int?
 
   /// Creates the fields from their parts.
-  public init(video: VideoID, recipient: UserID, blobKey: BlobKey? = nil, size: Int? = nil) {
+  public init(
+    video: VideoID,
+    recipient: UserID,
+    blobKey: BlobKey? = nil,
+    size: Int? = nil,
+    sender: UserID? = nil,
+    position: Int? = nil
+  ) {
     self.video = video
     self.recipient = recipient
     self.blobKey = blobKey
     self.size = size
+    self.sender = sender
+    self.position = position
   }
 
   private enum CodingKeys: String, CodingKey {
@@ -101,6 +119,8 @@ public struct VideoSent: Codable, Sendable, Hashable {
     case recipient
     case blobKey = "blob_key"
     case size
+    case sender
+    case position
   }
 }
 
@@ -142,13 +162,26 @@ public struct IncomingVideoFields: Codable, Sendable, Hashable {
   public var blobKey: BlobKey
   /// Its size in bytes.
   public var size: Int
+  /// Its place in the conversation's history (absent from servers before the history narrows).
+  public var position: Int?
+  /// Who it was sent to: the receiving user (absent from servers before the history narrows).
+  public var recipient: UserID?
 
   /// Creates the fields from their parts.
-  public init(video: VideoID, sender: UserID, blobKey: BlobKey, size: Int) {
+  public init(
+    video: VideoID,
+    sender: UserID,
+    blobKey: BlobKey,
+    size: Int,
+    position: Int? = nil,
+    recipient: UserID? = nil
+  ) {
     self.video = video
     self.sender = sender
     self.blobKey = blobKey
     self.size = size
+    self.position = position
+    self.recipient = recipient
   }
 
   private enum CodingKeys: String, CodingKey {
@@ -156,5 +189,7 @@ public struct IncomingVideoFields: Codable, Sendable, Hashable {
     case sender
     case blobKey = "blob_key"
     case size
+    case position
+    case recipient
   }
 }

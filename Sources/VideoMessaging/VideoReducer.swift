@@ -18,7 +18,11 @@ import UpdateMachine
 ///
 /// What to download, and never twice, is the device's ``TransferQueue``'s job: the reducer only mirrors
 /// the server.
-public struct VideoReducer: UpdateReducer {
+///
+/// The conversations' histories (``VideoSnapshot/history``) follow the same events: a new video (with its
+/// position) is added where a fetched page is complete, a status raises a known video's, a deleted or
+/// expired video leaves, a retired one stays (it left the live lists only), a trimmed one leaves.
+public struct VideoReducer: PartialUpdateReducer {
   /// Creates the reducer.
   public init() {}
 
@@ -54,6 +58,48 @@ public struct VideoReducer: UpdateReducer {
       case .viewed?: Self.receive(gone.video, status: .viewed, in: &state)
       case .deleted?, .expired?, .retired?, nil: state.incoming.removeAll { $0.id == gone.video }
       }
+    case .historyTrimmed:
+      break
+    }
+  }
+
+  public var partialState: WritableKeyPath<VideoSnapshot, PartialState<VideoHistoryItem>> { \.history }
+
+  public func applyPartial(_ event: VideoEvent, to history: inout PartialState<VideoHistoryItem>) throws(ReducerError) {
+    switch event {
+    case .sent(let sent):
+      guard let sender = sent.sender, let position = sent.position else { return }
+      history.upsert(
+        VideoHistoryItem(
+          video: sent.video,
+          sender: sender,
+          recipient: sent.recipient,
+          status: .uploaded,
+          position: position
+        )
+      )
+    case .incoming(let fields):
+      guard let position = fields.position, let recipient = fields.recipient else { return }
+      history.upsert(
+        VideoHistoryItem(
+          video: fields.video,
+          sender: fields.sender,
+          recipient: recipient,
+          status: .uploaded,
+          position: position
+        )
+      )
+    case .status(let change):
+      history.update(change.video) { $0.status = max($0.status, change.status) }
+    case .untracked(let gone), .incomingGone(let gone):
+      switch gone.reason {
+      case .downloaded?: history.update(gone.video) { $0.status = max($0.status, .downloaded) }
+      case .viewed?: history.update(gone.video) { $0.status = max($0.status, .viewed) }
+      case .retired?: break
+      case .deleted?, .expired?, nil: history.remove(gone.video)
+      }
+    case .historyTrimmed(let gone):
+      history.remove(gone.video)
     }
   }
 

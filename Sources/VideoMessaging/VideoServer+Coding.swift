@@ -12,6 +12,8 @@ extension VideoServer {
     case limits
     case retention
     case clock
+    case history
+    case nextHistoryPosition
   }
 
   public init(from decoder: any Decoder) throws {
@@ -24,6 +26,11 @@ extension VideoServer {
     pendingBlobDeletions = try container.decode([BlobKey].self, forKey: .pendingBlobDeletions)
     droppedCommands = try container.decode([String].self, forKey: .droppedCommands)
     clock = try container.decodeIfPresent(Timestamp.self, forKey: .clock) ?? Timestamp(sinceEpoch: .zero)
+    // State written before the history narrows: no history yet.
+    history = try container.decodeIfPresent([VideoID: VideoHistoryItem].self, forKey: .history) ?? [:]
+    nextHistoryPosition =
+      try container.decodeIfPresent(Int.self, forKey: .nextHistoryPosition)
+      ?? (history.values.map(\.position).max() ?? 0) + 1
     if let bindings = try container.decodeIfPresent([BlobKey: BlobBinding].self, forKey: .blobBindings) {
       blobBindings = bindings
     } else {
@@ -50,16 +57,23 @@ extension VideoServer {
     try container.encode(limits, forKey: .limits)
     try container.encode(retention, forKey: .retention)
     try container.encode(clock, forKey: .clock)
+    try container.encode(history, forKey: .history)
+    try container.encode(nextHistoryPosition, forKey: .nextHistoryPosition)
   }
 
   public static func == (lhs: VideoServer, rhs: VideoServer) -> Bool {
     lhs.videos == rhs.videos && lhs.pendingBlobDeletions == rhs.pendingBlobDeletions
       && lhs.droppedCommands == rhs.droppedCommands && lhs.blobBindings == rhs.blobBindings
       && lhs.limits == rhs.limits && lhs.retention == rhs.retention && lhs.clock == rhs.clock
+      && lhs.history == rhs.history && lhs.nextHistoryPosition == rhs.nextHistoryPosition
   }
 
   /// Recomputes the footprints and the retention deadlines from the videos and bindings.
   private mutating func rebuildDerived() {
+    conversations = [:]
+    for item in history.values.sorted(by: { $0.position < $1.position }) {
+      conversations[Conversation(item.sender, item.recipient), default: []].append(item.video)
+    }
     footprints = [:]
     retirements = DeadlineHeap()
     for video in videos.values.sorted(by: { $0.id < $1.id }) {

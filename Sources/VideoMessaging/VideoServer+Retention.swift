@@ -20,6 +20,9 @@ public struct VideoRetention: Codable, Sendable, Hashable {
   /// How long a viewed video stays tracked, so the sender sees "viewed" (7 days by default).
   public var afterViewed: Duration = .seconds(7 * 86_400)
 
+  /// How many videos a conversation's history keeps; the oldest beyond it go (1,000 by default).
+  public var historyPerConversation = 1_000
+
   /// The defaults.
   public init() {}
 
@@ -28,6 +31,22 @@ public struct VideoRetention: Codable, Sendable, Hashable {
     self.waitingForDownload = waitingForDownload
     self.afterDownloaded = afterDownloaded
     self.afterViewed = afterViewed
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case waitingForDownload
+    case afterDownloaded
+    case afterViewed
+    case historyPerConversation
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    waitingForDownload = try container.decode(Duration.self, forKey: .waitingForDownload)
+    afterDownloaded = try container.decode(Duration.self, forKey: .afterDownloaded)
+    afterViewed = try container.decode(Duration.self, forKey: .afterViewed)
+    // Retention written before the history narrows: the default.
+    historyPerConversation = try container.decodeIfPresent(Int.self, forKey: .historyPerConversation) ?? 1_000
   }
 
   /// When a video with this status, reached at `changedAt`, leaves the server.

@@ -79,12 +79,19 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
   var footprints: [UserID: Footprint] = [:]
   /// When each video's retention runs out, derived; entries of videos that changed since are skipped.
   var retirements = DeadlineHeap<VideoID>()
+  /// Every video's history entry, kept after the live lists let it go (until deleted, expired or trimmed).
+  public internal(set) var history: [VideoID: VideoHistoryItem] = [:]
+  /// Each conversation's videos in the order they were sent.
+  var conversations: [Conversation: [VideoID]] = [:]
+  var nextHistoryPosition = 1
 
   /// An empty service with these bounds and this retention.
   public init(limits: VideoServerLimits = VideoServerLimits(), retention: VideoRetention = VideoRetention()) {
     self.limits = limits
     self.retention = retention
   }
+
+  public typealias FetchedItem = VideoHistoryItem
 
   public func snapshot(for user: UserID) -> VideoSnapshot {
     let mine = (footprints[user]?.videos ?? []).sorted().compactMap { videos[$0] }
@@ -181,20 +188,35 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
         changedAt: now
       )
     )
-    guard upload.recipient != user else {
+    let position = recordHistory(of: upload, from: user)
+    var deliveries: [Delivery<VideoEvent>]
+    if upload.recipient == user {
       // Sent to yourself: one event, with what the incoming list needs.
-      let sent = VideoSent(video: upload.video, recipient: user, blobKey: upload.blobKey, size: upload.size)
-      return [Delivery(to: [user], event: .sent(sent))]
+      let sent = VideoSent(
+        video: upload.video,
+        recipient: user,
+        blobKey: upload.blobKey,
+        size: upload.size,
+        sender: user,
+        position: position
+      )
+      deliveries = [Delivery(to: [user], event: .sent(sent))]
+    } else {
+      let sent = VideoSent(video: upload.video, recipient: upload.recipient, sender: user, position: position)
+      let incoming = IncomingVideoFields(
+        video: upload.video,
+        sender: user,
+        blobKey: upload.blobKey,
+        size: upload.size,
+        position: position,
+        recipient: upload.recipient
+      )
+      deliveries = [
+        Delivery(to: [user], event: .sent(sent)),
+        Delivery(to: [upload.recipient], event: .incoming(incoming)),
+      ]
     }
-    return [
-      Delivery(to: [user], event: .sent(VideoSent(video: upload.video, recipient: upload.recipient))),
-      Delivery(
-        to: [upload.recipient],
-        event: .incoming(
-          IncomingVideoFields(video: upload.video, sender: user, blobKey: upload.blobKey, size: upload.size)
-        )
-      ),
-    ]
+    return deliveries + trimHistory(of: Conversation(user, upload.recipient))
   }
 
   private mutating func advance(
@@ -231,6 +253,7 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
       releaseBlob(of: &video, now: now)
     }
     videos[id] = video
+    history[id]?.status = status
     scheduleRetirement(of: video)
     return deliveries
   }
@@ -271,6 +294,7 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     footprints[video.sender]?.videos.remove(video.id)
     footprints[video.recipient]?.videos.remove(video.id)
     videos[video.id] = nil
+    if reason != .retired { forgetHistory(of: video.id) }
     return deliveries
   }
 

@@ -1,4 +1,5 @@
 import EventProtocol
+import UpdateMachine
 
 /// One user's view of the video service: what a registration returns and what the client's reducer keeps.
 ///
@@ -8,6 +9,10 @@ import EventProtocol
 /// - ``received``: the videos sent to the user that one of their devices downloaded, with whether one of
 ///   them viewed it, until the server forgets them (``VideoRetention``): what tells every device of the
 ///   user that a video was downloaded or viewed on another.
+///
+/// These three lists are the live part, bounded by the retention windows. A conversation's whole history is
+/// held in part, in ``history``: fetched by page (``VideoHistory/conversation(with:)``) and kept live by the
+/// same events. A registration's snapshot holds none of it.
 public struct VideoSnapshot: Codable, Sendable, Equatable {
   /// The user's sent videos still tracked, in id order.
   public var outgoing: [OutgoingVideo]
@@ -15,18 +20,36 @@ public struct VideoSnapshot: Codable, Sendable, Equatable {
   public var incoming: [IncomingVideo]
   /// The videos sent to the user and downloaded by one of their devices, oldest first.
   public var received: [ReceivedVideo]
+  /// The conversations' histories the device fetched, kept live; empty in a registration's snapshot.
+  public var history: PartialState<VideoHistoryItem>
 
   /// Creates a snapshot from its parts.
-  public init(outgoing: [OutgoingVideo] = [], incoming: [IncomingVideo] = [], received: [ReceivedVideo] = []) {
+  public init(
+    outgoing: [OutgoingVideo] = [],
+    incoming: [IncomingVideo] = [],
+    received: [ReceivedVideo] = [],
+    history: PartialState<VideoHistoryItem> = PartialState()
+  ) {
     self.outgoing = outgoing
     self.incoming = incoming
     self.received = received
+    self.history = history
   }
 
   private enum CodingKeys: String, CodingKey {
     case outgoing
     case incoming
     case received
+    case history
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(outgoing, forKey: .outgoing)
+    try container.encode(incoming, forKey: .incoming)
+    try container.encode(received, forKey: .received)
+    // A registration's snapshot has no history: the wire form stays what it was.
+    if !history.isEmpty { try container.encode(history, forKey: .history) }
   }
 
   public init(from decoder: any Decoder) throws {
@@ -35,6 +58,7 @@ public struct VideoSnapshot: Codable, Sendable, Equatable {
     incoming = try container.decode([IncomingVideo].self, forKey: .incoming)
     // A state saved before the received list existed: empty until the next registration fills it.
     received = try container.decodeIfPresent([ReceivedVideo].self, forKey: .received) ?? []
+    history = try container.decodeIfPresent(PartialState<VideoHistoryItem>.self, forKey: .history) ?? PartialState()
   }
 
   /// The videos sent to `friend`, oldest first.

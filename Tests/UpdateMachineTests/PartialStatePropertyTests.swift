@@ -1,6 +1,6 @@
 import EventProtocol
-import Foundation
 import EventServer
+import Foundation
 import SampleApps
 import Testing
 import UpdateMachine
@@ -16,7 +16,10 @@ typealias ChatWorld = LoopbackWorld<ChatChannels, ChatReducer>
 struct PartialStatePropertyTests {
   static let channels = ["general", "random", "dev"]
 
-  @Test("every known item equals the server's at the finger, every interval is true, own writes show once", arguments: 0..<120 as Range<UInt64>)
+  @Test(
+    "every known item equals the server's at the finger, every interval is true, own writes show once",
+    arguments: 0..<120 as Range<UInt64>
+  )
   func composition(seed: UInt64) {
     var world = ChatWorld(
       application: ChatChannels(members: ["alice", "bob"]),
@@ -32,7 +35,11 @@ struct PartialStatePropertyTests {
       let problems = Self.problems(in: world, postedOn: postedOn)
       guard problems.isEmpty else {
         Issue.record("seed \(seed), step \(step): \(problems)\n\(world.trace.suffix(30).joined(separator: "\n"))")
-        try? world.trace.joined(separator: "\n").write(toFile: "/tmp/partial-trace-\(seed).txt", atomically: true, encoding: .utf8)
+        try? world.trace.joined(separator: "\n").write(
+          toFile: "/tmp/partial-trace-\(seed).txt",
+          atomically: true,
+          encoding: .utf8
+        )
         return
       }
     }

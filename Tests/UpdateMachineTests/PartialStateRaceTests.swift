@@ -147,7 +147,10 @@ struct PartialStateRaceTests {
     harness.answerPoll()
     harness.deliver(first, early)
     #expect(harness.outcomes[first] == .merged)
-    #expect(harness.messages.item(1) == .known(ChatMessage(id: 1, channel: "general", sender: "carol", text: "hello", reactions: 1)))
+    #expect(
+      harness.messages.item(1)
+        == .known(ChatMessage(id: 1, channel: "general", sender: "carol", text: "hello", reactions: 1))
+    )
 
     // The reaction lands before the read; the answer arrives before the client polls its event.
     let second = harness.fetch(FetchRequest(narrow: .general, anchor: .newest, before: 10, after: 0))
@@ -208,7 +211,10 @@ struct PartialStateRaceTests {
     let (pollID, _) = harness.polls.first!
     harness.perform(harness.core.pollFailed(pollID, .api(.badEventQueueID("gone")), now: harness.now))
     harness.answerRegister()
-    #expect(harness.messages.item(1) == .stale(ChatMessage(id: 1, channel: "general", sender: "carol", text: "old", reactions: 0)))
+    #expect(
+      harness.messages.item(1)
+        == .stale(ChatMessage(id: 1, channel: "general", sender: "carol", text: "old", reactions: 0))
+    )
     #expect(harness.messages.list(.general).itemsToShow.map(\.text) == ["old"])
     harness.deliver(id, page)
     #expect(harness.outcomes[id] == nil, "asked again against the new queue")

@@ -41,3 +41,38 @@ struct VideoConvergenceTests {
     #expect(failure == nil, "seed \(seed): \(String(describing: failure))")
   }
 }
+
+/// The same random sequences, with each user's client holding the history of its conversations with the
+/// others, fetched whole at the cut and kept live by the events after it.
+@Suite("VideoMessaging: conversation histories follow the events")
+struct VideoHistoryConvergenceTests {
+  @Test("fetched histories and events after any cut agree with the final server", arguments: 0..<300 as Range<UInt64>)
+  func historyConvergence(seed: UInt64) {
+    var random = SeededRandomNumberGenerator(seed: seed)
+    let users = [alice, bob, carol]
+    var videos: [VideoID] = []
+    var commands: [(UserID, VideoCommand)] = []
+    for step in 0..<30 {
+      let user = users.randomElement(using: &random)!
+      if videos.isEmpty || Int.random(in: 0..<4, using: &random) == 0 {
+        let video = VideoID.make(at: t0.advanced(by: .seconds(Int64(step))), using: &random)
+        videos.append(video)
+        commands.append((user, .uploaded(upload(video, to: users.randomElement(using: &random)!, size: step))))
+      } else {
+        let video = videos.randomElement(using: &random)!
+        let command: VideoCommand = [.downloaded(video), .viewed(video), .deleted(video)].randomElement(using: &random)!
+        commands.append((user, command))
+      }
+    }
+    var retention = VideoRetention()
+    retention.historyPerConversation = 4
+    let failure = ConvergenceCheck.checkPartial(
+      application: VideoServer(retention: retention),
+      reducer: VideoReducer(),
+      users: users,
+      narrows: { user in users.map { VideoHistory.conversation(between: user, and: $0) } },
+      commands: commands
+    )
+    #expect(failure == nil, "seed \(seed): \(String(describing: failure))")
+  }
+}

@@ -14,10 +14,19 @@ struct VideoServerTests {
     let deliveries = try server.handle(.uploaded(upload(vid1, to: bob)), from: alice)
     #expect(
       deliveries == [
-        Delivery(to: [alice], event: .sent(VideoSent(video: vid1, recipient: bob))),
+        Delivery(to: [alice], event: .sent(VideoSent(video: vid1, recipient: bob, sender: alice, position: 1))),
         Delivery(
           to: [bob],
-          event: .incoming(IncomingVideoFields(video: vid1, sender: alice, blobKey: .forVideo(vid1), size: 1_000))
+          event: .incoming(
+            IncomingVideoFields(
+              video: vid1,
+              sender: alice,
+              blobKey: .forVideo(vid1),
+              size: 1_000,
+              position: 1,
+              recipient: bob
+            )
+          )
         ),
       ]
     )

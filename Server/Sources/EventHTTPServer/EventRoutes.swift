@@ -52,11 +52,13 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     router.post("api/v1/mutations") { request, _ in await mutation(request) }
     router.post("api/v1/push_tokens") { request, _ in await pushToken(request) }
     router.get("api/v1/server_settings") { request, _ in await serverSettings(request) }
+    router.get("api/v1/fetch") { request, _ in await fetch(request) }
     router.refuseOtherMethods(on: "api/v1/register", allowing: [.post])
     router.refuseOtherMethods(on: "api/v1/events", allowing: [.get, .delete])
     router.refuseOtherMethods(on: "api/v1/mutations", allowing: [.post])
     router.refuseOtherMethods(on: "api/v1/push_tokens", allowing: [.post])
     router.refuseOtherMethods(on: "api/v1/server_settings", allowing: [.get])
+    router.refuseOtherMethods(on: "api/v1/fetch", allowing: [.get])
   }
 
   private func admit(_ request: Request) async throws(EventAPIError) -> UserID {
@@ -141,6 +143,56 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
       let queueID = QueueID(rawValue: text)
       try await server.deleteQueue(queueID, user: user)
       return try WireFormat.encodeSuccess(Empty())
+    }
+  }
+
+  /// A page of partial state, read atomically with the caller's queue (`docs/partial-state.md`): the
+  /// narrow is Zulip's JSON array of terms, the anchor `oldest`, `newest` or a position.
+  private func fetch(_ request: Request) async -> Response {
+    await HTTPAnswer.run {
+      let user = try await admit(request)
+      let query = try RequestFields(
+        query: request,
+        allowed: ["queue_id", "narrow", "anchor", "num_before", "num_after"]
+      )
+      let queueID = QueueID(rawValue: try query.required("queue_id"))
+      let fetchRequest = FetchRequest(
+        narrow: try Self.narrow(query.string("narrow")),
+        anchor: try Self.anchor(try query.required("anchor")),
+        before: try query.int("num_before", in: 0...FetchRequest.maximumPageSize) ?? 0,
+        after: try query.int("num_after", in: 0...FetchRequest.maximumPageSize) ?? 0
+      )
+      let answer = try await server.fetch(fetchRequest, queueID: queueID, user: user)
+      return try WireFormat.encodeSuccess(answer)
+    }
+  }
+
+  /// The most terms a fetch's narrow may have.
+  static var maximumNarrowTerms: Int { 8 }
+
+  static func narrow(_ text: String?) throws(EventAPIError) -> Narrow {
+    guard let text, text != "null" else { return Narrow([]) }
+    let terms: [NarrowTerm]
+    do {
+      terms = try JSONDecoder().decode([NarrowTerm].self, from: Data(text.utf8))
+    } catch {
+      throw .badRequest("narrow must be a JSON array of {\"operator\", \"operand\"} terms")
+    }
+    guard terms.count <= maximumNarrowTerms else {
+      throw .badRequest("narrow may have at most \(maximumNarrowTerms) terms")
+    }
+    return Narrow(terms)
+  }
+
+  static func anchor(_ text: String) throws(EventAPIError) -> FetchAnchor {
+    switch text {
+    case "oldest": return .oldest
+    case "newest": return .newest
+    default:
+      guard let position = Int(text) else {
+        throw .badRequest("anchor must be \"oldest\", \"newest\" or an integer position")
+      }
+      return .position(position)
     }
   }
 

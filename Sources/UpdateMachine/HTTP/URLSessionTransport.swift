@@ -124,6 +124,35 @@ public struct URLSessionTransport<
     return try decode(MutationReceipt.self, answer)
   }
 
+  /// Fetches a page of partial state (`GET /api/v1/fetch`): the narrow as Zulip's JSON array of terms, the
+  /// anchor, `num_before` and `num_after`, read against `queue_id`.
+  public func fetch<Item: Codable & Sendable & Equatable>(
+    _ request: FetchRequest,
+    queueID: QueueID,
+    as itemType: Item.Type
+  ) async throws(TransportError) -> FetchAnswer<Item> {
+    let narrow: String
+    do {
+      narrow = String(decoding: try JSONEncoder().encode(request.narrow), as: UTF8.self)
+    } catch {
+      throw .api(.badRequest("the narrow does not encode: \(error)"))
+    }
+    let query = [
+      URLQueryItem(name: "queue_id", value: queueID.rawValue),
+      URLQueryItem(name: "narrow", value: narrow),
+      URLQueryItem(name: "anchor", value: request.anchor.description),
+      URLQueryItem(name: "num_before", value: String(request.before)),
+      URLQueryItem(name: "num_after", value: String(request.after)),
+    ]
+    let answer = try await endpoint.send(
+      "GET",
+      path: "api/v1/fetch",
+      query: query,
+      timeout: configuration.requestTimeout
+    )
+    return try decode(FetchAnswer<Item>.self, answer)
+  }
+
   /// Deletes one of the user's queues (`DELETE /api/v1/events`), as an app does when it signs out.
   /// - Throws: ``TransportError``; `BAD_EVENT_QUEUE_ID` when the queue is already gone.
   public func deleteQueue(_ queueID: QueueID) async throws(TransportError) {

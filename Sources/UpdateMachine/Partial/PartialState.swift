@@ -63,6 +63,9 @@ public struct PartialState<Item: PartialItem>: Codable, Sendable, Equatable {
     return ListView(complete: complete, items: items, staleItems: staleItems)
   }
 
+  /// Whether nothing is held: no item known or stale, no narrow.
+  public var isEmpty: Bool { known.isEmpty && stale.isEmpty && narrows.isEmpty && staleNarrows.isEmpty }
+
   /// The narrows held, most recently used first.
   public var heldNarrows: [Narrow] {
     narrows.sorted { $0.value.lastUsed > $1.value.lastUsed }.map(\.key)
