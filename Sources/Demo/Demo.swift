@@ -25,6 +25,13 @@ struct Demo {
       if !checks.allHold { exit(1) }
       return
     }
+    if options.presence {
+      var scenario = PresenceSimulation.Scenario()
+      scenario.seed = options.scenario.seed
+      scenario.hours = options.scenario.duration.inSeconds / 3600
+      print(PresenceSimulation.run(scenario))
+      return
+    }
     if options.scripted {
       try await ScriptedServerSession(seed: options.scenario.seed).run()
       try await ScriptedClientSession(seed: options.scenario.seed).run()

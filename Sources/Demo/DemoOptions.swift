@@ -11,6 +11,8 @@ struct DemoOptions {
   var scripted = false
   /// `episodes` for the episode-queue scenario instead of the video simulation.
   var episodes = false
+  /// `presence` for the cost of the video app's second, ephemeral machine.
+  var presence = false
   var help = false
 
   static let usage = """
@@ -39,7 +41,8 @@ struct DemoOptions {
       --report FILE.html        write a self-contained HTML page: timelines and the strategy comparison
       --scripted                run the scripted sessions instead (server contract, engine, video domain)
       --scenario NAME           videos (default: the simulation) | episodes (a podcast queue on a phone and a
-                                tablet that spends a month offline)
+                                tablet that spends a month offline) | presence (what the video app's second,
+                                ephemeral machine costs per device-hour; uses --seed and --hours)
       --help                    show this help
     """
 
@@ -109,9 +112,10 @@ struct DemoOptions {
       case "--scripted": options.scripted = true
       case "--scenario":
         switch try value(option) {
-        case "videos": options.episodes = false
-        case "episodes": options.episodes = true
-        case let other: throw DemoOptionError("--scenario must be videos or episodes, not '\(other)'")
+        case "videos": (options.episodes, options.presence) = (false, false)
+        case "episodes": (options.episodes, options.presence) = (true, false)
+        case "presence": (options.episodes, options.presence) = (false, true)
+        case let other: throw DemoOptionError("--scenario must be videos, episodes or presence, not '\(other)'")
         }
       default: throw DemoOptionError("unknown option '\(option)' (see --help)")
       }

@@ -120,3 +120,23 @@ struct SimulationBehaviourTests {
     #expect(Simulation.run(scenario).pushesSent == 0)
   }
 }
+
+/// The video app's second, ephemeral machine: what its own long-poll costs, and what one queue for both
+/// machines would leave.
+@Suite("Simulation: the presence machine's cost")
+struct PresenceSimulationTests {
+  @Test("a run replays exactly from its seed; the parked-poll time follows the time apps are open")
+  func presenceCost() {
+    var scenario = PresenceSimulation.Scenario()
+    scenario.hours = 2
+    let report = PresenceSimulation.run(scenario)
+    #expect(report == PresenceSimulation.run(scenario))
+    // A long-poll is parked whenever the app is open and not answering: within a few percent of open time.
+    let openSeconds = report.openShare * 3600
+    #expect(abs(report.parkedSecondsPerDeviceHour - openSeconds) < openSeconds * 0.05)
+    // Heartbeats every 45-55 s while open: the empty polls.
+    #expect(report.emptyPollsPerDeviceHour > openSeconds / 60 && report.emptyPollsPerDeviceHour < openSeconds / 40)
+    #expect(report.registersPerDeviceHour > 0 && report.writesPerDeviceHour > 0)
+    #expect(report.sharedQueueRequestsPerDeviceHour < report.requestsPerDeviceHour / 3)
+  }
+}

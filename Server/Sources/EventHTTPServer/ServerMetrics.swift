@@ -72,7 +72,8 @@ public final class ServerMetrics: Sendable {
   /// The routes counted by name; anything else is `other`, so a scanner cannot grow the series.
   static func route(of path: String) -> String {
     let known = [
-      "/api/v1/register", "/api/v1/events", "/api/v1/mutations", "/api/v1/push_tokens", "/api/v1/server_settings", "/api/v1/fetch",
+      "/api/v1/register", "/api/v1/events", "/api/v1/mutations", "/api/v1/push_tokens", "/api/v1/server_settings",
+      "/api/v1/fetch",
       "/api/v1/uploads", "/api/v1/uploads/complete", "/api/v1/blobs", "/api/v1/blobs/info",
     ]
     return known.contains(path) ? path : "other"

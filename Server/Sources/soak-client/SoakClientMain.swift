@@ -45,7 +45,7 @@ struct SoakClientMain {
           switch kind {
           case .register: registers.withLock { $0 += 1 }
           case .submit: acknowledged.withLock { $0 += 1 }
-          case .poll: break
+          case .poll, .fetch: break
           }
         }
       }
