@@ -55,7 +55,9 @@ let package = Package(
     // A deterministic world of users and devices on flaky networks, over the real cores and wire format.
     .target(
       name: "Simulation",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "VideoMessaging", "EpisodeQueue"],
+      dependencies: [
+        "EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "VideoMessaging", "EpisodeQueue",
+      ],
       swiftSettings: swiftSettings
     ),
     // Small example applications (server side and reducer) used by the demo and the tests.

@@ -101,6 +101,9 @@ public struct Behaviour: Sendable, Hashable, Codable {
   public var videoKilobytes: ClosedRange<Int> = 200...3000
   /// How long after a video is shown the user watches it, in seconds (while the app is open).
   public var watchAfterSeconds: ClosedRange<Int> = 5...60
+  /// Pages of a conversation's history the user looks at each time the app opens (the newest page first,
+  /// then older ones); 0 (the default) for none. Fetched pages are partial state, kept live by events.
+  public var historyPagesPerOpen = 0
 
   /// The default behaviour.
   public init() {}

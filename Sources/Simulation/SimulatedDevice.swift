@@ -14,6 +14,7 @@ struct SimulatedDevice {
     case register
     case poll(EventFinger, dontBlock: Bool)
     case submit(MutationRequest<VideoCommand>)
+    case fetch(FetchRequest, QueueID)
   }
 
   /// A file on the device: its bytes so far and whether it is complete.

@@ -49,6 +49,8 @@ public struct SimulationReport: Sendable, Hashable, Codable {
   public var videosSent: Int
   /// Videos in their recipient's library.
   public var videosDelivered: Int
+  /// Pages of conversation histories merged into devices' states (``Behaviour/historyPagesPerOpen``).
+  public var historyPagesMerged: Int
   /// Per device, when its open app's freshness changed (seconds since the start, and the new state;
   /// "closed" while the app is closed): what the HTML report draws.
   public var freshnessTimelines: [[FreshnessChange]]

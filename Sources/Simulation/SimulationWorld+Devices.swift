@@ -2,6 +2,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import UpdateMachine
+import UpdateMachineTesting
 import VideoMessaging
 
 extension SimulationWorld {
@@ -78,9 +79,11 @@ extension SimulationWorld {
         send(.poll(finger, dontBlock: dontBlock), as: request, from: index)
       case .submit(let request, let body, _):
         send(.submit(body), as: request, from: index)
-      case .fetch, .fetchFinished:
-        // This world's apps hold no partial state: their cores never ask to fetch.
-        break
+      case .fetch(let request, let body, let queueID, _):
+        send(.fetch(body, queueID), as: request, from: index)
+      case .fetchFinished(let request, let outcome):
+        traceLine("device \(index) fetch \(request) ends: \(outcome)")
+        if case .merged = outcome { pagesMerged += 1 }
       case .cancel(let request):
         devices[index].outstanding[request] = nil
         if let pollID = devices[index].parked.removeValue(forKey: request) {
@@ -144,6 +147,15 @@ extension SimulationWorld {
       actions = core.pollFailed(request, error, now: now)
     case (.submit, .failure(let error)):
       actions = core.submitFailed(request, error, now: now)
+    case (.fetch, .body(let bytes)):
+      do {
+        let answer = try WireFormat.decode(FetchAnswer<VideoHistoryItem>.self, from: Data(bytes))
+        actions = core.fetchSucceeded(request, answer, now: now)
+      } catch {
+        actions = core.fetchFailed(request, .api(error), now: now)
+      }
+    case (.fetch, .failure(let error)):
+      actions = core.fetchFailed(request, error, now: now)
     }
     devices[index].core = core
     perform(actions, on: index)
@@ -352,6 +364,7 @@ extension SimulationWorld {
     for video in devices[index].transfers.library where !video.viewed {
       schedule(.watch(device: index, video: video.video.id), after: seconds(scenario.behaviour.watchAfterSeconds))
     }
+    browseHistory(index)
     guard faultsOn else { return }
     schedule(.appCloses(device: index), after: seconds(scenario.behaviour.openSeconds))
     let rate = scenario.behaviour.recordingsPerOpenHour
@@ -480,6 +493,28 @@ extension SimulationWorld {
     schedule(.convergenceCheck, after: .seconds(1))
   }
 
+  /// The user looks at a conversation's history: the newest page, then older ones from the oldest video
+  /// known. Draws come from a generator of their own, so turning browsing on changes no other draw's
+  /// stream but the network's.
+  mutating func browseHistory(_ index: Int) {
+    let pages = scenario.behaviour.historyPagesPerOpen
+    guard pages > 0 else { return }
+    let user = devices[index].user
+    let friend = users[Int.random(in: users.indices, using: &browsing)]
+    let narrow = VideoHistory.conversation(between: user, and: friend)
+    var requests = [FetchRequest(narrow: narrow, anchor: .newest, before: 4, after: 0)]
+    if pages > 1, let state = devices[index].core.confirmedState {
+      let list = state.history.list(narrow)
+      if let oldest = list.items.first?.position, !list.reachesOldest {
+        requests.append(FetchRequest(narrow: narrow, anchor: .position(oldest), before: 4, after: 0))
+      }
+    }
+    for request in requests.prefix(pages) {
+      let (_, actions) = devices[index].core.fetch(request, now: now)
+      perform(actions, on: index)
+    }
+  }
+
   // MARK: - Invariants and metrics
 
   /// Retry waits grow: the n-th failed step in a row of a transfer waits up to 2^(n-1) s (jittered, capped
@@ -525,6 +560,7 @@ extension SimulationWorld {
         return
       }
     }
+    checkHistory(index)
     guard let shown = device.core.displayedState else { return }
     for video in shown.outgoing {
       if let before = devices[index].shownStatuses[video.id], video.status < before {
@@ -534,11 +570,44 @@ extension SimulationWorld {
     }
   }
 
+  /// No known history item differs from the server's at the device's finger: the device's history, with
+  /// the events still queued after its finger applied, must claim only what the server holds now.
+  mutating func checkHistory(_ index: Int) {
+    guard scenario.behaviour.historyPagesPerOpen > 0, let confirmed = devices[index].core.confirmedState,
+      !confirmed.history.isEmpty, let finger = devices[index].core.phase.finger,
+      let queue = server.queue(finger.queueID), queue.user == devices[index].user
+    else { return }
+    var history = confirmed.history
+    let reducer = VideoReducer()
+    for envelope in queue.events where envelope.id > finger.lastEventID {
+      guard case .payload(let event) = envelope.body else { continue }
+      try? reducer.applyPartial(event, to: &history)
+    }
+    // Known items against the server's history by key (PartialStateCheck's lookup through the empty narrow
+    // sorts every item per item: too slow to run after every step), then every interval of every narrow.
+    for (key, item) in history.known where server.application.history[key] != item {
+      let server = server.application.history[key].map { "\($0)" } ?? "gone"
+      violations.append("device \(index) at \(finger): known \(key) is \(item), the server's is \(server)")
+      return
+    }
+    let user = devices[index].user
+    let application = server.application
+    let problems = PartialStateCheck.intervalProblems(in: history) { request in
+      try? application.fetch(request, for: user)
+    }
+    if let problem = problems.first {
+      violations.append("device \(index) at \(finger): \(problem)")
+    }
+  }
+
   /// Finds the server version the device's confirmed state shows; records the staleness of each newly
   /// shown change. A confirmed state that was never a server snapshot means an event was skipped or
   /// applied twice.
   mutating func noteShownVersions(_ index: Int) {
-    guard let confirmed = devices[index].core.confirmedState else { return }
+    // The whole part is compared with the server's snapshots; the history held in part is checked by
+    // ``checkHistory(_:)``.
+    guard var confirmed = devices[index].core.confirmedState else { return }
+    confirmed.history = PartialState()
     let history = versions[devices[index].user]!
     guard history[devices[index].shownVersion].snapshot != confirmed else { return }
     guard let version = history.indices.reversed().first(where: { history[$0].snapshot == confirmed }) else {
@@ -626,8 +695,21 @@ extension SimulationWorld {
   var convergenceGaps: [String] {
     var gaps: [String] = []
     for device in devices {
-      if device.core.confirmedState != server.application.snapshot(for: device.user) {
+      // The whole part equals the server's snapshot; the history held in part claims only what the server
+      // holds (``checkHistory(_:)`` at every step; here at the end, with nothing left in flight).
+      var whole = device.core.confirmedState
+      whole?.history = PartialState()
+      if whole != server.application.snapshot(for: device.user) {
         gaps.append("device \(device.index) (\(device.core.phase)) does not show its user's server state")
+      }
+      if device.core.hasOpenFetches {
+        gaps.append("device \(device.index) has a fetch open")
+      }
+      if let history = device.core.confirmedState?.history, !history.isEmpty {
+        let user = device.user
+        let application = server.application
+        let problems = PartialStateCheck.problems(in: history) { try? application.fetch($0, for: user) }
+        if let problem = problems.first { gaps.append("device \(device.index): \(problem)") }
       }
       if !device.core.pendingMutations.isEmpty {
         gaps.append("device \(device.index) has \(device.core.pendingMutations.count) writes pending")
@@ -676,6 +758,7 @@ extension SimulationWorld {
       freshnessShare: freshness,
       videosSent: durableVideos.count,
       videosDelivered: durableVideos.filter { libraryVideos(of: $0.value).contains($0.key) }.count,
+      historyPagesMerged: pagesMerged,
       freshnessTimelines: devices.map(\.freshnessChanges),
       timeline: timeline,
       trace: trace

@@ -63,6 +63,11 @@ struct SimulationWorld {
   var backgroundStaleness: [Double] = []
   var pushesSent = 0
   var violations: [String] = []
+  /// The draws of users browsing histories, apart from the world's, so browsing leaves the rest of a seed's
+  /// behaviour unchanged.
+  var browsing: SeededRandomNumberGenerator
+  /// Pages of history merged into a device's state.
+  var pagesMerged = 0
   var timeline: [String] = []
   var trace: [String] = []
   var lostPushSince: [Int: Timestamp] = [:]
@@ -89,6 +94,7 @@ struct SimulationWorld {
     )
     self.server.startRecording()
     self.users = (0..<max(scenario.users, 1)).map { UserID("user\($0 + 1)") }
+    self.browsing = SeededRandomNumberGenerator(seed: scenario.seed ^ 0x6272_6f77_7365)
     self.random = random
     for user in users {
       versions[user] = [(start, VideoSnapshot())]
@@ -253,6 +259,7 @@ struct SimulationWorld {
     case .register: 80
     case .poll: 90
     case .submit(let body): ((try? WireFormat.encode(body))?.count ?? 100)
+    case .fetch: 140
     }
   }
 
@@ -310,6 +317,13 @@ struct SimulationWorld {
         reply(to: index, request, .body(encode(error)))
       }
       recordVersions()
+    case .fetch(let body, let queueID):
+      do {
+        let answer = try server.fetch(body, queueID: queueID, user: user, now: now)
+        reply(to: index, request, losesAnswer ? .failure(.connectionFailed("answer lost")) : .body(encode(answer)))
+      } catch {
+        reply(to: index, request, .body(encode(error)))
+      }
     }
     scheduleServerTimer()
   }

@@ -24,6 +24,14 @@ public enum PartialStateCheck {
     in partial: PartialState<Item>,
     read: (FetchRequest) -> FetchPage<Item>?
   ) -> [String] {
+    itemProblems(in: partial, read: read) + intervalProblems(in: partial, read: read)
+  }
+
+  /// The known items that differ from the server's (looked up through the empty narrow).
+  public static func itemProblems<Item: PartialItem>(
+    in partial: PartialState<Item>,
+    read: (FetchRequest) -> FetchPage<Item>?
+  ) -> [String] {
     var problems: [String] = []
     for item in partial.known.values.sorted(by: { $0.position < $1.position }) {
       let request = FetchRequest(narrow: Narrow([]), anchor: .position(item.position), before: 0, after: 0)
@@ -36,6 +44,15 @@ public enum PartialStateCheck {
         problems.append("known item \(item.key) is \(item), the server's is \(server.map { "\($0)" } ?? "gone")")
       }
     }
+    return problems
+  }
+
+  /// The intervals of completeness untrue of the server's lists.
+  public static func intervalProblems<Item: PartialItem>(
+    in partial: PartialState<Item>,
+    read: (FetchRequest) -> FetchPage<Item>?
+  ) -> [String] {
+    var problems: [String] = []
     for narrow in partial.heldNarrows {
       let view = partial.list(narrow)
       for interval in view.complete.intervals {

@@ -140,3 +140,28 @@ struct PresenceSimulationTests {
     #expect(report.sharedQueueRequestsPerDeviceHour < report.requestsPerDeviceHour / 3)
   }
 }
+
+/// Users browse conversation histories (pages fetched and kept live) in the simulated world, under every
+/// fault: no known item may differ from the server's at the device's finger, at any step.
+@Suite("Simulation: conversation histories under faults")
+struct HistorySimulationTests {
+  @Test(
+    "200 seeds browsing histories converge; no known item ever differs from the server",
+    arguments: 0..<200 as Range<UInt64>
+  )
+  func historiesHold(seed: UInt64) {
+    var scenario = Scenario(seed: seed)
+    scenario.users = 2 + Int(seed % 3)
+    scenario.devicesPerUser = 1 + Int(seed % 2)
+    scenario.duration = .seconds(3600)
+    scenario.behaviour.historyPagesPerOpen = 2
+    scenario.behaviour.recordingsPerOpenHour = 12
+    if seed % 3 == 0 { scenario.faults = FaultRates().scaled(by: 3) }
+    let report = Simulation.run(scenario)
+    #expect(
+      report.converged,
+      "seed \(seed): violations \(report.violations.prefix(3)), gaps \(report.convergenceGaps.prefix(3))"
+    )
+    #expect(report.historyPagesMerged > 0, "seed \(seed): no page was merged")
+  }
+}

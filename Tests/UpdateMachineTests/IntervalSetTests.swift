@@ -1,6 +1,8 @@
 import EventProtocol
+import Foundation
 import Testing
-import UpdateMachine
+
+@testable import UpdateMachine
 
 @Suite("Intervals of completeness")
 struct IntervalSetTests {
@@ -106,5 +108,62 @@ struct FetchPageTests {
     #expect(text.contains("\"found_oldest\":false") && text.contains("\"last_event_id\":0"))
     #expect(text.contains("\"anchor\":6") && text.contains("\"num_before\":1"))
     #expect(try WireFormat.decode(FetchAnswer<Item>.self, from: data) == answer)
+  }
+}
+
+@Suite("Partial state: memory bound and persistence")
+struct PartialStateTests {
+  struct Note: PartialItem, Hashable {
+    var id: Int
+    var topic: String
+    var key: Int { id }
+    var position: Int { id }
+    func belongs(to narrow: Narrow) -> Bool { narrow.terms.allSatisfy { $0.operand == topic } }
+  }
+
+  func page(_ topic: String, _ ids: ClosedRange<Int>) -> FetchAnswer<Note> {
+    let request = FetchRequest(narrow: Narrow([NarrowTerm("topic", topic)]), anchor: .oldest, before: 0, after: 100)
+    return FetchAnswer(
+      queueID: "q",
+      lastEventID: 0,
+      request: request,
+      page: FetchPage(items: ids.map { Note(id: $0, topic: topic) }, foundOldest: true, foundNewest: true)
+    )
+  }
+
+  @Test("past the narrow limit the least recently used narrow is forgotten, with the items only it held")
+  func evictsLeastRecentlyUsed() {
+    var state = PartialState<Note>(narrowLimit: 2, itemLimit: 100)
+    state.merge(page("a", 1...3))
+    state.merge(page("b", 4...5))
+    state.markUsed(Narrow([NarrowTerm("topic", "a")]))
+    state.merge(page("c", 6...6))
+    #expect(Set(state.heldNarrows.map(\.description)) == ["topic:a", "topic:c"])
+    #expect(state.item(4) == .unknown && state.item(1) == .known(Note(id: 1, topic: "a")))
+    #expect(state.list(Narrow([NarrowTerm("topic", "b")])).complete.isEmpty)
+  }
+
+  @Test("past the item limit narrows go too, but never the one just used")
+  func itemLimit() {
+    var state = PartialState<Note>(narrowLimit: 10, itemLimit: 4)
+    state.merge(page("a", 1...3))
+    state.merge(page("b", 4...6))
+    #expect(state.heldNarrows.map(\.description) == ["topic:b"])
+    #expect(state.known.count == 3)
+  }
+
+  @Test("items, intervals, stale copies and use order survive encoding: the record keeps them")
+  func persists() throws {
+    var state = PartialState<Note>()
+    state.merge(page("a", 1...3))
+    state.merge(page("b", 4...5))
+    _ = state.retire()
+    state.merge(page("b", 4...4))
+    let decoded = try JSONDecoder().decode(PartialState<Note>.self, from: JSONEncoder().encode(state))
+    #expect(decoded == state)
+    #expect(decoded.item(1) == .stale(Note(id: 1, topic: "a")))
+    #expect(decoded.item(4) == .known(Note(id: 4, topic: "b")))
+    #expect(decoded.item(5) == .unknown, "a refetched page without 5: gone from the stale copies too")
+    #expect(decoded.staleNarrowList.map(\.description) == ["topic:a"])
   }
 }
