@@ -61,15 +61,7 @@ extension ConvergenceCheck {
       final[keyPath: reducer.partialState] = PartialState()
       for cut in starts.indices {
         var state = starts[cut][user]!
-        for step in cut..<received.count {
-          for event in received[step][user] ?? [] {
-            do {
-              try reducer.reduce(event, into: &state)
-            } catch {
-              return Failure(user: user, cut: cut, reason: "the reducer refused an event the server sent: \(error)")
-            }
-          }
-        }
+        if let failure = replay(received, from: cut, for: user, onto: &state, with: reducer) { return failure }
         let partial = state[keyPath: reducer.partialState]
         state[keyPath: reducer.partialState] = PartialState()
         if state != final {

@@ -70,21 +70,34 @@ public enum ConvergenceCheck {
     for user in users {
       for cut in snapshots.indices {
         var state = snapshots[cut][user]!
-        for step in cut..<received.count {
-          for event in received[step][user] ?? [] {
-            do {
-              try reducer.reduce(event, into: &state)
-            } catch {
-              return Failure(user: user, cut: cut, reason: "the reducer refused an event the server sent: \(error)")
-            }
-          }
-        }
+        if let failure = replay(received, from: cut, for: user, onto: &state, with: reducer) { return failure }
         if state != final[user]! {
           return Failure(
             user: user,
             cut: cut,
             reason: "events after the cut give \(state), but the final snapshot is \(final[user]!)"
           )
+        }
+      }
+    }
+    return nil
+  }
+
+  /// Applies the events `user` received from step `cut` on to `state`, as the engine does.
+  /// - Returns: The failure when the reducer refuses one.
+  static func replay<Reducer: UpdateReducer>(
+    _ received: [[UserID: [Reducer.Event]]],
+    from cut: Int,
+    for user: UserID,
+    onto state: inout Reducer.State,
+    with reducer: Reducer
+  ) -> Failure? {
+    for step in cut..<received.count {
+      for event in received[step][user] ?? [] {
+        do {
+          try reducer.reduce(event, into: &state)
+        } catch {
+          return Failure(user: user, cut: cut, reason: "the reducer refused an event the server sent: \(error)")
         }
       }
     }

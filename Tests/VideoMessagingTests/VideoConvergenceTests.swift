@@ -9,29 +9,7 @@ import VideoMessaging
 struct VideoConvergenceTests {
   @Test("events after any cut rebuild the final snapshot, for every user", arguments: 0..<500 as Range<UInt64>)
   func convergence(seed: UInt64) {
-    var random = SeededRandomNumberGenerator(seed: seed)
-    let users = [alice, bob, carol]
-    var videos: [VideoID] = []
-    var commands: [(UserID, VideoCommand)] = []
-    for step in 0..<30 {
-      let user = users.randomElement(using: &random)!
-      if videos.isEmpty || Int.random(in: 0..<4, using: &random) == 0 {
-        let video = VideoID.make(
-          at: t0.advanced(by: .seconds(Int64.random(in: 0..<100, using: &random))),
-          using: &random
-        )
-        videos.append(video)
-        let recipient = users.randomElement(using: &random)!
-        commands.append((user, .uploaded(upload(video, to: recipient, size: step))))
-      } else {
-        let video = videos.randomElement(using: &random)!
-        let command: VideoCommand = [
-          .downloaded(video), .viewed(video), .deleted(video), .uploaded(upload(video, to: bob)),
-        ]
-        .randomElement(using: &random)!
-        commands.append((user, command))
-      }
-    }
+    let (users, commands) = randomVideoCommands(seed: seed)
     let failure = ConvergenceCheck.check(
       application: VideoServer(),
       reducer: VideoReducer(),
@@ -48,22 +26,7 @@ struct VideoConvergenceTests {
 struct VideoHistoryConvergenceTests {
   @Test("fetched histories and events after any cut agree with the final server", arguments: 0..<300 as Range<UInt64>)
   func historyConvergence(seed: UInt64) {
-    var random = SeededRandomNumberGenerator(seed: seed)
-    let users = [alice, bob, carol]
-    var videos: [VideoID] = []
-    var commands: [(UserID, VideoCommand)] = []
-    for step in 0..<30 {
-      let user = users.randomElement(using: &random)!
-      if videos.isEmpty || Int.random(in: 0..<4, using: &random) == 0 {
-        let video = VideoID.make(at: t0.advanced(by: .seconds(Int64(step))), using: &random)
-        videos.append(video)
-        commands.append((user, .uploaded(upload(video, to: users.randomElement(using: &random)!, size: step))))
-      } else {
-        let video = videos.randomElement(using: &random)!
-        let command: VideoCommand = [.downloaded(video), .viewed(video), .deleted(video)].randomElement(using: &random)!
-        commands.append((user, command))
-      }
-    }
+    let (users, commands) = randomVideoCommands(seed: seed)
     var retention = VideoRetention()
     retention.historyPerConversation = 4
     let failure = ConvergenceCheck.checkPartial(
@@ -75,4 +38,33 @@ struct VideoHistoryConvergenceTests {
     )
     #expect(failure == nil, "seed \(seed): \(String(describing: failure))")
   }
+}
+
+/// Thirty commands from three users, valid and not (uploads, downloads, views, deletions, repeated uploads),
+/// drawn from `seed`.
+private func randomVideoCommands(seed: UInt64) -> (users: [UserID], commands: [(UserID, VideoCommand)]) {
+  var random = SeededRandomNumberGenerator(seed: seed)
+  let users = [alice, bob, carol]
+  var videos: [VideoID] = []
+  var commands: [(UserID, VideoCommand)] = []
+  for step in 0..<30 {
+    let user = users.randomElement(using: &random)!
+    if videos.isEmpty || Int.random(in: 0..<4, using: &random) == 0 {
+      let video = VideoID.make(
+        at: t0.advanced(by: .seconds(Int64.random(in: 0..<100, using: &random))),
+        using: &random
+      )
+      videos.append(video)
+      let recipient = users.randomElement(using: &random)!
+      commands.append((user, .uploaded(upload(video, to: recipient, size: step))))
+    } else {
+      let video = videos.randomElement(using: &random)!
+      let command: VideoCommand = [
+        .downloaded(video), .viewed(video), .deleted(video), .uploaded(upload(video, to: bob)),
+      ]
+      .randomElement(using: &random)!
+      commands.append((user, command))
+    }
+  }
+  return (users, commands)
 }
