@@ -59,3 +59,16 @@ struct EpisodesScenarioTests {
     #expect(throws: DemoOptionError.self) { try DemoOptions.parse(["--scenario", "podcasts"]) }
   }
 }
+
+@Suite("Demo: the presence scenario")
+struct PresenceScenarioTests {
+  @Test("--scenario presence selects the second machine's cost, with --seed and --hours")
+  func presenceScenario() throws {
+    let options = try DemoOptions.parse(["--scenario", "presence", "--seed", "3", "--hours", "2"])
+    #expect(options.presence && !options.episodes)
+    #expect(options.scenario.seed == 3 && options.scenario.duration == .seconds(7_200))
+    #expect(DemoOptions.usage.contains("presence"))
+    let back = try DemoOptions.parse(["--scenario", "presence", "--scenario", "videos"])
+    #expect(!back.presence && !back.episodes)
+  }
+}
