@@ -30,6 +30,9 @@ extension UpdateMachineCore {
     if let problem = request.problem {
       return (id, [.fetchFinished(id, .failed(.api(.badRequest(problem))))])
     }
+    if case .stopped(let reason, _) = phase {
+      return (id, [.fetchFinished(id, .failed(.api(.badRequest("the machine stopped: \(reason)"))))])
+    }
     partial!.markUsed(request.narrow, in: &confirmedState!)
     fetches.waiting.append(.init(id: id, request: request, notOn: nil))
     return (id, proceedFetches(now: now))

@@ -198,6 +198,20 @@ struct PartialStateRaceTests {
     #expect(harness.timesShown("mine") == 1)
   }
 
+  /// A fetch asked of a stopped machine fails at once (the app is not left waiting until a resume).
+  @Test("a stopped machine answers a fetch at once with a failure")
+  func fetchWhileStopped() {
+    var harness = ChatRaceHarness()
+    let (pollID, _) = harness.polls.first!
+    harness.perform(harness.core.pollFailed(pollID, .api(.unauthorized("revoked")), now: harness.now))
+    let id = harness.fetch(FetchRequest(narrow: .general, anchor: .newest, before: 5, after: 0))
+    guard case .failed = harness.outcomes[id] else {
+      Issue.record("expected a failure, got \(String(describing: harness.outcomes[id]))")
+      return
+    }
+    #expect(harness.fetches[id] == nil)
+  }
+
   /// A page read against a queue that has since been replaced means nothing to the new finger: it is asked
   /// for again, and what was known before shows as stale until then.
   @Test("a page of an old queue is fetched again; known items go stale on re-registration")
