@@ -142,6 +142,9 @@ public struct UpdateMachineCore<
   var queueLifetime: Duration
   var longPollTimeout: Duration
   var disconnectedSince: Timestamp?
+  /// Whether the platform said the network is gone and nothing since has shown it back (a success, a push,
+  /// ``networkBecameAvailable(now:)``): retries then wait for ``UpdateMachineConfiguration/offlineProbeInterval``.
+  var networkReportedLost = false
   var failure: Failure?
   var protocolFailures = 0
   /// How many queues in a row vanished before a poll on them succeeded.

@@ -46,6 +46,11 @@ public struct UpdateMachineConfiguration: Hashable, Sendable {
   public var freshnessDebounce: Duration = .milliseconds(300)
   /// How many consecutive failures make the UI say ``Freshness/cannotConnect(since:reason:)`` (2).
   public var failuresBeforeCannotConnect: Int = 2
+  /// While the platform says the network is gone (``UpdateMachine/networkLost()``), how often a failed
+  /// request is tried again, in case the report was wrong (5 minutes); `nil` for never. Until then the
+  /// machine waits for ``UpdateMachine/networkBecameAvailable()``, a push or the foreground, instead of
+  /// retrying at its failure backoff into a network it was told is lost.
+  public var offlineProbeInterval: Duration? = .seconds(300)
 
   /// The default configuration.
   public init() {}
@@ -79,6 +84,9 @@ public struct UpdateMachineConfiguration: Hashable, Sendable {
     if longPollTimeoutRange.lowerBound <= .zero { problems.append("longPollTimeoutRange must start above zero") }
     if maximumRetryAfter < .zero { problems.append("maximumRetryAfter must not be negative") }
     if failuresBeforeCannotConnect < 1 { problems.append("failuresBeforeCannotConnect must be at least 1") }
+    if let probe = offlineProbeInterval, probe <= .zero {
+      problems.append("offlineProbeInterval must be positive, or nil for never")
+    }
     if let limit = pollBatchLimit, limit < 1 { problems.append("pollBatchLimit must be at least 1, or nil for all") }
     return problems
   }

@@ -83,14 +83,17 @@ extension UpdateMachineCore {
   /// The platform reports a usable network path again: like coming to the foreground for connection
   /// failures, the wait is cut short and the backoff reset (the outbox's too).
   public mutating func networkBecameAvailable(now: Timestamp) -> [Action] {
-    retryConnectionFailuresNow(now: now)
+    networkReportedLost = false
+    return retryConnectionFailuresNow(now: now)
   }
 
   /// The platform reports that the network is gone: the register or poll under way is cancelled and
-  /// counted as a connection failure at once (instead of waiting for its deadline), so freshness says so;
-  /// retries continue with backoff in case the report was wrong.
+  /// counted as a connection failure at once (instead of waiting for its deadline), so freshness says so.
+  /// Until the network is reported back (or a push arrives, or a request succeeds), failed requests are
+  /// retried only every ``UpdateMachineConfiguration/offlineProbeInterval``, in case the report was wrong.
   public mutating func networkLost(now: Timestamp) -> [Action] {
     guard isLoaded else { return [] }
+    networkReportedLost = true
     var actions: [Action] = []
     let lost = TransportError.connectionFailed("network lost")
     switch inFlight {
@@ -125,6 +128,11 @@ extension UpdateMachineCore {
   /// registers, or retries, now).
   public mutating func pushReceived(_ hint: PushHint, now: Timestamp) -> [Action] {
     metrics.pushHints += 1
+    // A push came through: the network is back, whatever the platform said last.
+    if networkReportedLost {
+      networkReportedLost = false
+      outbox?.retryNow()
+    }
     if let applied = applyPushedEvents(hint, now: now) { return applied }
     if let eventID = hint.lastEventID, let finger = phase.finger,
       hint.queueID == nil || hint.queueID == finger.queueID, eventID <= finger.lastEventID

@@ -85,6 +85,7 @@ extension UpdateMachineCore {
   /// After a successful register or poll: take the finger, clear failures, and (in the foreground) connect.
   mutating func markSuccess(finger: EventFinger, now: Timestamp) {
     reachedServerThisSession = true
+    networkReportedLost = false
     lastContactAt = now
     dataAsOf = now
     failure = nil
@@ -134,8 +135,16 @@ extension UpdateMachineCore {
 
   mutating func wait(_ policy: BackoffPolicy, _ attempt: Int, _ retryAfter: Duration?) -> Duration {
     let jittered = policy.delay(attempt: attempt, using: &random)
+    if networkReportedLost {
+      // Told the network is gone: probe now and then, not at the failure backoff (an hour offline would
+      // otherwise cost hundreds of requests into nothing).
+      return max(jittered, configuration.offlineProbeInterval ?? Self.never)
+    }
     return max(jittered, retryAfter ?? .zero)
   }
+
+  /// A wait that does not end (a century).
+  static var never: Duration { .seconds(100 * 365 * 86_400) }
 
   mutating func newRequestID() -> RequestID {
     defer { nextRequestID += 1 }

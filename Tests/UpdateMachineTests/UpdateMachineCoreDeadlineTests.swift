@@ -134,6 +134,60 @@ struct UpdateMachineCoreDeadlineTests {
     #expect(harness.core.phase.description.contains("#1"))
   }
 
+  @Test("an hour after networkLost costs one probe every 5 minutes, not a request at every backoff step")
+  func noRequestStormOffline() {
+    func requestsInAnHourOffline(probe: Duration?, reportLost: Bool) -> Int {
+      var harness = CoreHarness { $0.offlineProbeInterval = probe }
+      harness.startLive()
+      _ = harness.submit(.post("waiting", to: [alice]), now: t0)
+      var pending: [Action] = reportLost ? harness.core.networkLost(now: t0) : []
+      pending += harness.core.pollFailed(request(2), .connectionFailed(), now: t0)
+      var requests = 0
+      var now = t0
+      let end = t0.advanced(by: .seconds(3600))
+      while now < end {
+        // Every request fails at once: the network is gone.
+        for action in harness.acknowledgingSaves(pending, now: now) {
+          switch action {
+          case .register(let id, _, _, _):
+            requests += 1
+            pending = harness.core.registerFailed(id, .connectionFailed(), now: now)
+          case .poll(let id, _, _, _):
+            requests += 1
+            pending = harness.core.pollFailed(id, .connectionFailed(), now: now)
+          case .submit(let id, _, _):
+            requests += 1
+            pending = harness.core.submitFailed(id, .connectionFailed(), now: now)
+          default: continue
+          }
+        }
+        guard let wake = harness.core.nextWakeUp(after: now) else { break }
+        now = wake
+        pending += harness.core.timerFired(now: now)
+      }
+      return requests
+    }
+    // Measured: 22 requests in the hour (a poll and the outbox's write, each probed every 5 minutes);
+    // 0 with no probe; 1,485 when the platform's report is not given (the failure backoff, capped at 10 s).
+    #expect(requestsInAnHourOffline(probe: .seconds(300), reportLost: true) <= 30)
+    #expect(requestsInAnHourOffline(probe: nil, reportLost: true) <= 2)
+    #expect(requestsInAnHourOffline(probe: .seconds(300), reportLost: false) > 300)
+  }
+
+  @Test("a push ends the offline wait at once")
+  func offlineWaitEnds() {
+    var harness = CoreHarness()
+    harness.startLive()
+    _ = harness.core.networkLost(now: t0)
+    guard case .pollFailed(_, _, let retryAt) = harness.core.phase else {
+      Issue.record("phase \(harness.core.phase)")
+      return
+    }
+    #expect(t0.duration(to: retryAt) >= .seconds(300))
+    let pushed = harness.core.pushReceived(.init(), now: t0.advanced(by: .seconds(1)))
+    #expect(pushed.contains { if case .poll = $0 { true } else { false } })
+  }
+
   @Test("networkBecameAvailable also ends the outbox's wait after a connection failure")
   func networkInputWakesTheOutbox() {
     var harness = CoreHarness()
