@@ -1,4 +1,5 @@
 import EventProtocol
+import Foundation
 import Simulation
 
 /// The Demo's command line, parsed without any package: every option, its value, and one-line errors.
@@ -71,7 +72,9 @@ struct DemoOptions {
       }
       return number
     }
+    var given: Set<String> = []
     while let option = remaining.popFirst() {
+      given.insert(option)
       switch option {
       case "--help", "-h": options.help = true
       case "--seed":
@@ -120,7 +123,33 @@ struct DemoOptions {
       default: throw DemoOptionError("unknown option '\(option)' (see --help)")
       }
     }
+    try options.checkConflicts(given: given)
     return options
+  }
+
+  /// Refuses options that would be ignored, and a report that could not be written, before anything runs.
+  func checkConflicts(given: Set<String>) throws(DemoOptionError) {
+    let simulationOnly = ["--strategy", "--seeds", "--json", "--report", "--users", "--devices", "--faults"]
+    if episodes || presence {
+      let name = episodes ? "episodes" : "presence"
+      if let ignored = simulationOnly.first(where: given.contains) {
+        throw DemoOptionError("\(ignored) does not apply to --scenario \(name)")
+      }
+    }
+    if scripted, let ignored = simulationOnly.first(where: given.contains) {
+      throw DemoOptionError("\(ignored) does not apply to --scripted")
+    }
+    if seeds > 1 {
+      if json { throw DemoOptionError("--json prints one run's report; it does not combine with --seeds") }
+      if reportPath != nil { throw DemoOptionError("--report draws one run; it does not combine with --seeds") }
+    }
+    if let reportPath {
+      let folder = URL(fileURLWithPath: reportPath).deletingLastPathComponent()
+      var isFolder: ObjCBool = false
+      guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder), isFolder.boolValue else {
+        throw DemoOptionError("--report: the folder \(folder.path) does not exist")
+      }
+    }
   }
 
   /// The command that replays this run.

@@ -9,14 +9,15 @@ struct DemoOptionsTests {
   func options() throws {
     let options = try DemoOptions.parse([
       "--seed", "7", "--users", "4", "--devices", "2", "--hours", "3", "--strategy", "all", "--push-loss", "0.5",
-      "--seeds", "10", "--json", "--report", "out.html", "--trace",
+      "--json", "--report", "out.html", "--trace",
     ])
     #expect(options.scenario.seed == 7)
     #expect(options.scenario.users == 4 && options.scenario.devicesPerUser == 2)
     #expect(options.scenario.duration == .seconds(3 * 3600))
     #expect(options.strategies == DeliveryStrategy.allCases)
     #expect(options.scenario.faults.pushLoss == 0.5)
-    #expect(options.seeds == 10 && options.json && options.reportPath == "out.html" && options.scenario.keepsFullTrace)
+    #expect(options.json && options.reportPath == "out.html" && options.scenario.keepsFullTrace)
+    #expect(try DemoOptions.parse(["--seeds", "10"]).seeds == 10)
     #expect(try DemoOptions.parse(["--faults", "none"]).scenario.faults == .none)
     #expect(try DemoOptions.parse([]).replayCommand == "swift run Demo --seed 2026")
   }
@@ -70,5 +71,23 @@ struct PresenceScenarioTests {
     #expect(DemoOptions.usage.contains("presence"))
     let back = try DemoOptions.parse(["--scenario", "presence", "--scenario", "videos"])
     #expect(!back.presence && !back.episodes)
+  }
+}
+
+@Suite("Demo: options that would be ignored are refused")
+struct DemoOptionConflictTests {
+  @Test("a report into a missing folder, and options another mode ignores, are one-line errors before any run")
+  func conflicts() {
+    for arguments in [
+      ["--report", "/no/such/folder/report.html"],
+      ["--scenario", "episodes", "--strategy", "all"],
+      ["--scenario", "presence", "--json"],
+      ["--json", "--seeds", "5"],
+      ["--report", "out.html", "--seeds", "5"],
+      ["--scripted", "--users", "2"],
+    ] {
+      #expect(throws: DemoOptionError.self, "\(arguments)") { try DemoOptions.parse(arguments) }
+    }
+    #expect((try? DemoOptions.parse(["--report", "out.html", "--strategy", "all"])) != nil)
   }
 }
