@@ -292,7 +292,7 @@ public struct UpdateMachineCore<
     inFlight = nil
     let previous = confirmedState
     confirmedState = registration.snapshot
-    queueReplaced(previous: previous, now: now)
+    queueReplaced(previous: previous)
     unsavedChange = .replaced
     queueLifetime = configuration.assumedQueueLifetime
     longPollTimeout = (registration.longPollTimeout ?? configuration.defaultLongPollTimeout)

@@ -48,8 +48,6 @@ public actor UpdateMachine<
   private var nextObserverID: UInt64 = 0
   private var lastPublished: Snapshot?
   private var runWaiter: CheckedContinuation<Void, Never>?
-  /// Reads a page through the transport, for a ``PartialUpdateReducer``'s item type.
-  private let fetchPage: (@Sendable (FetchRequest, QueueID) async throws(TransportError) -> any FetchAnswering)?
   private var fetchWaiters: [RequestID: CheckedContinuation<FetchOutcome, Never>] = [:]
   private var isStarted = false
   private var isStopped = false
@@ -91,7 +89,6 @@ public actor UpdateMachine<
     self.restore = { PersistedRecord<State, Mutation>.restore(from: $0, for: reducer) }
     self.replayJournal = { JournalEntry.replay($0, onto: $1, with: reducer) }
     self.journalingStore = store as? any JournalingUpdateStore
-    self.fetchPage = Self.pageFetcher(for: reducer, transport: transport)
     self.readClock = { timeline.now() }
     self.sleepUntil = { try await timeline.sleep(until: $0) }
     self.log = log
@@ -337,24 +334,6 @@ public actor UpdateMachine<
     }
   }
 
-  /// The page reader for `reducer`'s item type, when it holds partial state.
-  private static func pageFetcher<Reducer: UpdateReducer>(
-    for reducer: Reducer,
-    transport: any EventTransport<State, Event, Mutation>
-  ) -> (@Sendable (FetchRequest, QueueID) async throws(TransportError) -> any FetchAnswering)? {
-    guard let partial = reducer as? any PartialUpdateReducer else { return nil }
-    return pageFetcher(itemsOf: partial, transport: transport)
-  }
-
-  private static func pageFetcher<Partial: PartialUpdateReducer>(
-    itemsOf reducer: Partial,
-    transport: any EventTransport<State, Event, Mutation>
-  ) -> @Sendable (FetchRequest, QueueID) async throws(TransportError) -> any FetchAnswering {
-    { request, queueID throws(TransportError) in
-      try await transport.fetch(request, queueID: queueID, as: Partial.Item.self)
-    }
-  }
-
   /// Saves the app's device-local data (transfers, caches: what is never synced) in the same atomic write
   /// as the state, the finger and the outbox. Starts the machine first if needed.
   public func saveDeviceData(_ data: Data) {
@@ -478,12 +457,10 @@ public actor UpdateMachine<
           }
         }
       case .fetch(let request, let fetchRequest, let queueID, _):
-        guard let fetchPage else {
-          actions += core.fetchFailed(request, .api(.badRequest("no page reader")), now: now)
-          continue
-        }
-        send(request, .fetch(fetchRequest)) { () async throws(TransportError) in
-          try await fetchPage(fetchRequest, queueID)
+        // The core asks to fetch only when its reducer holds partial state.
+        guard let partial = core.partial else { continue }
+        send(request, .fetch(fetchRequest)) { [transport] () async throws(TransportError) in
+          try await partial.fetchPage(fetchRequest, queueID: queueID, through: transport)
         } completion: { core, result, now in
           switch result {
           case .success(let answer): core.fetchAnswered(request, answer, now: now)

@@ -141,7 +141,7 @@ extension UpdateMachineCore {
 
   /// A new queue replaced the old one: what was known becomes stale, pages read against the old queue are
   /// asked for again, and the narrows last on screen are fetched again.
-  mutating func queueReplaced(previous: State?, now: Timestamp) {
+  mutating func queueReplaced(previous: State?) {
     guard let partial else { return }
     var refetch: [FetchRequest] = []
     if let previous { refetch = partial.retire(from: previous, into: &confirmedState!) }

@@ -27,24 +27,30 @@ public enum PartialStateCheck {
     itemProblems(in: partial, read: read) + intervalProblems(in: partial, read: read)
   }
 
-  /// The known items that differ from the server's (looked up through the empty narrow).
+  /// The known items that differ from the server's (looked up through the empty narrow, anchored at the
+  /// item's position; a refused lookup counts as gone).
   public static func itemProblems<Item: PartialItem>(
     in partial: PartialState<Item>,
     read: (FetchRequest) -> FetchPage<Item>?
   ) -> [String] {
-    var problems: [String] = []
-    for item in partial.known.values.sorted(by: { $0.position < $1.position }) {
-      let request = FetchRequest(narrow: Narrow([]), anchor: .position(item.position), before: 0, after: 0)
-      guard let page = read(request) else {
-        problems.append("the server refused \(request)")
-        continue
-      }
-      let server = page.items.first { $0.position == item.position }
-      if server != item {
-        problems.append("known item \(item.key) is \(item), the server's is \(server.map { "\($0)" } ?? "gone")")
-      }
+    itemProblems(in: partial) { key in
+      guard let position = partial.known[key]?.position else { return nil }
+      let request = FetchRequest(narrow: Narrow([]), anchor: .position(position), before: 0, after: 0)
+      return read(request)?.items.first { $0.position == position }
     }
-    return problems
+  }
+
+  /// The known items that differ from the server's, looked up by key: for a server that keeps its items
+  /// by key (``itemProblems(in:read:)`` sorts the whole empty narrow for every item).
+  public static func itemProblems<Item: PartialItem>(
+    in partial: PartialState<Item>,
+    serverItem: (Item.Key) -> Item?
+  ) -> [String] {
+    partial.known.values.sorted(by: { $0.position < $1.position }).compactMap { item in
+      let server = serverItem(item.key)
+      guard server != item else { return nil }
+      return "known item \(item.key) is \(item), the server's is \(server.map { "\($0)" } ?? "gone")"
+    }
   }
 
   /// The intervals of completeness untrue of the server's lists.

@@ -121,10 +121,8 @@ public struct PartialState<Item: PartialItem>: Codable, Sendable, Equatable {
   /// the finger (those deleted since are gone), and the narrow's list is complete over `range`.
   mutating func merge(_ items: [Item], over range: ClosedRange<ListBound>, of narrow: Narrow) {
     useClock += 1
-    var record = narrows[narrow] ?? NarrowRecord(complete: IntervalSet(), lastUsed: useClock)
-    record.complete.insert(range)
-    record.lastUsed = useClock
-    narrows[narrow] = record
+    narrows[narrow, default: NarrowRecord(complete: IntervalSet(), lastUsed: 0)].complete.insert(range)
+    narrows[narrow]!.lastUsed = useClock
     for item in items {
       known[item.key] = item
       stale[item.key] = nil

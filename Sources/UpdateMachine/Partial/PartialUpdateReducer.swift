@@ -62,8 +62,15 @@ extension PartialUpdateReducer {
 /// The engine's view of a ``PartialUpdateReducer`` with its item type hidden, so the core (generic over
 /// state, event and mutation only) can compose fetched pages.
 protocol PartialReducing<State, Event>: Sendable {
-  associatedtype State
-  associatedtype Event
+  associatedtype State: Codable & Sendable & Equatable
+  associatedtype Event: EventPayload
+
+  /// Reads a page of this reducer's items through `transport`.
+  func fetchPage<Mutation>(
+    _ request: FetchRequest,
+    queueID: QueueID,
+    through transport: any EventTransport<State, Event, Mutation>
+  ) async throws(TransportError) -> any FetchAnswering
 
   /// Brings a fetched page up to the finger by applying `events` (those after its event id) to the page
   /// alone, then merges it into `state`.
@@ -84,6 +91,14 @@ struct PartialComposer<Reducer: PartialUpdateReducer>: PartialReducing {
   typealias Item = Reducer.Item
 
   let reducer: Reducer
+
+  func fetchPage<Mutation>(
+    _ request: FetchRequest,
+    queueID: QueueID,
+    through transport: any EventTransport<State, Event, Mutation>
+  ) async throws(TransportError) -> any FetchAnswering {
+    try await transport.fetch(request, queueID: queueID, as: Item.self)
+  }
 
   func merge(_ answer: any Sendable, replaying events: [Event], into state: inout State) throws(ReducerError) -> Bool {
     guard let answer = answer as? FetchAnswer<Item> else { return false }
