@@ -143,7 +143,7 @@ struct PresenceSimulationTests {
 
 /// Users browse conversation histories (pages fetched and kept live) in the simulated world, under every
 /// fault: no known item may differ from the server's at the device's finger, at any step.
-@Suite("Simulation: conversation histories under faults")
+@Suite("Simulation: conversation histories under faults", .serialized)
 struct HistorySimulationTests {
   @Test(
     "200 seeds browsing histories converge; no known item ever differs from the server",

@@ -12,7 +12,9 @@ typealias ChatWorld = LoopbackWorld<ChatChannels, ChatReducer>
 /// fetch channels at any anchor and size while writes, server commands, lost answers, crashes, restarts,
 /// expired queues and pushes go on; after every step, every known message must equal the server's message
 /// at the device's finger, and every interval of completeness must be true of the server's list there.
-@Suite("Partial state: pages and events compose exactly once")
+/// Serialized, like every long synchronous property test: run in parallel they take every thread of the
+/// cooperative pool and starve the asynchronous tests beside them past their time limits.
+@Suite("Partial state: pages and events compose exactly once", .serialized)
 struct PartialStatePropertyTests {
   static let channels = ["general", "random", "dev"]
 

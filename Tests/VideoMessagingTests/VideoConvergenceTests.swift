@@ -22,7 +22,7 @@ struct VideoConvergenceTests {
 
 /// The same random sequences, with each user's client holding the history of its conversations with the
 /// others, fetched whole at the cut and kept live by the events after it.
-@Suite("VideoMessaging: conversation histories follow the events")
+@Suite("VideoMessaging: conversation histories follow the events", .serialized)
 struct VideoHistoryConvergenceTests {
   @Test("fetched histories and events after any cut agree with the final server", arguments: 0..<300 as Range<UInt64>)
   func historyConvergence(seed: UInt64) {

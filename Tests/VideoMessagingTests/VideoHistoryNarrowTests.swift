@@ -8,7 +8,7 @@ import VideoMessaging
 /// Conversation histories through the engine: devices fetch `dm:a,b` pages at any anchor while videos
 /// are sent, downloaded, viewed, deleted and trimmed, under the loopback world's faults; once settled,
 /// every video a device knows equals the server's and every complete range is the server's history.
-@Suite("VideoMessaging: conversation histories fetched by page and kept live")
+@Suite("VideoMessaging: conversation histories fetched by page and kept live", .serialized)
 struct VideoHistoryNarrowTests {
   @Test("histories settle true to the server under faults", arguments: 0..<40 as Range<UInt64>)
   func historiesSettle(seed: UInt64) {
