@@ -5,9 +5,11 @@ public enum DeliveryStrategy: String, Sendable, Hashable, Codable, CaseIterable,
   /// No long-poll, no periodic poll: a device learns only from pushes (a bare hint, then one poll) and from
   /// opening the app (one poll).
   case pushOnly = "push-only"
-  /// No pushes: a short poll every minute while the app is open, every 15 minutes in the background.
+  /// No pushes: a short poll every ``Scenario/foregroundPollSeconds`` while the app is open; in the
+  /// background, a poll whenever the OS grants background time (every 15 minutes where it lets the app run).
   case pollOnly = "poll-only"
-  /// Long-poll in the foreground; in the background, push hints (then one poll) and a poll every 15 minutes.
+  /// Long-poll in the foreground; in the background, push hints (then one poll) and a poll whenever the OS
+  /// grants background time (every 15 minutes where it lets the app run).
   case pushPlusPoll = "push+poll"
   /// As push+poll, and pushes carry the events when they fit 4 KiB, so most cost no request at all.
   case pushPlusPollPayload = "push+poll+payload"
@@ -39,8 +41,11 @@ public struct FaultRates: Sendable, Hashable, Codable {
   public var pushDuplicate = 0.05
   /// Pushes delivered late (up to 60 s, which also reorders them).
   public var pushLate = 0.2
-  /// App kills per device-hour (at any point, including between two persistence steps).
+  /// App kills per device-hour, at any moment.
   public var crashesPerHour = 0.2
+  /// App kills per device-hour that strike at the next step the app takes (between two persistence steps,
+  /// the worst moment).
+  public var killsBetweenStepsPerHour = 1.0
   /// Server restarts per hour.
   public var serverRestartsPerHour = 0.1
   /// The share of server restarts that are crashes (SIGKILL: what is not yet durable is lost).
@@ -65,6 +70,7 @@ public struct FaultRates: Sendable, Hashable, Codable {
     rates.pushDuplicate = 0
     rates.pushLate = 0
     rates.crashesPerHour = 0
+    rates.killsBetweenStepsPerHour = 0
     rates.serverRestartsPerHour = 0
     rates.blobFailure = 0
     rates.blobTruncation = 0
@@ -82,6 +88,7 @@ public struct FaultRates: Sendable, Hashable, Codable {
     rates.pushDuplicate = min(pushDuplicate * factor, 1)
     rates.pushLate = min(pushLate * factor, 1)
     rates.crashesPerHour *= factor
+    rates.killsBetweenStepsPerHour *= factor
     rates.serverRestartsPerHour *= factor
     rates.blobFailure = min(blobFailure * factor, 0.9)
     rates.blobTruncation = min(blobTruncation * factor, 0.9)
@@ -131,6 +138,10 @@ public struct Scenario: Sendable, Hashable, Codable {
   public var strategy: DeliveryStrategy = .pushPlusPoll
   /// What goes wrong.
   public var faults = FaultRates()
+  /// How the phone's OS treats the app off screen (an iPhone by default).
+  public var platform = PlatformProfile.iOS
+  /// How often a poll-only app polls while open, in seconds.
+  public var foregroundPollSeconds = 60
   /// What users do.
   public var behaviour = Behaviour()
   /// The queue lifespan devices ask for (short enough that long offline periods expire queues).

@@ -29,8 +29,22 @@ struct SimulatedDevice {
     var generation: Int
   }
 
+  /// Whether the app's process can run code: on screen or in a background window (``running``), stopped by
+  /// the OS with its memory kept (``suspended``), or gone (``terminated``: killed, reclaimed or force-quit).
+  enum Process: Hashable {
+    case running
+    case suspended
+    case terminated
+  }
+
   let index: Int
   let user: UserID
+  /// What happens to the device whatever the strategy.
+  let script: DeviceScript
+  /// The latency and faults of this device's requests and transfer steps.
+  var requestRandom: SeededRandomNumberGenerator
+  /// The fate of each push to this device.
+  var pushRandom: SeededRandomNumberGenerator
   var core: Core
   var transfers: TransferQueue
   /// What is on disk: the last record saved (its bytes are made when a kill needs them, which keeps the
@@ -43,6 +57,25 @@ struct SimulatedDevice {
   var saves: UInt64 = 0
   var files: [BlobKey: LocalFile] = [:]
   var appOpen = false
+  /// The script's session on screen now, if any.
+  var session: Int?
+  var process = Process.running
+  /// The user force-quit the app: no push and no background time until the user opens it again.
+  var forceQuit = false
+  /// In the background and running: when the OS suspends the app.
+  var runsUntil: Timestamp?
+  var suspensionGeneration = 0
+  /// Requests under way when the OS suspended the app: they fail when it runs again.
+  var droppedAtSuspension: [(request: RequestID, exchange: Exchange)] = []
+  /// Pushes the push service holds while the device is unreachable.
+  var pushesHeldByService: [[UInt8]] = []
+  /// The push the OS holds for a throttled background app (only the newest is kept).
+  var pushHeldByOS: [UInt8]?
+  /// The OS's silent-push budget: what is left, as of `pushBudgetAt`.
+  var pushBudget = 0.0
+  var pushBudgetAt: Timestamp
+  /// A kill waits for the next step.
+  var killArmed = false
   var online = true
   var outstanding: [RequestID: Exchange] = [:]
   var parked: [RequestID: PollID] = [:]
@@ -69,20 +102,48 @@ struct SimulatedDevice {
   var freshnessChanges: [FreshnessChange] = []
   var longestWrongStatus = 0.0
   var openSeconds = 0.0
+  /// When the app last opened (wrong statuses that start then are counted apart).
+  var openedAt: Timestamp?
+  /// Whether the wrong status under way started when the app opened.
+  var wrongSinceOpening = false
   var requests = 0
+  /// Bytes of sync requests and answers (with HTTP overhead).
   var bytes = 0
+  /// Bytes of video moved by transfers.
+  var contentBytes = 0
+  var opens = 0
+  var recordings = 0
+  var kills = 0
+  var wakes = 0
+  var pushesDiscarded = 0
+  var pushesThrottled = 0
   var registrations = 0
   /// How many times the app was killed: actions computed before a kill are not performed after it.
   var epoch = 0
   var pushesLost = 0
 
-  init(index: Int, user: UserID, core: Core, transfers: TransferQueue, now: Timestamp) {
+  init(
+    index: Int,
+    user: UserID,
+    script: DeviceScript,
+    seed: UInt64,
+    core: Core,
+    transfers: TransferQueue,
+    now: Timestamp
+  ) {
     self.index = index
     self.user = user
+    self.script = script
+    self.requestRandom = RandomStream.requests.generator(seed: seed, device: index)
+    self.pushRandom = RandomStream.pushes.generator(seed: seed, device: index)
     self.core = core
     self.transfers = transfers
     self.lastFreshnessSample = now
+    self.pushBudgetAt = now
   }
+
+  /// Whether the app can run code now.
+  var isRunning: Bool { appOpen || process == .running }
 
   /// What a freshness is called in the report.
   static func name(_ freshness: Freshness) -> String {

@@ -16,11 +16,20 @@ public struct SimulationReport: Sendable, Hashable, Codable {
   public var violations: [String]
   /// Simulated device-hours (devices × duration).
   public var deviceHours: Double
-  /// Staleness: the time from a server change to the affected device showing it, for changes made while
-  /// the device's app was open.
+  /// Staleness: the time from a server change to the affected device holding it, for changes made while
+  /// the device's app was open (whether or not the user was still looking when it arrived).
   public var foregroundStaleness: Percentiles
-  /// Staleness for changes made while the device's app was closed.
+  /// Staleness for changes made while the device's app was closed: how long the device lacked them, seen
+  /// or not (a closed app's user sees nothing; ``wrongStatusAfterOpening`` is what they see on opening).
   public var backgroundStaleness: Percentiles
+  /// How long a wrong status stayed on screen when it began while the user looked (the server moved on
+  /// while the app was open and showing the right one), until corrected or the app closed.
+  public var wrongStatusWhileOpen: Percentiles
+  /// How long a wrong status stayed on screen when it was there as the app opened, until corrected or the
+  /// app closed.
+  public var wrongStatusAfterOpening: Percentiles
+  /// The samples behind the experience figures, for aggregating over seeds.
+  public var samples: ExperienceSamples
   /// Seconds, per device-hour of open app, during which a sender with a working network looked at a
   /// status the server had already moved past (the seed's "status incorrect even when the user has turned
   /// on the app and has http connectivity").
@@ -28,10 +37,22 @@ public struct SimulationReport: Sendable, Hashable, Codable {
   /// The longest stretch, in seconds, during which an open app showed a sender a status the server had
   /// already moved past.
   public var longestWrongStatusSeconds: Double
-  /// Requests per device-hour.
+  /// The share of device time the app was on screen.
+  public var openShare: Double
+  /// Sync requests (register, poll, write, fetch) per device-hour, from the devices.
   public var requestsPerDeviceHour: Double
-  /// Bytes per device-hour: requests and answers (with 150 bytes of HTTP overhead each) and transfers.
+  /// Sync bytes per device-hour: requests and answers, with 150 bytes of HTTP overhead each. Video
+  /// content is counted apart.
   public var bytesPerDeviceHour: Double
+  /// Video bytes moved by transfers per device-hour: what users recorded and watched, whatever the
+  /// strategy.
+  public var contentBytesPerDeviceHour: Double
+  /// Requests that reached the server, per device-hour (the server's side of the cost).
+  public var serverRequestsPerDeviceHour: Double
+  /// Seconds the server held long-polls open, per device-hour (a parked poll holds memory and a connection).
+  public var parkedPollSecondsPerDeviceHour: Double
+  /// Pushes the server sent, per device-hour (each is a request to APNs or FCM).
+  public var pushesSentPerDeviceHour: Double
   /// Pushes sent by the server.
   public var pushesSent: Int
   /// Pushes lost on the way.
@@ -40,11 +61,24 @@ public struct SimulationReport: Sendable, Hashable, Codable {
   public var pushesRedundant: Int
   /// Pushes whose events were applied with no request.
   public var pushesAppliedWithoutRequest: Int
+  /// Pushes the OS held because a background app was over its silent-push budget.
+  public var pushesThrottled: Int
+  /// Pushes the OS dropped because the user had force-quit the app.
+  public var pushesDiscarded: Int
   /// Registrations after the first of each device (expired queues, restarts without a dump).
   public var reregistrations: Int
   /// Share of open-app time in each freshness state (live, settling, connecting, cannot connect): what the
   /// user saw on the banner.
   public var freshnessShare: [String: Double]
+  /// Times users opened the app (the same under every strategy for a seed: the script's sessions, and
+  /// reopenings after a kill).
+  public var appOpens: Int
+  /// Videos users recorded.
+  public var recordings: Int
+  /// Times apps were killed (crashes and kills between two steps; not force-quits or OS terminations).
+  public var appKills: Int
+  /// Times the OS woke a closed app (a push, a refresh, a finished transfer).
+  public var wakes: Int
   /// Videos sent (recordings saved on their device).
   public var videosSent: Int
   /// Videos in their recipient's library.
@@ -58,6 +92,23 @@ public struct SimulationReport: Sendable, Hashable, Codable {
   public var timeline: [String]
   /// Every step, when the scenario asked for it.
   public var trace: [String]
+}
+
+/// The raw samples of a run's experience figures, in seconds.
+public struct ExperienceSamples: Sendable, Hashable, Codable {
+  /// Each wrong status that began while the user looked: how long it stayed on screen.
+  public var wrongWhileOpen: [Double]
+  /// Each wrong status shown as the app opened: how long it stayed on screen.
+  public var wrongAfterOpening: [Double]
+  /// Each change made while the app was closed: how long until the device held it.
+  public var closedStaleness: [Double]
+
+  /// Creates the samples.
+  public init(wrongWhileOpen: [Double], wrongAfterOpening: [Double], closedStaleness: [Double]) {
+    self.wrongWhileOpen = wrongWhileOpen
+    self.wrongAfterOpening = wrongAfterOpening
+    self.closedStaleness = closedStaleness
+  }
 }
 
 /// A device's freshness as its user saw it changed at `seconds` after the start.

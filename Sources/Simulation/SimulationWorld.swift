@@ -24,14 +24,19 @@ struct SimulationWorld {
     case serverTimer
     case pushReachesDevice(device: Int, payload: [UInt8])
     case transferStep(device: Int, download: Bool, generation: Int)
-    case appOpens(device: Int)
-    case appCloses(device: Int)
-    case record(device: Int)
+    case appOpens(device: Int, session: Int)
+    case appCloses(device: Int, session: Int)
+    case record(device: Int, recording: Int)
     case watch(device: Int, video: VideoID)
     case pollTick(device: Int)
-    case goesOffline(device: Int)
+    case goesOffline(device: Int, until: Timestamp)
     case comesOnline(device: Int)
     case crash(device: Int)
+    case armKill(device: Int)
+    case backgroundRefresh(device: Int)
+    case systemTerminates(device: Int)
+    case suspend(device: Int, generation: Int)
+    case heldPushReleased(device: Int)
     case serverRestart
     case serverLogCommit
     case serverCrash
@@ -40,7 +45,8 @@ struct SimulationWorld {
   }
 
   let scenario: Scenario
-  var random: SeededRandomNumberGenerator
+  /// The server's restarts and its own generator's seeds.
+  var serverRandom: SeededRandomNumberGenerator
   var now: Timestamp
   let start: Timestamp
   var events = DeadlineHeap<Event>()
@@ -49,7 +55,11 @@ struct SimulationWorld {
   let users: [UserID]
   var faultsOn = true
   var faults: FaultRates
-  var parkedPolls: [PollID: (device: Int, request: RequestID)] = [:]
+  var parkedPolls: [PollID: (device: Int, request: RequestID, since: Timestamp)] = [:]
+  /// Seconds long-polls were held open by the server.
+  var parkedPollSeconds = 0.0
+  /// Requests that reached the server.
+  var requestsServed = 0
   var nextPollID: UInt64 = 0
   var serverTimerAt: Timestamp?
   var installations: [ClientID: Int] = [:]
@@ -61,6 +71,10 @@ struct SimulationWorld {
   var unshown: [[(version: Int, time: Timestamp, open: Bool)]] = []
   var foregroundStaleness: [Double] = []
   var backgroundStaleness: [Double] = []
+  /// Wrong statuses that began while the user looked (the server moved on): how long each lasted on screen.
+  var wrongWhileOpen: [Double] = []
+  /// Wrong statuses shown when the app opened: how long each lasted on screen.
+  var wrongAfterOpening: [Double] = []
   var pushesSent = 0
   var violations: [String] = []
   /// The draws of users browsing histories, apart from the world's, so browsing leaves the rest of a seed's
@@ -80,7 +94,7 @@ struct SimulationWorld {
   init(scenario: Scenario) {
     self.scenario = scenario
     self.faults = scenario.faults
-    var random = SeededRandomNumberGenerator(seed: scenario.seed)
+    var serverRandom = RandomStream.server.generator(seed: scenario.seed)
     let start = Timestamp(secondsSinceEpoch: 1_700_000_000)
     self.start = start
     self.now = start
@@ -89,13 +103,13 @@ struct SimulationWorld {
     self.server = Server(
       application: VideoServer(),
       configuration: configuration,
-      random: SeededRandomNumberGenerator(seed: random.next()),
+      random: SeededRandomNumberGenerator(seed: serverRandom.next()),
       now: start
     )
     self.server.startRecording()
     self.users = (0..<max(scenario.users, 1)).map { UserID("user\($0 + 1)") }
-    self.browsing = SeededRandomNumberGenerator(seed: scenario.seed ^ 0x6272_6f77_7365)
-    self.random = random
+    self.browsing = RandomStream.browsing.generator(seed: scenario.seed)
+    self.serverRandom = serverRandom
     for user in users {
       versions[user] = [(start, VideoSnapshot())]
       for _ in 0..<max(scenario.devicesPerUser, 1) {
@@ -110,11 +124,17 @@ struct SimulationWorld {
   mutating func run() -> SimulationReport {
     for index in devices.indices {
       startDevice(index)
-      scheduleNextOpen(index)
-      schedule(.goesOffline(device: index), after: exponential(perHour: faults.offlinePerHour))
-      schedule(.crash(device: index), after: exponential(perHour: faults.crashesPerHour))
+      scheduleScript(of: index)
     }
-    schedule(.serverRestart, after: exponential(perHour: faults.serverRestartsPerHour))
+    let end = start.advanced(by: scenario.duration)
+    for moment in DeviceScript.moments(
+      perHour: faults.serverRestartsPerHour,
+      from: start,
+      to: end,
+      using: &serverRandom
+    ) {
+      events.push(.serverRestart, at: moment)
+    }
     scheduleServerTimer()
     schedule(.faultsStop, after: scenario.duration)
     let deadline = start.advanced(by: scenario.duration).advanced(by: scenario.settleLimit)
@@ -138,9 +158,9 @@ struct SimulationWorld {
     // A device timer due now whose happening has not run yet goes first, as in the engine's shell: an input
     // would otherwise compute the next wake-up after `now` and leave the due work out.
     switch event {
-    case .answerReachesDevice(let device, _, _), .pushReachesDevice(let device, _), .appOpens(let device),
-      .appCloses(let device), .record(let device), .watch(let device, _), .pollTick(let device),
-      .goesOffline(let device), .comesOnline(let device), .transferStep(let device, _, _):
+    case .answerReachesDevice(let device, _, _), .pushReachesDevice(let device, _), .appOpens(let device, _),
+      .appCloses(let device, _), .record(let device, _), .watch(let device, _), .pollTick(let device),
+      .goesOffline(let device, _), .comesOnline(let device), .transferStep(let device, _, _):
       fireDueTimer(device)
     default:
       break
@@ -159,22 +179,30 @@ struct SimulationWorld {
       pushReachesDevice(device, payload)
     case .transferStep(let device, let download, let generation):
       transferStep(device, download: download, generation: generation)
-    case .appOpens(let device): appOpens(device)
-    case .appCloses(let device): appCloses(device)
-    case .record(let device): record(device)
+    case .appOpens(let device, let session): appOpens(device, session: session)
+    case .appCloses(let device, let session): appCloses(device, session: session)
+    case .record(let device, let recording): record(device, recording)
     case .watch(let device, let video): watch(device, video)
     case .pollTick(let device): pollTick(device)
-    case .goesOffline(let device): goesOffline(device)
+    case .goesOffline(let device, let until): goesOffline(device, until: until)
     case .comesOnline(let device): comesOnline(device)
     case .crash(let device):
       guard faultsOn else { return }
       crash(device)
-      schedule(.crash(device: device), after: exponential(perHour: faults.crashesPerHour))
+    case .armKill(let device):
+      if faultsOn { devices[device].killArmed = true }
+    case .backgroundRefresh(let device): backgroundRefresh(device)
+    case .systemTerminates(let device): systemTerminates(device)
+    case .suspend(let device, let generation): suspend(device, generation: generation)
+    case .heldPushReleased(let device): releaseHeldPush(device)
     case .serverRestart:
       guard faultsOn else { return }
       // A crash strikes at the worst moment: while records wait for their group commit.
-      if chance(faults.restartIsCrash) { durability.isCrashArmed = true } else { restartServer(crash: false) }
-      schedule(.serverRestart, after: exponential(perHour: faults.serverRestartsPerHour))
+      if serverRandom.chance(faults.restartIsCrash) {
+        durability.isCrashArmed = true
+      } else {
+        restartServer(crash: false)
+      }
     case .serverCrash:
       guard faultsOn else { return }
       restartServer(crash: true)
@@ -201,20 +229,14 @@ struct SimulationWorld {
     events.push(event, at: now.advanced(by: delay))
   }
 
-  mutating func chance(_ probability: Double) -> Bool {
-    random.chance(probability)
+  /// A draw of device `index`'s request stream: true with probability `probability`.
+  mutating func chance(_ probability: Double, device index: Int) -> Bool {
+    devices[index].requestRandom.chance(probability)
   }
 
-  mutating func exponential(perHour rate: Double) -> Duration? {
-    random.waitingTime(perHour: rate)
-  }
-
-  mutating func seconds(_ range: ClosedRange<Int>) -> Duration {
-    .seconds(Int.random(in: range, using: &random))
-  }
-
-  mutating func latency() -> Duration {
-    random.latency(milliseconds: faults.latencyMilliseconds)
+  /// A one-way latency for device `index`.
+  mutating func latency(device index: Int) -> Duration {
+    devices[index].requestRandom.latency(milliseconds: faults.latencyMilliseconds)
   }
 
   mutating func note(_ line: String) {
@@ -239,18 +261,18 @@ struct SimulationWorld {
     devices[index].requests += 1
     devices[index].bytes += Self.overheadBytes + requestBodySize(exchange)
     traceLine("device \(index) sends \(request) \(exchange)")
-    if !devices[index].online || (faultsOn && chance(faults.requestFailure / 2)) {
+    if !devices[index].online || (faultsOn && chance(faults.requestFailure / 2, device: index)) {
       schedule(
         .answerReachesDevice(device: index, request: request, answer: .failure(.connectionFailed())),
-        after: latency()
+        after: latency(device: index)
       )
       return
     }
-    if faultsOn && chance(faults.neverAnswer) { return }
-    let losesAnswer = faultsOn && chance(faults.requestFailure / 2)
+    if faultsOn && chance(faults.neverAnswer, device: index) { return }
+    let losesAnswer = faultsOn && chance(faults.requestFailure / 2, device: index)
     schedule(
       .requestReachesServer(device: index, request: request, exchange: exchange, losesAnswer: losesAnswer),
-      after: latency()
+      after: latency(device: index)
     )
   }
 
@@ -270,7 +292,8 @@ struct SimulationWorld {
     losesAnswer: Bool
   ) {
     let user = devices[index].user
-    if faultsOn && chance(faults.serverError) {
+    requestsServed += 1
+    if faultsOn && chance(faults.serverError, device: index) {
       reply(to: index, request, .failure(.serverError(status: 503)))
       return
     }
@@ -291,7 +314,7 @@ struct SimulationWorld {
       guard devices[index].outstanding[request] != nil else { return }
       let pollID = PollID(nextPollID)
       nextPollID += 1
-      parkedPolls[pollID] = (index, request)
+      parkedPolls[pollID] = (index, request, now)
       devices[index].parked[request] = pollID
       applyServer(
         server.poll(
@@ -330,7 +353,7 @@ struct SimulationWorld {
 
   mutating func reply(to index: Int, _ request: RequestID, _ answer: Answer) {
     if case .body(let bytes) = answer { devices[index].bytes += Self.overheadBytes + bytes.count }
-    emit(.answerReachesDevice(device: index, request: request, answer: answer), after: latency())
+    emit(.answerReachesDevice(device: index, request: request, answer: answer), after: latency(device: index))
   }
 
   func encode(_ value: some Encodable) -> [UInt8] {
@@ -342,7 +365,8 @@ struct SimulationWorld {
     for action in actions {
       switch action {
       case .completePoll(let pollID, let outcome):
-        guard let (index, request) = parkedPolls.removeValue(forKey: pollID) else { continue }
+        guard let (index, request, since) = parkedPolls.removeValue(forKey: pollID) else { continue }
+        parkedPollSeconds += since.duration(to: now).inSeconds
         devices[index].parked[request] = nil
         switch outcome {
         case .events(let events): reply(to: index, request, .body(encode(EventsReply(events: events, queueID: nil))))
@@ -352,15 +376,18 @@ struct SimulationWorld {
       case .sendPush(let push):
         guard scenario.strategy.usesPushes, let index = installations[push.installation.clientID] else { continue }
         pushesSent += 1
-        if faultsOn && chance(faults.pushLoss) {
+        if faultsOn && devices[index].pushRandom.chance(faults.pushLoss) {
           devices[index].pushesLost += 1
           if lostPushSince[index] == nil { lostPushSince[index] = now }
           traceLine("push to device \(index) lost")
           continue
         }
-        let copies = faultsOn && chance(faults.pushDuplicate) ? 2 : 1
+        let copies = faultsOn && devices[index].pushRandom.chance(faults.pushDuplicate) ? 2 : 1
         for _ in 0..<copies {
-          let delay = faultsOn && chance(faults.pushLate) ? seconds(1...60) : latency()
+          let delay =
+            faultsOn && devices[index].pushRandom.chance(faults.pushLate)
+            ? .seconds(Int.random(in: 1...60, using: &devices[index].pushRandom))
+            : devices[index].pushRandom.latency(milliseconds: faults.latencyMilliseconds)
           emit(.pushReachesDevice(device: index, payload: push.payload), after: delay)
         }
       }
@@ -410,12 +437,13 @@ struct SimulationWorld {
   mutating func restartServer(crash: Bool) {
     note(crash ? "the server crashes: what is not yet durable is lost" : "the server restarts")
     if crash {
-      for (pollID, (index, request)) in parkedPolls.sorted(by: { $0.key < $1.key }) {
+      for (pollID, (index, request, since)) in parkedPolls.sorted(by: { $0.key < $1.key }) {
+        parkedPollSeconds += since.duration(to: now).inSeconds
         devices[index].parked[request] = nil
         parkedPolls[pollID] = nil
         schedule(
           .answerReachesDevice(device: index, request: request, answer: .failure(.connectionFailed("server crashed"))),
-          after: latency()
+          after: latency(device: index)
         )
       }
     } else {
@@ -425,7 +453,7 @@ struct SimulationWorld {
     let lost = durability.crash(
       application: VideoServer(),
       server: &server,
-      random: SeededRandomNumberGenerator(seed: random.next()),
+      random: SeededRandomNumberGenerator(seed: serverRandom.next()),
       now: now
     )
     for case (.answerReachesDevice(let index, let request, _), let delay) in lost {

@@ -1,0 +1,428 @@
+import EventProtocol
+import EventServer
+import Foundation
+import UpdateMachine
+import VideoMessaging
+
+extension SimulationWorld {
+  // MARK: - The script
+
+  /// Puts device `index`'s script on the clock: sessions, recordings, outages, kills, the OS's moments.
+  mutating func scheduleScript(of index: Int) {
+    let script = devices[index].script
+    for (number, session) in script.sessions.enumerated() {
+      events.push(.appOpens(device: index, session: number), at: session.opens)
+      events.push(.appCloses(device: index, session: number), at: session.closes)
+    }
+    for (number, recording) in script.recordings.enumerated() {
+      events.push(.record(device: index, recording: number), at: recording.at)
+    }
+    for outage in script.outages { events.push(.goesOffline(device: index, until: outage.until), at: outage.from) }
+    for moment in script.kills { events.push(.crash(device: index), at: moment) }
+    for moment in script.killsBetweenSteps { events.push(.armKill(device: index), at: moment) }
+    if usesBackgroundRefresh {
+      for moment in script.refreshSlots { events.push(.backgroundRefresh(device: index), at: moment) }
+    }
+    for moment in script.terminations { events.push(.systemTerminates(device: index), at: moment) }
+    leftScreen(index)
+  }
+
+  /// Whether the strategy asks the OS for background time (push-only learns from pushes and opens alone).
+  var usesBackgroundRefresh: Bool { scenario.strategy != .pushOnly && scenario.platform.suspends }
+
+  // MARK: - What users do
+
+  mutating func appOpens(_ index: Int, session: Int) {
+    guard faultsOn, !devices[index].appOpen, now < devices[index].script.sessions[session].closes else { return }
+    devices[index].session = session
+    open(index)
+  }
+
+  /// The app comes on screen: launched if it was not running, told it is in the foreground.
+  mutating func open(_ index: Int) {
+    devices[index].forceQuit = false
+    if devices[index].process == .terminated { launch(index) } else { resumeProcess(index) }
+    devices[index].appOpen = true
+    devices[index].runsUntil = nil
+    devices[index].opens += 1
+    devices[index].openedAt = now
+    traceLine("device \(index): the app opens")
+    if followsLifecycle {
+      perform(devices[index].core.enteredForeground(now: now), on: index)
+    } else {
+      perform(devices[index].core.pushReceived(.init(), now: now), on: index)
+      if scenario.strategy == .pollOnly {
+        schedule(.pollTick(device: index), after: .seconds(scenario.foregroundPollSeconds))
+      }
+    }
+    // A push the OS held while throttling is delivered when the user launches the app.
+    if let held = devices[index].pushHeldByOS {
+      devices[index].pushHeldByOS = nil
+      deliverPush(index, held)
+    }
+    for video in devices[index].transfers.library where !video.viewed {
+      schedule(
+        .watch(device: index, video: video.video.id),
+        after: DeviceScript.watchDelay(video.video.id, device: index, within: scenario.behaviour.watchAfterSeconds)
+      )
+    }
+    browseHistory(index)
+  }
+
+  mutating func appCloses(_ index: Int, session: Int) {
+    guard faultsOn, devices[index].appOpen, devices[index].session == session else { return }
+    devices[index].appOpen = false
+    devices[index].session = nil
+    traceLine("device \(index): the app closes")
+    if followsLifecycle { perform(devices[index].core.enteredBackground(now: now), on: index) }
+    if devices[index].script.sessions[session].forceQuits, scenario.platform.suspends {
+      note("device \(index): the user force-quits the app (no push reaches it until it is opened)")
+      kill(index)
+      devices[index].forceQuit = true
+      devices[index].pushHeldByOS = nil
+      return
+    }
+    leftScreen(index)
+  }
+
+  /// The app left the screen (or started there): it runs on until the OS suspends it.
+  mutating func leftScreen(_ index: Int) {
+    guard let seconds = scenario.platform.backgroundRunSeconds else { return }
+    keepRunning(index, for: seconds)
+  }
+
+  mutating func pollTick(_ index: Int) {
+    guard devices[index].appOpen, scenario.strategy == .pollOnly else { return }
+    perform(devices[index].core.pushReceived(.init(), now: now), on: index)
+    schedule(.pollTick(device: index), after: .seconds(scenario.foregroundPollSeconds))
+  }
+
+  mutating func record(_ index: Int, _ number: Int) {
+    guard devices[index].appOpen, faultsOn, devices[index].core.isLoaded else { return }
+    let planned = devices[index].script.recordings[number]
+    let user = devices[index].user
+    let friends = users.filter { $0 != user }
+    let recipient = friends.isEmpty ? user : friends[Int(planned.recipientDraw % UInt64(friends.count))]
+    let localKey = BlobKey(rawValue: "outgoing/\(planned.video.rawValue)")
+    devices[index].files[localKey] = .init(bytes: planned.bytes, complete: true)
+    devices[index].recordings += 1
+    traceLine("device \(index) records \(planned.video) for \(recipient)")
+    let notice = VideoUpload(
+      video: planned.video,
+      recipient: recipient,
+      blobKey: .forVideo(planned.video),
+      size: planned.bytes
+    )
+    performTransfers(devices[index].transfers.recorded(notice, localKey: localKey, now: now), on: index)
+  }
+
+  mutating func watch(_ index: Int, _ video: VideoID) {
+    guard devices[index].appOpen else { return }
+    performTransfers(devices[index].transfers.viewed(video), on: index)
+  }
+
+  // MARK: - The network
+
+  mutating func goesOffline(_ index: Int, until: Timestamp) {
+    guard faultsOn, devices[index].online else { return }
+    devices[index].online = false
+    devices[index].reachedServer = false
+    traceLine("device \(index) goes offline")
+    if devices[index].isRunning { perform(devices[index].core.networkLost(now: now), on: index) }
+    events.push(.comesOnline(device: index), at: until)
+  }
+
+  mutating func comesOnline(_ index: Int) {
+    guard !devices[index].online else { return }
+    devices[index].online = true
+    traceLine("device \(index) comes back online")
+    if devices[index].isRunning { perform(devices[index].core.networkBecameAvailable(now: now), on: index) }
+    // The push service delivers what it held for the device.
+    let held = devices[index].pushesHeldByService
+    devices[index].pushesHeldByService = []
+    for payload in held {
+      schedule(.pushReachesDevice(device: index, payload: payload), after: latency(device: index))
+    }
+  }
+
+  // MARK: - The OS
+
+  /// The OS suspends the app: its timers stop and its connections freeze (the requests under way fail when
+  /// it runs again). Transfers go on (a background session's).
+  mutating func suspend(_ index: Int, generation: Int) {
+    guard devices[index].suspensionGeneration == generation, !devices[index].appOpen,
+      devices[index].process == .running, let until = devices[index].runsUntil, until <= now
+    else { return }
+    devices[index].process = .suspended
+    devices[index].runsUntil = nil
+    traceLine("device \(index): suspended by the OS")
+    for (request, exchange) in devices[index].outstanding.sorted(by: { $0.key < $1.key }) {
+      if let pollID = devices[index].parked.removeValue(forKey: request) {
+        cancelParkedPoll(pollID)
+      }
+      devices[index].droppedAtSuspension.append((request, exchange))
+    }
+    devices[index].outstanding = [:]
+  }
+
+  /// Lets the app run at least `seconds` more from now (launching or resuming it), then be suspended.
+  mutating func keepRunning(_ index: Int, for seconds: Int) {
+    guard !devices[index].appOpen else { return }
+    let until = now.advanced(by: .seconds(seconds))
+    if let current = devices[index].runsUntil, current >= until { return }
+    devices[index].runsUntil = until
+    devices[index].suspensionGeneration += 1
+    events.push(.suspend(device: index, generation: devices[index].suspensionGeneration), at: until)
+  }
+
+  /// The OS wakes the closed app for a push, a refresh or a finished transfer: launched if it was
+  /// terminated, resumed if suspended, for the profile's wake time. A force-quit app is not woken.
+  /// - Returns: Whether the app runs now.
+  @discardableResult
+  mutating func wake(_ index: Int) -> Bool {
+    guard !devices[index].appOpen else { return true }
+    guard scenario.platform.suspends else { return devices[index].process == .running }
+    guard !devices[index].forceQuit else { return false }
+    devices[index].wakes += 1
+    if devices[index].process == .terminated {
+      launch(index)
+    } else if devices[index].process == .suspended {
+      resumeProcess(index)
+    }
+    keepRunning(index, for: scenario.platform.wakeSeconds)
+    return true
+  }
+
+  /// A transfer the OS carried on while the app was suspended ended: the app is woken to hear of it.
+  mutating func wakeForTransfer(_ index: Int) {
+    guard devices[index].process == .suspended else { return }
+    wake(index)
+  }
+
+  /// A suspended app runs again: the requests frozen at suspension fail (the connection was lost), and the
+  /// timers that came due fire.
+  mutating func resumeProcess(_ index: Int) {
+    guard devices[index].process == .suspended else { return }
+    devices[index].process = .running
+    let dropped = devices[index].droppedAtSuspension
+    devices[index].droppedAtSuspension = []
+    let lost = TransportError.connectionFailed("suspended")
+    var core = devices[index].core
+    var actions: [Core.Action] = []
+    for (request, exchange) in dropped {
+      switch exchange {
+      case .register: actions += core.registerFailed(request, lost, now: now)
+      case .poll: actions += core.pollFailed(request, lost, now: now)
+      case .submit: actions += core.submitFailed(request, lost, now: now)
+      case .fetch: actions += core.fetchFailed(request, lost, now: now)
+      }
+    }
+    devices[index].core = core
+    perform(actions, on: index)
+    if let due = devices[index].timerAt, due <= now {
+      devices[index].timerGeneration += 1
+      events.push(.deviceTimer(device: index, generation: devices[index].timerGeneration), at: now)
+    }
+  }
+
+  /// The OS offers background time: a closed app the strategy lets poll checks for changes.
+  mutating func backgroundRefresh(_ index: Int) {
+    guard faultsOn, !devices[index].appOpen, wake(index) else { return }
+    traceLine("device \(index): background refresh")
+    perform(devices[index].core.pushReceived(.init(), now: now), on: index)
+  }
+
+  /// The OS reclaims a suspended app's memory.
+  mutating func systemTerminates(_ index: Int) {
+    guard faultsOn, scenario.platform.suspends, !devices[index].appOpen, devices[index].process == .suspended
+    else { return }
+    traceLine("device \(index): terminated by the OS")
+    kill(index)
+  }
+
+  // MARK: - Pushes on the device
+
+  /// A push reaches the phone: held by the push service while the device is offline, dropped for a
+  /// force-quit app, held by the OS (the newest only) while a background app is over its budget, else it
+  /// wakes the app and reaches the engine.
+  mutating func pushReachesDevice(_ index: Int, _ payload: [UInt8]) {
+    guard devices[index].online else {
+      if scenario.platform.pushServiceKeepsNewestOnly {
+        devices[index].pushesHeldByService = [payload]
+      } else {
+        devices[index].pushesHeldByService.append(payload)
+      }
+      return
+    }
+    guard !devices[index].appOpen else { return deliverPush(index, payload) }
+    if scenario.platform.suspends && devices[index].forceQuit {
+      devices[index].pushesDiscarded += 1
+      return
+    }
+    if let perHour = scenario.platform.silentPushesPerHour, devices[index].process != .running {
+      refillPushBudget(index, perHour: perHour)
+      guard devices[index].pushBudget >= 1 else {
+        devices[index].pushesThrottled += 1
+        let wasHolding = devices[index].pushHeldByOS != nil
+        devices[index].pushHeldByOS = payload
+        if !wasHolding {
+          let wait = (1 - devices[index].pushBudget) / perHour * 3600
+          schedule(.heldPushReleased(device: index), after: .milliseconds(Int64(wait * 1000) + 1))
+        }
+        return
+      }
+      devices[index].pushBudget -= 1
+    }
+    guard wake(index) else { return }
+    deliverPush(index, payload)
+  }
+
+  /// The OS's budget allows the push it held.
+  mutating func releaseHeldPush(_ index: Int) {
+    guard let held = devices[index].pushHeldByOS else { return }
+    devices[index].pushHeldByOS = nil
+    pushReachesDevice(index, held)
+  }
+
+  mutating func refillPushBudget(_ index: Int, perHour: Double) {
+    let elapsed = devices[index].pushBudgetAt.duration(to: now).inSeconds
+    devices[index].pushBudgetAt = now
+    devices[index].pushBudget = min(perHour, devices[index].pushBudget + elapsed / 3600 * perHour)
+  }
+
+  mutating func deliverPush(_ index: Int, _ payload: [UInt8]) {
+    guard let decoded = try? JSONDecoder().decode(PushPayload<VideoEvent>.self, from: Data(payload)) else { return }
+    var hint = Core.PushHint(decoded)
+    if scenario.strategy != .pushPlusPollPayload { hint.events = nil }
+    traceLine("push reaches device \(index)")
+    perform(devices[index].core.pushReceived(hint, now: now), on: index)
+  }
+
+  // MARK: - Kills and launches
+
+  /// The app is killed (a crash, a kill between two steps): if its user was looking at it, they open it
+  /// again a few seconds later; else it waits for the OS to launch it (a desktop app is launched at once).
+  mutating func crash(_ index: Int) {
+    let wasOpen = devices[index].appOpen
+    devices[index].kills += 1
+    kill(index)
+    if wasOpen, let session = devices[index].session {
+      devices[index].session = nil
+      let reopen = now.advanced(by: .seconds(3))
+      if reopen < devices[index].script.sessions[session].closes {
+        events.push(.appOpens(device: index, session: session), at: reopen)
+      }
+    } else if !scenario.platform.suspends {
+      launch(index)
+    }
+  }
+
+  /// Everything in memory is lost: requests, transfers under way, the engine. The process is gone.
+  mutating func kill(_ index: Int) {
+    for (request, _) in devices[index].outstanding {
+      if let pollID = devices[index].parked[request] { cancelParkedPoll(pollID) }
+    }
+    if let download = devices[index].download {
+      let bytes = devices[index].files[TransferQueue.localKey(for: download.video)]?.bytes ?? 0
+      if bytes > 0 {
+        note("device \(index) is killed mid-download of \(download.video.rawValue.prefix(13))… at byte \(bytes)")
+        resumedFrom[index] = (download.video, bytes)
+      }
+    }
+    devices[index].epoch += 1
+    devices[index].killArmed = false
+    devices[index].outstanding = [:]
+    devices[index].parked = [:]
+    devices[index].droppedAtSuspension = []
+    devices[index].download = nil
+    devices[index].upload = nil
+    devices[index].appOpen = false
+    devices[index].reachedServer = false
+    devices[index].timerAt = nil
+    devices[index].timerGeneration += 1
+    devices[index].runsUntil = nil
+    devices[index].process = .terminated
+  }
+
+  /// The process starts from the persisted record and files (in the background; opening the app follows).
+  mutating func launch(_ index: Int) {
+    devices[index].process = .running
+    let epoch = devices[index].epoch
+    devices[index].core = makeCore(device: index, epoch: epoch)
+    var record: PersistedRecord<VideoSnapshot, VideoCommand>?
+    var recovery: [StoreRecovery] = []
+    if let disk = devices[index].disk, let bytes = try? disk.encoded() {
+      let restoration = PersistedRecord<VideoSnapshot, VideoCommand>.restore(from: bytes, for: VideoReducer())
+      record = restoration.record
+      recovery = restoration.notes
+    }
+    // The saved queue goes through its real bytes, as it would from the record's device data.
+    let savedQueue = devices[index].diskTransfers.flatMap { try? JSONEncoder().encode($0) }
+    devices[index].transfers =
+      savedQueue.flatMap { try? JSONDecoder().decode(TransferQueue.self, from: $0) }
+      ?? makeTransferQueue(device: index, epoch: epoch)
+    devices[index].savedTransfers = devices[index].diskTransfers
+    // The failures in a row carry over as saved (progress since the last save is not saved).
+    devices[index].failuresInARow = [:]
+    for download in devices[index].transfers.downloads where download.failures > 0 {
+      devices[index].failuresInARow["d:\(download.video.id)"] = download.failures
+    }
+    for upload in devices[index].transfers.uploads where upload.failures > 0 {
+      devices[index].failuresInARow["u:\(upload.notice.video)"] = upload.failures
+    }
+    devices[index].shownVersion = 0
+    traceLine("device \(index) starts from its record")
+    perform(devices[index].core.loaded(record, recovery: recovery, now: now), on: index)
+    if !devices[index].online { perform(devices[index].core.networkLost(now: now), on: index) }
+    performTransfers(devices[index].transfers.restarted(now: now), on: index)
+  }
+
+  /// The server forgets a long-poll whose client went away.
+  mutating func cancelParkedPoll(_ pollID: PollID) {
+    guard let (_, _, since) = parkedPolls.removeValue(forKey: pollID) else { return }
+    parkedPollSeconds += since.duration(to: now).inSeconds
+    applyServer(server.pollCancelled(pollID, now: now))
+  }
+
+  // MARK: - The end of the faults
+
+  /// The faults stop: every device comes online and its user opens the app (again); the world must now
+  /// converge.
+  mutating func stopFaults() {
+    faultsOn = false
+    faults = .none
+    note("--- the faults stop; every app opens ---")
+    for index in devices.indices {
+      comesOnline(index)
+      if devices[index].appOpen {
+        // The user opens the app again: under push-only and poll-only that is what makes a device poll.
+        devices[index].appOpen = false
+        if followsLifecycle { perform(devices[index].core.enteredBackground(now: now), on: index) }
+      }
+      devices[index].session = nil
+      open(index)
+    }
+    schedule(.convergenceCheck, after: .seconds(1))
+  }
+
+  /// The user looks at a conversation's history: the newest page, then older ones from the oldest video
+  /// known. Draws come from a stream of their own.
+  mutating func browseHistory(_ index: Int) {
+    let pages = scenario.behaviour.historyPagesPerOpen
+    guard pages > 0 else { return }
+    let user = devices[index].user
+    let friend = users[Int.random(in: users.indices, using: &browsing)]
+    let narrow = VideoHistory.conversation(between: user, and: friend)
+    var requests = [FetchRequest(narrow: narrow, anchor: .newest, before: 4, after: 0)]
+    if pages > 1, let state = devices[index].core.confirmedState {
+      let list = state.history.list(narrow)
+      if let oldest = list.items.first?.position, !list.reachesOldest {
+        requests.append(FetchRequest(narrow: narrow, anchor: .position(oldest), before: 4, after: 0))
+      }
+    }
+    for request in requests.prefix(pages) {
+      let (_, actions) = devices[index].core.fetch(request, now: now)
+      perform(actions, on: index)
+    }
+  }
+}
