@@ -39,6 +39,11 @@ struct Demo {
       print("Done (seed \(options.scenario.seed); run again with the same seed for the same ids).")
       return
     }
+    if options.answer {
+      let ok = try await Task.detached { try AnswerDemo(options: options).run() }.value
+      if !ok { exit(1) }
+      return
+    }
     let ok = try await Task.detached { try SimulationDemo(options: options).run() }.value
     if !ok { exit(1) }
   }

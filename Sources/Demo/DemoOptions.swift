@@ -14,6 +14,12 @@ struct DemoOptions {
   var episodes = false
   /// `presence` for the cost of the video app's second, ephemeral machine.
   var presence = false
+  /// `--answer`: sweep configurations over many seeds and state the cheapest that meets the target.
+  var answer = false
+  var seedsPerPoint = 200
+  var target = ExperienceTarget()
+  /// The push-loss rates the answer sweeps (`--push-loss` narrows it to one).
+  var pushLosses = [0.05, 0.2, 0.5]
   var help = false
 
   static let usage = """
@@ -29,6 +35,8 @@ struct DemoOptions {
       --devices N               devices per user (default 1)
       --hours H                 simulated hours of faults, then the world must settle (default 6)
       --strategy S              push-only | poll-only | push+poll | push+poll+payload | all (default push+poll)
+      --platform P              ios | android | desktop: how the OS treats the app off screen (default ios)
+      --poll-interval S         poll-only's poll interval while the app is open, in seconds (default 60)
       --faults LEVEL            none | moderate | heavy (default moderate)
       --push-loss P             share of pushes lost (default 0.2)
       --request-failure P       share of requests failing (default 0.02)
@@ -37,9 +45,18 @@ struct DemoOptions {
       --server-restarts-per-hour R   server restarts per hour (default 0.1)
       --blob-failure P          share of transfer steps failing (default 0.05)
       --seeds N                 run N seeds from --seed on, with a progress line, and summarize
+      --answer                  answer the seed's question: sweep every strategy, poll-only's interval and the
+                                push loss over many seeds (on every core), and state the cheapest
+                                configuration that meets the target, with 95% intervals (default 2 h per seed)
+      --seeds-per-point N       seeds per configuration for --answer (default 200)
+      --target-open S           --answer: while open, a wrong status corrected within S seconds at p99 (default 2)
+      --target-after-open S     --answer: on opening, a wrong status corrected within S seconds at p99 (default 5)
+      --target-closed S         --answer: closed, a change reaches the device within S seconds, median
+                                (default 900)
       --trace                   print every step of the run
       --json                    print the report as JSON, for tools
-      --report FILE.html        write a self-contained HTML page: timelines and the strategy comparison
+      --report FILE.html        write a self-contained HTML page: timelines and the strategy comparison (with
+                                --answer: the cost against wrong-status frontier, the chosen point marked)
       --scripted                run the scripted sessions instead (server contract, engine, video domain)
       --scenario NAME           videos (default: the simulation) | episodes (a podcast queue on a phone and a
                                 tablet that spends a month offline) | presence (what the video app's second,
@@ -102,7 +119,22 @@ struct DemoOptions {
         case "heavy": options.scenario.faults = FaultRates().scaled(by: 3)
         case let other: throw DemoOptionError("--faults takes none, moderate or heavy, not '\(other)'")
         }
-      case "--push-loss": options.scenario.faults.pushLoss = try rate(option, maximum: 1)
+      case "--push-loss":
+        options.scenario.faults.pushLoss = try rate(option, maximum: 1)
+        options.pushLosses = [options.scenario.faults.pushLoss]
+      case "--platform":
+        switch try value(option) {
+        case "ios": options.scenario.platform = .iOS
+        case "android": options.scenario.platform = .android
+        case "desktop": options.scenario.platform = .desktop
+        case let other: throw DemoOptionError("--platform takes ios, android or desktop, not '\(other)'")
+        }
+      case "--poll-interval": options.scenario.foregroundPollSeconds = try integer(option, in: 1...3600)
+      case "--answer": options.answer = true
+      case "--seeds-per-point": options.seedsPerPoint = try integer(option, in: 2...100_000)
+      case "--target-open": options.target.whileOpenP99 = try rate(option, maximum: 86_400)
+      case "--target-after-open": options.target.afterOpeningP99 = try rate(option, maximum: 86_400)
+      case "--target-closed": options.target.closedMedian = try rate(option, maximum: 86_400)
       case "--request-failure": options.scenario.faults.requestFailure = try rate(option, maximum: 0.9)
       case "--offline-per-hour": options.scenario.faults.offlinePerHour = try rate(option, maximum: 60)
       case "--crashes-per-hour": options.scenario.faults.crashesPerHour = try rate(option, maximum: 60)
@@ -123,13 +155,17 @@ struct DemoOptions {
       default: throw DemoOptionError("unknown option '\(option)' (see --help)")
       }
     }
+    if options.answer && !given.contains("--hours") { options.scenario.duration = .seconds(2 * 3600) }
     try options.checkConflicts(given: given)
     return options
   }
 
   /// Refuses options that would be ignored, and a report that could not be written, before anything runs.
   func checkConflicts(given: Set<String>) throws(DemoOptionError) {
-    let simulationOnly = ["--strategy", "--seeds", "--json", "--report", "--users", "--devices", "--faults"]
+    let simulationOnly = [
+      "--strategy", "--seeds", "--json", "--report", "--users", "--devices", "--faults", "--answer", "--platform",
+      "--poll-interval",
+    ]
     if episodes || presence {
       let name = episodes ? "episodes" : "presence"
       if let ignored = simulationOnly.first(where: given.contains) {
@@ -139,7 +175,16 @@ struct DemoOptions {
     if scripted, let ignored = simulationOnly.first(where: given.contains) {
       throw DemoOptionError("\(ignored) does not apply to --scripted")
     }
-    if seeds > 1 {
+    let answerOnly = ["--seeds-per-point", "--target-open", "--target-after-open", "--target-closed"]
+    if answer {
+      if episodes || presence || scripted { throw DemoOptionError("--answer runs the video simulation only") }
+      if let ignored = ["--strategy", "--seeds", "--trace", "--poll-interval"].first(where: given.contains) {
+        throw DemoOptionError("\(ignored) does not apply to --answer (it sweeps strategies and intervals itself)")
+      }
+    } else if let ignored = answerOnly.first(where: given.contains) {
+      throw DemoOptionError("\(ignored) applies to --answer only")
+    }
+    if seeds > 1 && !answer {
       if json { throw DemoOptionError("--json prints one run's report; it does not combine with --seeds") }
       if reportPath != nil { throw DemoOptionError("--report draws one run; it does not combine with --seeds") }
     }
@@ -159,6 +204,8 @@ struct DemoOptions {
     if scenario.devicesPerUser != 1 { parts.append("--devices \(scenario.devicesPerUser)") }
     let hours = Int(scenario.duration.inSeconds / 3600)
     if hours != 6 { parts.append("--hours \(hours)") }
+    if scenario.platform != .iOS { parts.append("--platform \(scenario.platform.name)") }
+    if scenario.foregroundPollSeconds != 60 { parts.append("--poll-interval \(scenario.foregroundPollSeconds)") }
     if strategies.count > 1 {
       parts.append("--strategy all")
     } else if strategies != [.pushPlusPoll] {

@@ -22,10 +22,20 @@ struct HTMLReport {
     }
     if reports.count > 1 {
       body += "<h2>Strategies side by side</h2>"
-      body += barChart(title: "Staleness with the app open, p99 (seconds)") { $0.foregroundStaleness.p99 }
-      body += barChart(title: "Staleness with the app closed, p99 (seconds)") { $0.backgroundStaleness.p99 }
-      body += barChart(title: "Wrong status shown (seconds per open hour)") { $0.wrongStatusSecondsPerOpenHour }
-      body += barChart(title: "Requests per device-hour") { $0.requestsPerDeviceHour }
+      body += "<p>One seed: for figures with confidence intervals over many seeds, run the Demo with --answer.</p>"
+      body += barChart(title: "Wrong status while the user looks, p99 (seconds on screen)") {
+        $0.wrongStatusWhileOpen.p99
+      }
+      body += barChart(title: "Wrong status on opening the app, p99 (seconds on screen)") {
+        $0.wrongStatusAfterOpening.p99
+      }
+      body += barChart(title: "A change made while closed reaches the device, p99 (seconds)") {
+        $0.backgroundStaleness.p99
+      }
+      body += barChart(title: "Server requests + pushes per device-hour (cost)") {
+        $0.serverRequestsPerDeviceHour + $0.pushesSentPerDeviceHour
+      }
+      body += barChart(title: "Sync kilobytes per device-hour (video content apart)") { $0.bytesPerDeviceHour / 1000 }
     }
     for report in reports {
       body += "<h2>\(report.scenario.strategy): \(report.converged ? "converged" : "NOT converged")</h2>"
@@ -36,10 +46,15 @@ struct HTMLReport {
         bar += "<rect x='\(x)' y='0' width='\(width)' height='24' fill='\(colors[name]!)'><title>\(name)</title></rect>"
         x += width
       }
-      body += "<p>Time in each freshness state (live, settling, connecting, cannot connect):</p>"
+      body += "<p>Share of open-app time in each freshness state (live, settling, connecting, cannot connect):</p>"
       body += "<svg width='600' height='24' xmlns='http://www.w3.org/2000/svg'>\(bar)</svg>"
       body += deviceTimelines(report, colors: colors)
-      body += "<ul>" + report.timeline.prefix(60).map { "<li>\(escape($0))</li>" }.joined() + "</ul>"
+      let shown = report.timeline.prefix(60)
+      body += "<h3>The moments that matter</h3>"
+      if report.timeline.count > shown.count {
+        body += "<p>The first \(shown.count) of \(report.timeline.count) (the Demo's --trace prints every step).</p>"
+      }
+      body += "<ul>" + shown.map { "<li>\(escape($0))</li>" }.joined() + "</ul>"
     }
     return """
       <!doctype html><html><head><meta charset="utf-8"><title>Simulation report</title>
@@ -64,9 +79,26 @@ struct HTMLReport {
           "<rect x='\(x)' y='\(y + 2)' width='\(width)' height='16' fill='\(color)'><title>\(change.state)</title></rect>"
       }
     }
-    let height = report.freshnessTimelines.count * 22
-    return "<p>Per device, over the run (grey: app closed):</p>"
-      + "<svg width='780' height='\(height)' xmlns='http://www.w3.org/2000/svg'>\(svg)</svg>"
+    let rows = report.freshnessTimelines.count * 22
+    let hours = total / 3600
+    let step = hours > 12 ? 6.0 : hours > 4 ? 2.0 : hours > 1 ? 1.0 : 0.25
+    var hour = 0.0
+    while hour <= hours {
+      let x = 70 + hour * 3600 / total * 700
+      svg += "<line x1='\(x)' y1='\(rows)' x2='\(x)' y2='\(rows + 5)' stroke='#555'/>"
+      svg +=
+        "<text x='\(x)' y='\(rows + 17)' font-size='11' text-anchor='middle'>\(String(format: "%g", hour)) h</text>"
+      hour += step
+    }
+    svg += "<text x='420' y='\(rows + 32)' font-size='12' text-anchor='middle'>time since the start (hours)</text>"
+    for (index, name) in ["live", "settling", "connecting", "cannot connect", "closed"].enumerated() {
+      let x = 70 + index * 130
+      svg += "<rect x='\(x)' y='\(rows + 40)' width='12' height='12' fill='\(colors[name] ?? "#dddddd")'/>"
+      svg += "<text x='\(x + 16)' y='\(rows + 50)' font-size='12'>\(name)</text>"
+    }
+    return "<p>Per device, over the run: the freshness its user saw while the app was open.</p>"
+      + "<svg width='780' height='\(rows + 58)' role='img' aria-label='freshness per device' "
+      + "xmlns='http://www.w3.org/2000/svg'>\(svg)</svg>"
   }
 
   private func barChart(title: String, _ value: (SimulationReport) -> Double) -> String {

@@ -142,6 +142,10 @@ public struct Scenario: Sendable, Hashable, Codable {
   public var platform = PlatformProfile.iOS
   /// How often a poll-only app polls while open, in seconds.
   public var foregroundPollSeconds = 60
+  /// The deadline of every request but the long-poll (register, short poll, write, fetch), in seconds;
+  /// `nil` for the engine's defaults (30 s, and 60 s for a register). A request whose answer is lost keeps
+  /// its user waiting until its deadline, so this sets the tail of the wrong-status figures.
+  public var requestDeadlineSeconds: Int?
   /// What users do.
   public var behaviour = Behaviour()
   /// The queue lifespan devices ask for (short enough that long offline periods expire queues).

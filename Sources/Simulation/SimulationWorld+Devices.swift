@@ -12,6 +12,11 @@ extension SimulationWorld {
   var engineConfiguration: UpdateMachineConfiguration {
     var configuration = UpdateMachineConfiguration()
     configuration.queueLifespan = scenario.queueLifespan
+    if let seconds = scenario.requestDeadlineSeconds {
+      configuration.registerTimeout = .seconds(seconds)
+      configuration.shortPollTimeout = .seconds(seconds)
+      configuration.submitTimeout = .seconds(seconds)
+    }
     configuration.backgroundPollInterval = scenario.strategy == .pushOnly ? nil : .seconds(15 * 60)
     return configuration
   }

@@ -166,6 +166,12 @@ extension SimulationWorld {
     devices[index].wrongSince = nil
     guard since < start.advanced(by: scenario.duration) else { return }
     let seconds = since.duration(to: end).inSeconds
+    if seconds >= 10 {
+      let how = devices[index].wrongSinceOpening ? "from the moment the app opened" : "while its user looked"
+      timeline.append(
+        "[\(clockText(end))] device \(index) showed a sender a wrong status for \(Percentiles.format(seconds)) \(how)"
+      )
+    }
     if devices[index].wrongSinceOpening {
       wrongAfterOpening.append(seconds)
     } else {
