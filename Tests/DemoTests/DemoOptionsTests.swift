@@ -85,9 +85,38 @@ struct DemoOptionConflictTests {
       ["--json", "--seeds", "5"],
       ["--report", "out.html", "--seeds", "5"],
       ["--scripted", "--users", "2"],
+      ["--answer", "--strategy", "push-only"],
+      ["--answer", "--seeds", "5"],
+      ["--answer", "--poll-interval", "5"],
+      ["--answer", "--scenario", "episodes"],
+      ["--target-open", "1"],
+      ["--seeds-per-point", "10"],
+      ["--platform", "windows"],
+      ["--poll-interval", "0"],
     ] {
       #expect(throws: DemoOptionError.self, "\(arguments)") { try DemoOptions.parse(arguments) }
     }
     #expect((try? DemoOptions.parse(["--report", "out.html", "--strategy", "all"])) != nil)
+  }
+}
+
+@Suite("Demo: the answer's options")
+struct DemoAnswerOptionTests {
+  @Test("--answer takes its seeds, target and platform, and runs 2 h per seed unless --hours says otherwise")
+  func answerOptions() throws {
+    let options = try DemoOptions.parse([
+      "--answer", "--seeds-per-point", "30", "--target-open", "1.5", "--target-after-open", "8",
+      "--target-closed", "600", "--platform", "android", "--push-loss", "0.3",
+    ])
+    #expect(options.answer && options.seedsPerPoint == 30)
+    #expect(options.target.whileOpenP99 == 1.5 && options.target.afterOpeningP99 == 8)
+    #expect(options.target.closedMedian == 600)
+    #expect(options.scenario.platform == .android && options.pushLosses == [0.3])
+    #expect(options.scenario.duration == .seconds(2 * 3600))
+    let longer = try DemoOptions.parse(["--answer", "--hours", "3"])
+    #expect(longer.scenario.duration == .seconds(3 * 3600))
+    let single = try DemoOptions.parse(["--platform", "desktop", "--poll-interval", "15", "--strategy", "poll-only"])
+    #expect(single.scenario.platform == .desktop && single.scenario.foregroundPollSeconds == 15)
+    #expect(single.replayCommand.contains("--platform desktop") && single.replayCommand.contains("--poll-interval 15"))
   }
 }
