@@ -46,8 +46,10 @@ struct SimulationDemo {
       \(scenario.users) users × \(scenario.devicesPerUser) device(s), \(Int(scenario.duration.inSeconds / 3600)) h of \
       faults (latency \(scenario.faults.latencyMilliseconds.lowerBound)–\(scenario.faults.latencyMilliseconds.upperBound) ms, \
       \(Int(scenario.faults.pushLoss * 100))% pushes lost, \(scenario.faults.offlinePerHour) offline periods and \
-      \(scenario.faults.crashesPerHour) app kills per device-hour, \(scenario.faults.serverRestartsPerHour) server restarts per hour), \
-      then the faults stop and every device must converge.
+      \(scenario.faults.crashesPerHour + scenario.faults.killsBetweenStepsPerHour) app kills per device-hour, \
+      \(scenario.faults.serverRestartsPerHour) server restarts per hour) on \(scenario.platform) (the OS suspends a \
+      closed app, rations its background time and silent pushes), then the faults stop and every device must \
+      converge.
       """
     )
   }
@@ -61,76 +63,102 @@ struct SimulationDemo {
     }
     print("\nSummary")
     let rows: [(String, String)] = [
+      ("app opens / videos recorded / app kills", "\(report.appOpens) / \(report.recordings) / \(report.appKills)"),
       ("videos sent / delivered", "\(report.videosSent) / \(report.videosDelivered)"),
-      ("staleness, app open (p50 / p99 / max)", report.foregroundStaleness.description),
-      ("staleness, app closed (p50 / p99 / max)", report.backgroundStaleness.description),
+      ("wrong status while the user looks (p50 / p99 / max)", report.wrongStatusWhileOpen.description),
+      ("wrong status on opening the app (p50 / p99 / max)", report.wrongStatusAfterOpening.description),
       (
         "wrong status shown, s per open hour (longest)",
         "\(String(format: "%.1f", report.wrongStatusSecondsPerOpenHour)) (\(Percentiles.format(report.longestWrongStatusSeconds)))"
       ),
-      ("requests per device-hour", String(format: "%.1f", report.requestsPerDeviceHour)),
-      ("kB per device-hour", String(format: "%.0f", report.bytesPerDeviceHour / 1000)),
+      ("change made while closed reaches the device (p50 / p99)", closed(report)),
+      (
+        "sync requests / sync kB per device-hour",
+        String(format: "%.1f / %.1f", report.requestsPerDeviceHour, report.bytesPerDeviceHour / 1000)
+      ),
+      ("video kB per device-hour (content, apart)", String(format: "%.0f", report.contentBytesPerDeviceHour / 1000)),
+      (
+        "server: requests + pushes / parked-poll s per device-hour",
+        String(
+          format: "%.1f / %.0f",
+          report.serverRequestsPerDeviceHour + report.pushesSentPerDeviceHour,
+          report.parkedPollSecondsPerDeviceHour
+        )
+      ),
       (
         "pushes sent / lost / redundant / applied with no request",
         "\(report.pushesSent) / \(report.pushesLost) / \(report.pushesRedundant) / \(report.pushesAppliedWithoutRequest)"
       ),
+      (
+        "OS (\(report.scenario.platform)): wakes / pushes throttled / dropped (force-quit)",
+        "\(report.wakes) / \(report.pushesThrottled) / \(report.pushesDiscarded)"
+      ),
       ("re-registrations", "\(report.reregistrations)"),
-      ("time live / settling / connecting / cannot connect", freshness(report)),
+      ("open time live / settling / connecting / cannot connect", freshness(report)),
     ]
-    for (name, value) in rows { print("  " + name.padding(toLength: 58, withPad: " ", startingAt: 0) + value) }
+    for (name, value) in rows { print("  " + name.padding(toLength: 66, withPad: " ", startingAt: 0) + value) }
     print("\n" + verdict(report))
   }
 
   private func printComparison(_ reports: [SimulationReport]) {
-    print("\nThe same seed under each strategy:\n")
+    print("\nThe same seed under each strategy (the same users, network and OS for each):\n")
     let header = [
-      "", "staleness open p50/p99", "staleness closed p50/p99", "wrong s/open h", "longest wrong", "req/dev-h",
-      "kB/dev-h", "verdict",
+      "", "wrong while open p99", "wrong on opening p99", "closed p50/p99", "sync req/dev-h", "sync kB/dev-h",
+      "server req+push/dev-h", "verdict",
     ]
-    let widths = [20, 24, 26, 16, 15, 11, 10, 14]
+    let widths = [20, 22, 22, 20, 16, 15, 23, 14]
     print(zip(header, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined())
     for report in reports {
       let cells = [
         report.scenario.strategy.rawValue,
-        "\(Percentiles.format(report.foregroundStaleness.p50)) / \(Percentiles.format(report.foregroundStaleness.p99))",
-        "\(Percentiles.format(report.backgroundStaleness.p50)) / \(Percentiles.format(report.backgroundStaleness.p99))",
-        String(format: "%.1f", report.wrongStatusSecondsPerOpenHour),
-        Percentiles.format(report.longestWrongStatusSeconds),
+        Percentiles.format(report.wrongStatusWhileOpen.p99),
+        Percentiles.format(report.wrongStatusAfterOpening.p99),
+        closed(report),
         String(format: "%.1f", report.requestsPerDeviceHour),
-        String(format: "%.0f", report.bytesPerDeviceHour / 1000),
+        String(format: "%.1f", report.bytesPerDeviceHour / 1000),
+        String(format: "%.1f", report.serverRequestsPerDeviceHour + report.pushesSentPerDeviceHour),
         report.converged ? "converged" : "NOT converged",
       ]
       print(zip(cells, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined())
     }
+    print("\nOne seed; `swift run Demo --answer` gives figures over 200 seeds with 95% intervals.")
     for report in reports where !report.converged { print("\n\(report.scenario.strategy): " + verdict(report)) }
   }
 
+  private func closed(_ report: SimulationReport) -> String {
+    "\(Percentiles.format(report.backgroundStaleness.p50)) / \(Percentiles.format(report.backgroundStaleness.p99))"
+  }
+
   private func runManySeeds() -> Bool {
-    var failures: [String] = []
     let started = Date()
-    var deviceHours = 0.0
+    var scenarios: [Scenario] = []
     for offset in 0..<options.seeds {
       for strategy in options.strategies {
         var scenario = options.scenario
         scenario.seed = options.scenario.seed &+ UInt64(offset)
         scenario.strategy = strategy
-        let report = Simulation.run(scenario)
-        deviceHours += report.deviceHours
-        if !report.converged { failures.append("seed \(scenario.seed) \(strategy): \(verdict(report))") }
-      }
-      if (offset + 1) % max(options.seeds / 20, 1) == 0 || offset + 1 == options.seeds {
-        FileHandle.standardError.write(Data("\r\(offset + 1)/\(options.seeds) seeds, \(failures.count) failed".utf8))
+        scenarios.append(scenario)
       }
     }
+    // Every core runs seeds; the reports come back in order, so the output does not depend on timing.
+    let reports = Sweep.runAll(scenarios) { done, total in
+      guard done % max(total / 20, 1) == 0 || done == total else { return }
+      FileHandle.standardError.write(Data("\r\(done)/\(total) runs".utf8))
+    }
+    let failures = reports.filter { !$0.converged }.map {
+      "seed \($0.scenario.seed) \($0.scenario.strategy): \(verdict($0))"
+    }
+    let deviceHours = reports.map(\.deviceHours).reduce(0, +)
     FileHandle.standardError.write(Data("\n".utf8))
     let elapsed = Date().timeIntervalSince(started)
     print("\(options.seeds) seeds × \(options.strategies.count) strategies: \(failures.count) NOT converged")
     for failure in failures.prefix(20) { print("  " + failure) }
     print(
       String(
-        format: "%.0f simulated device-hours in %.1f s: %.0f device-hours per second",
+        format: "%.0f simulated device-hours in %.1f s on %d cores: %.0f device-hours per second",
         deviceHours,
         elapsed,
+        ProcessInfo.processInfo.activeProcessorCount,
         deviceHours / max(elapsed, 0.001)
       )
     )

@@ -5,8 +5,10 @@ import UpdateMachine
 import VideoMessaging
 
 /// One installation of the video app inside the simulation: the engine's pure core and the transfer queue,
-/// its persisted bytes and files (which survive a kill), and what the world tracks about it.
-struct SimulatedDevice {
+/// its persisted bytes and files (which survive a kill), and what the world tracks about it. A class: the
+/// world reads and changes its devices at every step, and a struct was copied whole (every field retained)
+/// on reads the optimiser could not prove in place; no world is ever copied, so nothing shares a device.
+final class SimulatedDevice {
   typealias Core = UpdateMachineCore<VideoSnapshot, VideoEvent, VideoCommand>
 
   /// A request on its way.
@@ -96,6 +98,10 @@ struct SimulatedDevice {
   var lastFreshnessSample: Timestamp
   var freshnessSeconds: [String: Double] = [:]
   var wrongStatusSeconds = 0.0
+  /// Whether the device shows a sent video's status behind the server's, as last worked out; recomputed
+  /// only after the device's engine or its user's server state changed (`behindIsStale`).
+  var isBehind = false
+  var behindIsStale = true
   /// When the app, open, started showing a status the server had moved past.
   var wrongSince: Timestamp?
   /// When the shown freshness changed (at most 2,000 changes are kept).

@@ -198,6 +198,7 @@ extension SimulationWorld {
 
   /// After the engine moved: check invariants, follow the confirmed state, set the timer.
   mutating func engineChanged(_ index: Int) {
+    devices[index].behindIsStale = true
     checkInvariants(index)
     noteShownVersions(index)
     if let state = devices[index].core.confirmedState {

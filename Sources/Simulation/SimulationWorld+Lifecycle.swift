@@ -342,11 +342,13 @@ extension SimulationWorld {
     devices[index].timerGeneration += 1
     devices[index].runsUntil = nil
     devices[index].process = .terminated
+    devices[index].behindIsStale = true
   }
 
   /// The process starts from the persisted record and files (in the background; opening the app follows).
   mutating func launch(_ index: Int) {
     devices[index].process = .running
+    devices[index].behindIsStale = true
     let epoch = devices[index].epoch
     devices[index].core = makeCore(device: index, epoch: epoch)
     var record: PersistedRecord<VideoSnapshot, VideoCommand>?

@@ -44,15 +44,17 @@ extension SimulationWorld {
   }
 
   mutating func checkInvariants(_ index: Int) {
-    let device = devices[index]
-    if device.core.freshness(now: now).freshness == .live {
-      guard case .polling = device.core.phase, device.reachedServer else {
-        violations.append("device \(index) says live in \(device.core.phase) without having reached the server")
+    // The device is read in place: a copy of it would retain every field, at every step.
+    if devices[index].core.freshness(now: now).freshness == .live {
+      guard case .polling = devices[index].core.phase, devices[index].reachedServer else {
+        violations.append(
+          "device \(index) says live in \(devices[index].core.phase) without having reached the server"
+        )
         return
       }
     }
     checkHistory(index)
-    guard let shown = device.core.displayedState else { return }
+    guard let shown = devices[index].core.displayedState else { return }
     for video in shown.outgoing {
       if let before = devices[index].shownStatuses[video.id], video.status < before {
         violations.append("device \(index) showed \(video.id) as \(before), then \(video.status)")
@@ -137,15 +139,16 @@ extension SimulationWorld {
       let name = shownState
       devices[index].freshnessSeconds[name, default: 0] += elapsed
       devices[index].openSeconds += elapsed
-      let server = versions[devices[index].user]!.last!.snapshot
-      let shown = devices[index].core.displayedState?.outgoing ?? []
-      let behind =
-        devices[index].online
-        && shown.contains { video in
+      if devices[index].behindIsStale {
+        devices[index].behindIsStale = false
+        let server = versions[devices[index].user]!.last!.snapshot
+        let shown = devices[index].core.displayedState?.outgoing ?? []
+        devices[index].isBehind = shown.contains { video in
           server.outgoing.first { $0.id == video.id }.map { $0.status > video.status && video.status != .sending }
             ?? false
         }
-      if behind {
+      }
+      if devices[index].online && devices[index].isBehind {
         devices[index].wrongStatusSeconds += elapsed
         if devices[index].wrongSince == nil {
           devices[index].wrongSince = intervalStart

@@ -17,7 +17,8 @@ struct SimulationWorld {
     case failure(TransportError)
   }
 
-  enum Event {
+  /// Indirect: the heap moves events as it sifts, and a boxed event moves as one reference.
+  indirect enum Event {
     case requestReachesServer(device: Int, request: RequestID, exchange: SimulatedDevice.Exchange, losesAnswer: Bool)
     case answerReachesDevice(device: Int, request: RequestID, answer: Answer)
     case deviceTimer(device: Int, generation: Int)
@@ -427,6 +428,7 @@ struct SimulationWorld {
       let version = versions[user]!.count - 1
       for index in devices.indices where devices[index].user == user {
         unshown[index].append((version, now, devices[index].appOpen))
+        devices[index].behindIsStale = true
       }
     }
   }

@@ -1,4 +1,5 @@
 import EventProtocol
+import Foundation
 import Simulation
 import Testing
 
@@ -86,5 +87,31 @@ struct SweepTests {
     if pushPlusPoll.map(\.closedMedian.high).min()! < pushPlusPoll.map(\.closedMedian.high).max()! {
       #expect(split.chosen != "push+poll")
     }
+  }
+}
+
+@Suite("Simulation: docs/simulation.md's sweep example")
+struct SweepDocumentationTests {
+  @Test("the example is this code, and it runs: every seed converges and the point is measured")
+  func documentedSweep() throws {
+    // SWEEP-BEGIN
+    var base = Scenario(seed: 1)
+    base.duration = .seconds(2 * 3600)
+    base.platform = .android
+    let points = [SweepPoint(strategy: .pushPlusPoll, requestDeadlineSeconds: 4, pushLoss: 0.2)]
+    let answer = Sweep.answer(base: base, points: points, seeds: 10)
+    print(answer.chosen ?? "no configuration meets the target")
+    // SWEEP-END
+    #expect(answer.results.count == 2 && answer.results.allSatisfy { $0.failures == 0 && $0.seeds == 10 })
+    #expect(answer.results[0].serverCost.value > 0 && answer.results[0].parkedSeconds.value > 0)
+    let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
+    let begin = try #require(source.range(of: "// SWEEP-BEGIN\n"))
+    let end = try #require(source.range(of: "    // SWEEP-END"))
+    let code = source[begin.upperBound..<end.lowerBound].split(separator: "\n").map { $0.dropFirst(4) }
+      .joined(separator: "\n")
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent()
+    let page = try String(contentsOf: root.appendingPathComponent("docs/simulation.md"), encoding: .utf8)
+    #expect(page.contains(code))
   }
 }

