@@ -99,7 +99,7 @@ let package = Package(
     .testTarget(name: "DemoTests", dependencies: ["Demo", "Simulation"], swiftSettings: swiftSettings),
     .testTarget(
       name: "SimulationTests",
-      dependencies: ["EventProtocol", "Simulation"],
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "SampleApps", "Simulation"],
       swiftSettings: swiftSettings
     ),
     .testTarget(

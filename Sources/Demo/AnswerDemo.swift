@@ -14,12 +14,16 @@ struct AnswerDemo {
     let total = (points.count + 1) * options.seedsPerPoint
     let started = Date()
     let showsProgress = !options.json
-    let answer = Sweep.answer(base: base, points: points, seeds: options.seedsPerPoint, target: options.target) {
-      done,
-      total in
-      guard showsProgress, done % max(total / 50, 1) == 0 || done == total else { return }
-      FileHandle.standardError.write(Data("\r\(done)/\(total) runs".utf8))
-    }
+    let answer = Sweep.answer(
+      base: base,
+      points: points,
+      seeds: options.seedsPerPoint,
+      target: options.target,
+      progress: { done, total in
+        guard showsProgress, done % max(total / 50, 1) == 0 || done == total else { return }
+        FileHandle.standardError.write(Data("\r\(done)/\(total) runs".utf8))
+      }
+    )
     if showsProgress { FileHandle.standardError.write(Data("\n".utf8)) }
     let elapsed = Date().timeIntervalSince(started)
     let results = answer.results

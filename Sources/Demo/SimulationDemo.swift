@@ -141,10 +141,13 @@ struct SimulationDemo {
       }
     }
     // Every core runs seeds; the reports come back in order, so the output does not depend on timing.
-    let reports = Sweep.runAll(scenarios) { done, total in
-      guard done % max(total / 20, 1) == 0 || done == total else { return }
-      FileHandle.standardError.write(Data("\r\(done)/\(total) runs".utf8))
-    }
+    let reports = Sweep.runAll(
+      scenarios,
+      progress: { done, total in
+        guard done % max(total / 20, 1) == 0 || done == total else { return }
+        FileHandle.standardError.write(Data("\r\(done)/\(total) runs".utf8))
+      }
+    )
     let failures = reports.filter { !$0.converged }.map {
       "seed \($0.scenario.seed) \($0.scenario.strategy): \(verdict($0))"
     }

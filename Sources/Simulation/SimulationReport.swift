@@ -73,15 +73,16 @@ public struct SimulationReport: Sendable, Hashable, Codable {
   /// Times users opened the app (the same under every strategy for a seed: the script's sessions, and
   /// reopenings after a kill).
   public var appOpens: Int
-  /// Videos users recorded.
+  /// Videos users recorded (for an app of yours: writes its users made).
   public var recordings: Int
   /// Times apps were killed (crashes and kills between two steps; not force-quits or OS terminations).
   public var appKills: Int
   /// Times the OS woke a closed app (a push, a refresh, a finished transfer).
   public var wakes: Int
-  /// Videos sent (recordings saved on their device).
+  /// Videos sent (recordings saved on their device); for an app of yours (``Simulation/run(_:app:)``),
+  /// writes saved on their device.
   public var videosSent: Int
-  /// Videos in their recipient's library.
+  /// Videos in their recipient's library; for an app of yours, saved writes the server has applied.
   public var videosDelivered: Int
   /// Pages of conversation histories merged into devices' states (``Behaviour/historyPagesPerOpen``).
   public var historyPagesMerged: Int

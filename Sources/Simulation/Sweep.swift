@@ -207,12 +207,14 @@ public struct SweepAnswer: Sendable, Hashable, Codable {
 public enum Sweep {
   /// Runs `seeds` seeds (from `base.seed` on) of each point, plus the baseline, in parallel on every core;
   /// `progress` hears of each finished run (done, total). The result does not depend on the order runs
-  /// finish in.
+  /// finish in. `run` runs one scenario: the video app by default, or your own
+  /// (`{ Simulation.run($0, app: MyApp()) }`).
   public static func answer(
     base: Scenario,
     points: [SweepPoint],
     seeds: Int,
     target: ExperienceTarget = ExperienceTarget(),
+    run: @Sendable (Scenario) -> SimulationReport = { Simulation.run($0) },
     progress: @Sendable (Int, Int) -> Void = { _, _ in }
   ) -> SweepAnswer {
     let all = points.contains(SweepPoint.baseline) ? points : points + [SweepPoint.baseline]
@@ -223,23 +225,25 @@ public enum Sweep {
         return scenario
       }
     }
-    let reports = runAll(scenarios, progress: progress)
+    let reports = runAll(scenarios, run: run, progress: progress)
     let results = all.indices.map { index in
       SweepResult(point: all[index], reports: Array(reports[index * seeds..<(index + 1) * seeds]))
     }
     return SweepAnswer(target: target, results: results, baseline: results.first { $0.point == SweepPoint.baseline })
   }
 
-  /// Runs every scenario, on as many threads as the machine has cores, and returns their reports in order.
+  /// Runs every scenario with `run`, on as many threads as the machine has cores, and returns their
+  /// reports in order.
   public static func runAll(
     _ scenarios: [Scenario],
+    run: @Sendable (Scenario) -> SimulationReport = { Simulation.run($0) },
     progress: @Sendable (Int, Int) -> Void = { _, _ in }
   ) -> [SimulationReport] {
     let slots = Mutex<(reports: [SimulationReport?], done: Int)>(
       (Array(repeating: nil, count: scenarios.count), 0)
     )
     DispatchQueue.concurrentPerform(iterations: scenarios.count) { index in
-      let report = Simulation.run(scenarios[index])
+      let report = run(scenarios[index])
       let done = slots.withLock { slots in
         slots.reports[index] = report
         slots.done += 1

@@ -2,7 +2,6 @@ import EventProtocol
 import EventServer
 import Foundation
 import UpdateMachine
-import VideoMessaging
 
 extension SimulationWorld {
   // MARK: - The script
@@ -60,13 +59,7 @@ extension SimulationWorld {
       devices[index].pushHeldByOS = nil
       deliverPush(index, held)
     }
-    for video in devices[index].transfers.library where !video.viewed {
-      schedule(
-        .watch(device: index, video: video.video.id),
-        after: DeviceScript.watchDelay(video.video.id, device: index, within: scenario.behaviour.watchAfterSeconds)
-      )
-    }
-    browseHistory(index)
+    Domain.appOpened(index, in: &self)
   }
 
   mutating func appCloses(_ index: Int, session: Int) {
@@ -97,28 +90,11 @@ extension SimulationWorld {
     schedule(.pollTick(device: index), after: .seconds(scenario.foregroundPollSeconds))
   }
 
-  mutating func record(_ index: Int, _ number: Int) {
+  /// The user acts, at a moment the script gives, if the app is on screen.
+  mutating func userActs(_ index: Int, _ number: Int) {
     guard devices[index].appOpen, faultsOn, devices[index].core.isLoaded else { return }
-    let planned = devices[index].script.recordings[number]
-    let user = devices[index].user
-    let friends = users.filter { $0 != user }
-    let recipient = friends.isEmpty ? user : friends[Int(planned.recipientDraw % UInt64(friends.count))]
-    let localKey = BlobKey(rawValue: "outgoing/\(planned.video.rawValue)")
-    devices[index].files[localKey] = .init(bytes: planned.bytes, complete: true)
     devices[index].recordings += 1
-    traceLine("device \(index) records \(planned.video) for \(recipient)")
-    let notice = VideoUpload(
-      video: planned.video,
-      recipient: recipient,
-      blobKey: .forVideo(planned.video),
-      size: planned.bytes
-    )
-    performTransfers(devices[index].transfers.recorded(notice, localKey: localKey, now: now), on: index)
-  }
-
-  mutating func watch(_ index: Int, _ video: VideoID) {
-    guard devices[index].appOpen else { return }
-    performTransfers(devices[index].transfers.viewed(video), on: index)
+    Domain.userActs(index, devices[index].script.recordings[number], in: &self)
   }
 
   // MARK: - The network
@@ -291,7 +267,9 @@ extension SimulationWorld {
   }
 
   mutating func deliverPush(_ index: Int, _ payload: [UInt8]) {
-    guard let decoded = try? JSONDecoder().decode(PushPayload<VideoEvent>.self, from: Data(payload)) else { return }
+    guard let decoded = try? JSONDecoder().decode(PushPayload<Application.Event>.self, from: Data(payload)) else {
+      return
+    }
     var hint = Core.PushHint(decoded)
     if scenario.strategy != .pushPlusPollPayload { hint.events = nil }
     traceLine("push reaches device \(index)")
@@ -322,20 +300,12 @@ extension SimulationWorld {
     for (request, _) in devices[index].outstanding {
       if let pollID = devices[index].parked[request] { cancelParkedPoll(pollID) }
     }
-    if let download = devices[index].download {
-      let bytes = devices[index].files[TransferQueue.localKey(for: download.video)]?.bytes ?? 0
-      if bytes > 0 {
-        note("device \(index) is killed mid-download of \(download.video.rawValue.prefix(13))… at byte \(bytes)")
-        resumedFrom[index] = (download.video, bytes)
-      }
-    }
+    Domain.killing(index, in: &self)
     devices[index].epoch += 1
     devices[index].killArmed = false
     devices[index].outstanding = [:]
     devices[index].parked = [:]
     devices[index].droppedAtSuspension = []
-    devices[index].download = nil
-    devices[index].upload = nil
     devices[index].appOpen = false
     devices[index].reachedServer = false
     devices[index].timerAt = nil
@@ -345,38 +315,28 @@ extension SimulationWorld {
     devices[index].behindIsStale = true
   }
 
-  /// The process starts from the persisted record and files (in the background; opening the app follows).
+  /// The process starts from the persisted record and what the domain saved beside it (in the background;
+  /// opening the app follows).
   mutating func launch(_ index: Int) {
     devices[index].process = .running
     devices[index].behindIsStale = true
     let epoch = devices[index].epoch
-    devices[index].core = makeCore(device: index, epoch: epoch)
-    var record: PersistedRecord<VideoSnapshot, VideoCommand>?
+    let user = devices[index].user
+    devices[index].core = makeCore(device: index, user: user, epoch: epoch)
+    var record: PersistedRecord<Application.Snapshot, Application.Command>?
     var recovery: [StoreRecovery] = []
     if let disk = devices[index].disk, let bytes = try? disk.encoded() {
-      let restoration = PersistedRecord<VideoSnapshot, VideoCommand>.restore(from: bytes, for: VideoReducer())
+      let reducer = Domain.makeReducer(for: user, in: domain)
+      let restoration = PersistedRecord<Application.Snapshot, Application.Command>.restore(from: bytes, for: reducer)
       record = restoration.record
       recovery = restoration.notes
     }
-    // The saved queue goes through its real bytes, as it would from the record's device data.
-    let savedQueue = devices[index].diskTransfers.flatMap { try? JSONEncoder().encode($0) }
-    devices[index].transfers =
-      savedQueue.flatMap { try? JSONDecoder().decode(TransferQueue.self, from: $0) }
-      ?? makeTransferQueue(device: index, epoch: epoch)
-    devices[index].savedTransfers = devices[index].diskTransfers
-    // The failures in a row carry over as saved (progress since the last save is not saved).
-    devices[index].failuresInARow = [:]
-    for download in devices[index].transfers.downloads where download.failures > 0 {
-      devices[index].failuresInARow["d:\(download.video.id)"] = download.failures
-    }
-    for upload in devices[index].transfers.uploads where upload.failures > 0 {
-      devices[index].failuresInARow["u:\(upload.notice.video)"] = upload.failures
-    }
+    Domain.launching(index, in: &self)
     devices[index].shownVersion = 0
     traceLine("device \(index) starts from its record")
     perform(devices[index].core.loaded(record, recovery: recovery, now: now), on: index)
     if !devices[index].online { perform(devices[index].core.networkLost(now: now), on: index) }
-    performTransfers(devices[index].transfers.restarted(now: now), on: index)
+    Domain.launched(index, in: &self)
   }
 
   /// The server forgets a long-poll whose client went away.
@@ -405,26 +365,5 @@ extension SimulationWorld {
       open(index)
     }
     schedule(.convergenceCheck, after: .seconds(1))
-  }
-
-  /// The user looks at a conversation's history: the newest page, then older ones from the oldest video
-  /// known. Draws come from a stream of their own.
-  mutating func browseHistory(_ index: Int) {
-    let pages = scenario.behaviour.historyPagesPerOpen
-    guard pages > 0 else { return }
-    let user = devices[index].user
-    let friend = users[Int.random(in: users.indices, using: &browsing)]
-    let narrow = VideoHistory.conversation(between: user, and: friend)
-    var requests = [FetchRequest(narrow: narrow, anchor: .newest, before: 4, after: 0)]
-    if pages > 1, let state = devices[index].core.confirmedState {
-      let list = state.history.list(narrow)
-      if let oldest = list.items.first?.position, !list.reachesOldest {
-        requests.append(FetchRequest(narrow: narrow, anchor: .position(oldest), before: 4, after: 0))
-      }
-    }
-    for request in requests.prefix(pages) {
-      let (_, actions) = devices[index].core.fetch(request, now: now)
-      perform(actions, on: index)
-    }
   }
 }

@@ -2,33 +2,21 @@ import EventProtocol
 import EventServer
 import Foundation
 import UpdateMachine
-import VideoMessaging
 
-/// One installation of the video app inside the simulation: the engine's pure core and the transfer queue,
-/// its persisted bytes and files (which survive a kill), and what the world tracks about it. A class: the
+/// One installation of the app inside the simulation: the engine's pure core, its persisted record (which
+/// survives a kill), the domain's state beside it, and what the world tracks about it. A class: the
 /// world reads and changes its devices at every step, and a struct was copied whole (every field retained)
 /// on reads the optimiser could not prove in place; no world is ever copied, so nothing shares a device.
-final class SimulatedDevice {
-  typealias Core = UpdateMachineCore<VideoSnapshot, VideoEvent, VideoCommand>
+final class SimulatedDevice<Domain: SimulatedDomain> {
+  typealias Application = Domain.Application
+  typealias Core = UpdateMachineCore<Application.Snapshot, Application.Event, Application.Command>
 
   /// A request on its way.
   enum Exchange {
     case register
     case poll(EventFinger, dontBlock: Bool)
-    case submit(MutationRequest<VideoCommand>)
+    case submit(MutationRequest<Application.Command>)
     case fetch(FetchRequest, QueueID)
-  }
-
-  /// A file on the device: its bytes so far and whether it is complete.
-  struct LocalFile: Hashable {
-    var bytes: Int
-    var complete: Bool
-  }
-
-  /// The transfer under way and its generation (a cancelled one's late steps are ignored).
-  struct ActiveTransfer: Hashable {
-    var video: VideoID
-    var generation: Int
   }
 
   /// Whether the app's process can run code: on screen or in a background window (``running``), stopped by
@@ -48,16 +36,11 @@ final class SimulatedDevice {
   /// The fate of each push to this device.
   var pushRandom: SeededRandomNumberGenerator
   var core: Core
-  var transfers: TransferQueue
+  /// What the domain keeps beside the engine (the video app: its transfer queue and files).
+  var extra: Domain.DeviceState
   /// What is on disk: the last record saved (its bytes are made when a kill needs them, which keeps the
   /// simulation fast; the restore then goes through the real bytes).
-  var disk: PersistedRecord<VideoSnapshot, VideoCommand>?
-  /// The transfer queue as of the last save: written with the next record, in the same atomic step. The
-  /// record carries a save counter as its device data; the queue's own bytes are made when a kill needs them.
-  var savedTransfers: TransferQueue?
-  var diskTransfers: TransferQueue?
-  var saves: UInt64 = 0
-  var files: [BlobKey: LocalFile] = [:]
+  var disk: PersistedRecord<Application.Snapshot, Application.Command>?
   var appOpen = false
   /// The script's session on screen now, if any.
   var session: Int?
@@ -81,18 +64,10 @@ final class SimulatedDevice {
   var online = true
   var outstanding: [RequestID: Exchange] = [:]
   var parked: [RequestID: PollID] = [:]
-  var download: ActiveTransfer?
-  /// Failed steps in a row per transfer ("d:" or "u:" and the video), as the world saw them: what the
-  /// queue's attempt count must match, so its retry waits grow.
-  var failuresInARow: [String: Int] = [:]
-  var upload: ActiveTransfer?
-  var transferGeneration = 0
   var timerAt: Timestamp?
   var timerGeneration = 0
   /// The latest server version of the user's snapshot this device's confirmed state has shown.
   var shownVersion = 0
-  /// The statuses this device has shown for its sent videos (they must never go back).
-  var shownStatuses: [VideoID: VideoStatus] = [:]
   /// Whether a request has succeeded since the last disconnection (freshness may say live only then).
   var reachedServer = false
   var lastFreshnessSample: Timestamp
@@ -115,10 +90,13 @@ final class SimulatedDevice {
   var requests = 0
   /// Bytes of sync requests and answers (with HTTP overhead).
   var bytes = 0
-  /// Bytes of video moved by transfers.
+  /// Bytes of content the domain moved apart from sync (the video app's transfers).
   var contentBytes = 0
   var opens = 0
+  /// The user's actions the script gave that the app took (the video app: recordings).
   var recordings = 0
+  /// Of those, the ones saved on the device before anything could kill it (an app of yours: its writes).
+  var actionsSaved = 0
   var kills = 0
   var wakes = 0
   var pushesDiscarded = 0
@@ -134,7 +112,7 @@ final class SimulatedDevice {
     script: DeviceScript,
     seed: UInt64,
     core: Core,
-    transfers: TransferQueue,
+    extra: Domain.DeviceState,
     now: Timestamp
   ) {
     self.index = index
@@ -143,7 +121,7 @@ final class SimulatedDevice {
     self.requestRandom = RandomStream.requests.generator(seed: seed, device: index)
     self.pushRandom = RandomStream.pushes.generator(seed: seed, device: index)
     self.core = core
-    self.transfers = transfers
+    self.extra = extra
     self.lastFreshnessSample = now
     self.pushBudgetAt = now
   }

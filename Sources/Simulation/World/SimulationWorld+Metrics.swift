@@ -2,46 +2,9 @@ import EventProtocol
 import EventServer
 import Foundation
 import UpdateMachine
-import UpdateMachineTesting
-import VideoMessaging
 
 extension SimulationWorld {
   // MARK: - Invariants and metrics
-
-  /// Retry waits grow: the n-th failed step in a row of a transfer waits up to 2^(n-1) s (jittered, capped
-  /// at 5 minutes), so the queue's attempt count must be n, whatever retries started in between.
-  mutating func checkRetryWaitGrows(_ index: Int, _ transfer: String) {
-    let seen = devices[index].failuresInARow[transfer, default: 0] + 1
-    devices[index].failuresInARow[transfer] = seen
-    let isDownload = transfer.hasPrefix("d:")
-    let video = VideoID(rawValue: String(transfer.dropFirst(2)))
-    let state: (attempts: Int, retryAt: Timestamp)? =
-      if isDownload {
-        devices[index].transfers.downloads.first { $0.video.id == video }.flatMap {
-          if case .failed(let attempts, let retryAt) = $0.state { (attempts, retryAt) } else { nil }
-        }
-      } else {
-        devices[index].transfers.uploads.first { $0.notice.video == video }.flatMap {
-          if case .failed(let attempts, let retryAt) = $0.state { (attempts, retryAt) } else { nil }
-        }
-      }
-    guard let state else {
-      // The failure did not leave the transfer waiting (it moved on, or started again at once): follow
-      // the queue's own count from here.
-      devices[index].failuresInARow[transfer] =
-        isDownload
-        ? devices[index].transfers.downloads.first { $0.video.id == video }?.failures
-        : devices[index].transfers.uploads.first { $0.notice.video == video }?.failures
-      return
-    }
-    let bound = TransferQueue.backoff.bound(attempt: seen)
-    if state.attempts != seen || now.duration(to: state.retryAt) > bound {
-      violations.append(
-        "device \(index): failure \(seen) in a row of \(transfer) waits as attempt \(state.attempts) "
-          + "(retry waits must grow)"
-      )
-    }
-  }
 
   mutating func checkInvariants(_ index: Int) {
     // The device is read in place: a copy of it would retain every field, at every step.
@@ -53,47 +16,16 @@ extension SimulationWorld {
         return
       }
     }
-    checkHistory(index)
-    guard let shown = devices[index].core.displayedState else { return }
-    for video in shown.outgoing {
-      if let before = devices[index].shownStatuses[video.id], video.status < before {
-        violations.append("device \(index) showed \(video.id) as \(before), then \(video.status)")
-      }
-      devices[index].shownStatuses[video.id] = max(devices[index].shownStatuses[video.id] ?? video.status, video.status)
-    }
-  }
-
-  /// No known history item differs from the server's at the device's finger: the device's history, with
-  /// the events still queued after its finger applied, must claim only what the server holds now.
-  mutating func checkHistory(_ index: Int) {
-    guard scenario.behaviour.historyPagesPerOpen > 0, let confirmed = devices[index].core.confirmedState,
-      !confirmed.history.isEmpty, let finger = devices[index].core.phase.finger,
-      let queue = server.queue(finger.queueID), queue.user == devices[index].user
-    else { return }
-    var history = confirmed.history
-    let reducer = VideoReducer()
-    for envelope in queue.events where envelope.id > finger.lastEventID {
-      guard case .payload(let event) = envelope.body else { continue }
-      try? reducer.applyPartial(event, to: &history)
-    }
-    let user = devices[index].user
-    let application = server.application
-    let problems =
-      PartialStateCheck.itemProblems(in: history) { application.history[$0] }
-      + PartialStateCheck.intervalProblems(in: history) { try? application.fetch($0, for: user) }
-    if let problem = problems.first {
-      violations.append("device \(index) at \(finger): \(problem)")
-    }
   }
 
   /// Finds the server version the device's confirmed state shows; records the staleness of each newly
   /// shown change. A confirmed state that was never a server snapshot means an event was skipped or
   /// applied twice.
   mutating func noteShownVersions(_ index: Int) {
-    // The whole part is compared with the server's snapshots; the history held in part is checked by
-    // ``checkHistory(_:)``.
-    guard var confirmed = devices[index].core.confirmedState else { return }
-    confirmed.history = PartialState()
+    // The whole part is compared with the server's snapshots; what a domain holds in part (pages) it
+    // checks itself.
+    guard let state = devices[index].core.confirmedState else { return }
+    let confirmed = Domain.wholePart(of: state)
     let history = versions[devices[index].user]!
     guard history[devices[index].shownVersion].snapshot != confirmed else { return }
     guard let version = history.indices.reversed().first(where: { history[$0].snapshot == confirmed }) else {
@@ -125,7 +57,7 @@ extension SimulationWorld {
       guard elapsed > 0 else { continue }
       devices[index].lastFreshnessSample = time
       let shownState =
-        devices[index].appOpen ? SimulatedDevice.name(devices[index].core.freshness(now: now).freshness) : "closed"
+        devices[index].appOpen ? Device.name(devices[index].core.freshness(now: now).freshness) : "closed"
       if devices[index].freshnessChanges.last?.state != shownState, devices[index].freshnessChanges.count < 2_000 {
         devices[index].freshnessChanges.append(
           FreshnessChange(seconds: start.duration(to: now).inSeconds, state: shownState)
@@ -142,11 +74,7 @@ extension SimulationWorld {
       if devices[index].behindIsStale {
         devices[index].behindIsStale = false
         let server = versions[devices[index].user]!.last!.snapshot
-        let shown = devices[index].core.displayedState?.outgoing ?? []
-        devices[index].isBehind = shown.contains { video in
-          server.outgoing.first { $0.id == video.id }.map { $0.status > video.status && video.status != .sending }
-            ?? false
-        }
+        devices[index].isBehind = Domain.showsWrong(index, server: server, in: self)
       }
       if devices[index].online && devices[index].isBehind {
         devices[index].wrongStatusSeconds += elapsed
@@ -184,59 +112,22 @@ extension SimulationWorld {
 
   var isConverged: Bool { convergenceGaps.isEmpty }
 
-  /// The videos whose recording was saved: the server tracks them, or a device still holds them to upload.
-  var durableVideos: [VideoID: UserID] {
-    var durable: [VideoID: UserID] = [:]
-    for video in server.application.videos.values { durable[video.id] = video.recipient }
-    for device in devices {
-      for upload in device.transfers.uploads { durable[upload.notice.video] = upload.notice.recipient }
-      for entry in device.core.pendingMutations {
-        if case .uploaded(let notice) = entry.mutation { durable[notice.video] = notice.recipient }
-      }
-    }
-    return durable
-  }
-
-  /// The videos in the libraries of `user`'s devices: what the user can play.
-  func libraryVideos(of user: UserID) -> Set<VideoID> {
-    Set(devices.filter { $0.user == user }.flatMap { $0.transfers.library.map(\.video.id) })
-  }
-
   /// What still keeps the world from having converged (empty once it has).
   var convergenceGaps: [String] {
     var gaps: [String] = []
     for device in devices {
-      // The whole part equals the server's snapshot; the history held in part claims only what the server
-      // holds (``checkHistory(_:)`` at every step; here at the end, with nothing left in flight).
-      var whole = device.core.confirmedState
-      whole?.history = PartialState()
-      if whole != server.application.snapshot(for: device.user) {
+      let whole = device.core.confirmedState.map(Domain.wholePart(of:))
+      if whole != Domain.wholePart(of: server.application.snapshot(for: device.user)) {
         gaps.append("device \(device.index) (\(device.core.phase)) does not show its user's server state")
       }
       if device.core.hasOpenFetches {
         gaps.append("device \(device.index) has a fetch open")
       }
-      if let history = device.core.confirmedState?.history, !history.isEmpty {
-        let user = device.user
-        let application = server.application
-        let problems = PartialStateCheck.problems(in: history) { try? application.fetch($0, for: user) }
-        if let problem = problems.first { gaps.append("device \(device.index): \(problem)") }
-      }
       if !device.core.pendingMutations.isEmpty {
         gaps.append("device \(device.index) has \(device.core.pendingMutations.count) writes pending")
       }
-      if !device.transfers.downloads.isEmpty || !device.transfers.uploads.isEmpty {
-        gaps.append(
-          "device \(device.index) has \(device.transfers.downloads.count) downloads and \(device.transfers.uploads.count) uploads left"
-        )
-      }
     }
-    let undelivered = durableVideos.filter { !libraryVideos(of: $0.value).contains($0.key) }.map(\.key)
-    if !undelivered.isEmpty {
-      let names = undelivered.sorted().prefix(3).map { "\($0) to \(durableVideos[$0]!)" }.joined(separator: ", ")
-      gaps.append("\(undelivered.count) videos not delivered to their recipient (\(names))")
-    }
-    return gaps
+    return gaps + Domain.convergenceGaps(in: self)
   }
 
   func report() -> SimulationReport {
@@ -248,7 +139,8 @@ extension SimulationWorld {
     for device in devices {
       for (name, seconds) in device.freshnessSeconds { freshness[name, default: 0] += seconds / max(total, 1) }
     }
-    func perDeviceHour(_ value: (SimulatedDevice) -> Int) -> Double {
+    let outcomes = Domain.outcomes(in: self)
+    func perDeviceHour(_ value: (Device) -> Int) -> Double {
       Double(devices.map(value).reduce(0, +)) / deviceHours
     }
     return SimulationReport(
@@ -288,8 +180,8 @@ extension SimulationWorld {
       recordings: devices.map(\.recordings).reduce(0, +),
       appKills: devices.map(\.kills).reduce(0, +),
       wakes: devices.map(\.wakes).reduce(0, +),
-      videosSent: durableVideos.count,
-      videosDelivered: durableVideos.filter { libraryVideos(of: $0.value).contains($0.key) }.count,
+      videosSent: outcomes.made,
+      videosDelivered: outcomes.completed,
       historyPagesMerged: pagesMerged,
       freshnessTimelines: devices.map(\.freshnessChanges),
       timeline: timeline,

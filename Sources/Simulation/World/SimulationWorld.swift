@@ -2,15 +2,17 @@ import EventProtocol
 import EventServer
 import Foundation
 import UpdateMachine
-import VideoMessaging
 
 /// The discrete-event world: users and their devices, a network that delays, fails and partitions, a push
-/// service that loses and reorders, blob storage, and the event server, all over virtual time with one
-/// seeded generator. It drives the pure cores directly (the engine's, the outbox's, the transfer queue's,
-/// the server's), and every request and answer crosses the network as real wire bytes.
-struct SimulationWorld {
-  typealias Core = SimulatedDevice.Core
-  typealias Server = EventServerStateMachine<VideoServer>
+/// service that loses and reorders, the phone's OS, and the durable event server, all over virtual time with
+/// random streams every strategy shares. It drives the pure cores directly (the engine's, the outbox's, the
+/// server's, and the domain's: the video app's transfer queue), and every request and answer crosses the
+/// network as real wire bytes. Generic over the ``SimulatedDomain`` that brings the application.
+struct SimulationWorld<Domain: SimulatedDomain> {
+  typealias Application = Domain.Application
+  typealias Device = SimulatedDevice<Domain>
+  typealias Core = Device.Core
+  typealias Server = EventServerStateMachine<Application>
 
   enum Answer {
     case body([UInt8])
@@ -19,16 +21,16 @@ struct SimulationWorld {
 
   /// Indirect: the heap moves events as it sifts, and a boxed event moves as one reference.
   indirect enum Event {
-    case requestReachesServer(device: Int, request: RequestID, exchange: SimulatedDevice.Exchange, losesAnswer: Bool)
+    case requestReachesServer(device: Int, request: RequestID, exchange: Device.Exchange, losesAnswer: Bool)
     case answerReachesDevice(device: Int, request: RequestID, answer: Answer)
     case deviceTimer(device: Int, generation: Int)
     case serverTimer
     case pushReachesDevice(device: Int, payload: [UInt8])
-    case transferStep(device: Int, download: Bool, generation: Int)
     case appOpens(device: Int, session: Int)
     case appCloses(device: Int, session: Int)
     case record(device: Int, recording: Int)
-    case watch(device: Int, video: VideoID)
+    /// One of the domain's own happenings.
+    case domain(Domain.Happening)
     case pollTick(device: Int)
     case goesOffline(device: Int, until: Timestamp)
     case comesOnline(device: Int)
@@ -52,7 +54,7 @@ struct SimulationWorld {
   let start: Timestamp
   var events = DeadlineHeap<Event>()
   var server: Server
-  var devices: [SimulatedDevice] = []
+  var devices: [Device] = []
   let users: [UserID]
   var faultsOn = true
   var faults: FaultRates
@@ -64,10 +66,10 @@ struct SimulationWorld {
   var nextPollID: UInt64 = 0
   var serverTimerAt: Timestamp?
   var installations: [ClientID: Int] = [:]
-  var blobs: [BlobKey: Int] = [:]
-  var blobPartials: [BlobKey: Int] = [:]
+  /// What the domain keeps for the whole world.
+  var domain: Domain.WorldState
   /// Each user's snapshot versions: when the server's snapshot for the user changed, and to what.
-  var versions: [UserID: [(time: Timestamp, snapshot: VideoSnapshot)]] = [:]
+  var versions: [UserID: [(time: Timestamp, snapshot: Application.Snapshot)]] = [:]
   /// Per device, the versions not yet shown: (version, time, app open then).
   var unshown: [[(version: Int, time: Timestamp, open: Bool)]] = []
   var foregroundStaleness: [Double] = []
@@ -78,41 +80,38 @@ struct SimulationWorld {
   var wrongAfterOpening: [Double] = []
   var pushesSent = 0
   var violations: [String] = []
-  /// The draws of users browsing histories, apart from the world's, so browsing leaves the rest of a seed's
-  /// behaviour unchanged.
-  var browsing: SeededRandomNumberGenerator
   /// Pages of history merged into a device's state.
   var pagesMerged = 0
   var timeline: [String] = []
   var trace: [String] = []
   var lostPushSince: [Int: Timestamp] = [:]
-  var resumedFrom: [Int: (video: VideoID, bytes: Int)] = [:]
   var settledAt: Timestamp?
   var finished = false
   /// The server's storage, and the answers and pushes waiting for their records to be durable.
-  var durability = ServerDurability<VideoServer, Event>()
+  var durability = ServerDurability<Application, Event>()
 
-  init(scenario: Scenario) {
+  /// A world for `scenario`, the domain's world state as given.
+  init(scenario: Scenario, domain: Domain.WorldState) {
     self.scenario = scenario
     self.faults = scenario.faults
     var serverRandom = RandomStream.server.generator(seed: scenario.seed)
     let start = Timestamp(secondsSinceEpoch: 1_700_000_000)
     self.start = start
     self.now = start
+    self.domain = domain
     var configuration = EventServerConfiguration()
     configuration.maximumIdleTimeout = .seconds(7 * 24 * 3600)
     self.server = Server(
-      application: VideoServer(),
+      application: Domain.makeApplication(in: domain),
       configuration: configuration,
       random: SeededRandomNumberGenerator(seed: serverRandom.next()),
       now: start
     )
     self.server.startRecording()
     self.users = (0..<max(scenario.users, 1)).map { UserID("user\($0 + 1)") }
-    self.browsing = RandomStream.browsing.generator(seed: scenario.seed)
     self.serverRandom = serverRandom
     for user in users {
-      versions[user] = [(start, VideoSnapshot())]
+      versions[user] = [(start, Domain.wholePart(of: server.application.snapshot(for: user)))]
       for _ in 0..<max(scenario.devicesPerUser, 1) {
         addDevice(for: user)
       }
@@ -160,9 +159,11 @@ struct SimulationWorld {
     // would otherwise compute the next wake-up after `now` and leave the due work out.
     switch event {
     case .answerReachesDevice(let device, _, _), .pushReachesDevice(let device, _), .appOpens(let device, _),
-      .appCloses(let device, _), .record(let device, _), .watch(let device, _), .pollTick(let device),
-      .goesOffline(let device, _), .comesOnline(let device), .transferStep(let device, _, _):
+      .appCloses(let device, _), .record(let device, _), .pollTick(let device),
+      .goesOffline(let device, _), .comesOnline(let device):
       fireDueTimer(device)
+    case .domain(let happening):
+      if let device = Domain.device(of: happening) { fireDueTimer(device) }
     default:
       break
     }
@@ -178,12 +179,10 @@ struct SimulationWorld {
       applyServer(server.timerFired(now: now))
     case .pushReachesDevice(let device, let payload):
       pushReachesDevice(device, payload)
-    case .transferStep(let device, let download, let generation):
-      transferStep(device, download: download, generation: generation)
     case .appOpens(let device, let session): appOpens(device, session: session)
     case .appCloses(let device, let session): appCloses(device, session: session)
-    case .record(let device, let recording): record(device, recording)
-    case .watch(let device, let video): watch(device, video)
+    case .record(let device, let recording): userActs(device, recording)
+    case .domain(let happening): Domain.handle(happening, in: &self)
     case .pollTick(let device): pollTick(device)
     case .goesOffline(let device, let until): goesOffline(device, until: until)
     case .comesOnline(let device): comesOnline(device)
@@ -209,9 +208,7 @@ struct SimulationWorld {
       restartServer(crash: true)
     case .serverLogCommit:
       for (event, delay) in durability.commit(server: &server) { schedule(event, after: delay) }
-      // Blobs are deleted only once their release is durable: a crash cannot bring back a video whose bytes
-      // are gone.
-      for key in server.updateBookkeeping({ $0.takeBlobDeletions() }) { blobs[key] = nil }
+      Domain.serverCommitted(in: &self)
     case .faultsStop: stopFaults()
     case .convergenceCheck:
       if isConverged {
@@ -255,9 +252,10 @@ struct SimulationWorld {
 
   // MARK: - The network and the server
 
-  static let overheadBytes = 150
+  /// Bytes of HTTP overhead counted with each request and each answer.
+  static var overheadBytes: Int { 150 }
 
-  mutating func send(_ exchange: SimulatedDevice.Exchange, as request: RequestID, from index: Int) {
+  mutating func send(_ exchange: Device.Exchange, as request: RequestID, from index: Int) {
     devices[index].outstanding[request] = exchange
     devices[index].requests += 1
     devices[index].bytes += Self.overheadBytes + requestBodySize(exchange)
@@ -277,7 +275,7 @@ struct SimulationWorld {
     )
   }
 
-  func requestBodySize(_ exchange: SimulatedDevice.Exchange) -> Int {
+  func requestBodySize(_ exchange: Device.Exchange) -> Int {
     switch exchange {
     case .register: 80
     case .poll: 90
@@ -289,7 +287,7 @@ struct SimulationWorld {
   mutating func requestReachesServer(
     _ index: Int,
     _ request: RequestID,
-    _ exchange: SimulatedDevice.Exchange,
+    _ exchange: Device.Exchange,
     losesAnswer: Bool
   ) {
     let user = devices[index].user
@@ -405,9 +403,9 @@ struct SimulationWorld {
 
   /// Schedules the group commit of the records now pending, and an armed crash just before it.
   mutating func scheduleCommit() {
-    schedule(.serverLogCommit, after: ServerDurability<VideoServer, Event>.commitDelay)
+    schedule(.serverLogCommit, after: ServerDurability<Application, Event>.commitDelay)
     if durability.takeArmedCrash() {
-      schedule(.serverCrash, after: ServerDurability<VideoServer, Event>.commitDelay / 2)
+      schedule(.serverCrash, after: ServerDurability<Application, Event>.commitDelay / 2)
     }
   }
 
@@ -422,7 +420,7 @@ struct SimulationWorld {
   /// Records a new snapshot version for every user whose snapshot changed.
   mutating func recordVersions() {
     for user in users {
-      let snapshot = server.application.snapshot(for: user)
+      let snapshot = Domain.wholePart(of: server.application.snapshot(for: user))
       guard versions[user]!.last!.snapshot != snapshot else { continue }
       versions[user]!.append((now, snapshot))
       let version = versions[user]!.count - 1
@@ -453,7 +451,7 @@ struct SimulationWorld {
       for (event, delay) in durability.stop(server: &server) { schedule(event, after: delay) }
     }
     let lost = durability.crash(
-      application: VideoServer(),
+      application: Domain.makeApplication(in: domain),
       server: &server,
       random: SeededRandomNumberGenerator(seed: serverRandom.next()),
       now: now
