@@ -143,6 +143,9 @@ public struct TransferQueue: Codable, Sendable, Equatable {
   /// Whether a state confirmed by the server this session arrived since the queue was created or read
   /// back: until then no download starts (never saved).
   public private(set) var hasSessionConfirmation = false
+  /// While the platform reports the network lost: when a transfer may next try, in case the report was
+  /// wrong (never saved: a queue read back assumes a network until told otherwise).
+  public private(set) var offlineProbeAt: Timestamp?
 
   private enum CodingKeys: String, CodingKey {
     case downloads
@@ -154,6 +157,9 @@ public struct TransferQueue: Codable, Sendable, Equatable {
 
   /// How failed transfers back off (1 s doubling to 5 minutes).
   public static let backoff = BackoffPolicy(base: .seconds(1), cap: .seconds(300))
+  /// While the network is reported lost, how often one transfer tries anyway (as the update machine's
+  /// `offlineProbeInterval`).
+  public static let offlineProbeInterval: Duration = .seconds(300)
 
   /// An empty queue.
   public init(seed: UInt64) {
@@ -301,6 +307,31 @@ public struct TransferQueue: Codable, Sendable, Equatable {
     proceed(now: now)
   }
 
+  /// The platform reports the network gone: nothing starts (not a new recording's upload, not a retry)
+  /// until it is reported back, but for one try every ``offlineProbeInterval`` in case the report was
+  /// wrong. The transfers under way fail on their own.
+  public mutating func networkLost(now: Timestamp) -> [Action] {
+    offlineProbeAt = offlineProbeAt ?? now.advanced(by: Self.offlineProbeInterval)
+    return []
+  }
+
+  /// The platform reports a network again: the transfers waiting to retry start at once (their attempt
+  /// counts are kept, so a failure right after backs off as before).
+  public mutating func networkBecameAvailable(now: Timestamp) -> [Action] {
+    offlineProbeAt = nil
+    for index in downloads.indices {
+      if case .failed(let attempts, let retryAt) = downloads[index].state, retryAt > now {
+        downloads[index].state = .failed(attempts: attempts, retryAt: now)
+      }
+    }
+    for index in uploads.indices {
+      if case .failed(let attempts, let retryAt) = uploads[index].state, retryAt > now {
+        uploads[index].state = .failed(attempts: attempts, retryAt: now)
+      }
+    }
+    return proceed(now: now)
+  }
+
   /// The earliest time a failed transfer may start again (possibly already past: then
   /// ``timerFired(now:)`` starts it at once); `nil` while the transfer ahead of it is still under way.
   public var nextRetryAt: Timestamp? {
@@ -310,14 +341,34 @@ public struct TransferQueue: Codable, Sendable, Equatable {
     }
     if !uploads.contains(where: { if case .uploading = $0.state { true } else { false } }) {
       times += uploads.compactMap { if case .failed(_, let retryAt) = $0.state { retryAt } else { nil } }
+      if let probe = offlineProbeAt, uploads.contains(where: { if case .queued = $0.state { true } else { false } }) {
+        times.append(probe)
+      }
     }
-    return times.min()
+    if let probe = offlineProbeAt, hasSessionConfirmation,
+      downloads.contains(where: { if case .queued = $0.state { true } else { false } })
+    {
+      times.append(probe)
+    }
+    guard let earliest = times.min() else { return nil }
+    return offlineProbeAt.map { max($0, earliest) } ?? earliest
   }
 
   // MARK: - Helpers
 
-  /// Starts the oldest due download and the oldest due upload, one of each at a time.
+  /// Starts the oldest due download and the oldest due upload, one of each at a time; with the network
+  /// reported lost, only when the probe is due (and the probe is then spent).
   private mutating func proceed(now: Timestamp) -> [Action] {
+    if let probe = offlineProbeAt {
+      guard probe <= now else { return [] }
+      let actions = startDue(now: now)
+      if !actions.isEmpty { offlineProbeAt = now.advanced(by: Self.offlineProbeInterval) }
+      return actions
+    }
+    return startDue(now: now)
+  }
+
+  private mutating func startDue(now: Timestamp) -> [Action] {
     var actions: [Action] = []
     let downloading = downloads.contains { if case .downloading = $0.state { true } else { false } }
     if hasSessionConfirmation, !downloading,

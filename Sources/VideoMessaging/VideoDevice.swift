@@ -154,6 +154,21 @@ public actor VideoDevice {
     await machine.stop()
   }
 
+  // MARK: - What the platform reports
+
+  /// The platform's path monitor reports the network gone: the machine and the transfer queue stop
+  /// retrying into it (each tries once every five minutes in case the report was wrong).
+  public func networkLost() async {
+    await machine.networkLost()
+    await perform(transfers.networkLost(now: readClock()))
+  }
+
+  /// The platform reports a network again: the machine and the waiting transfers try at once.
+  public func networkBecameAvailable() async {
+    await machine.networkBecameAvailable()
+    await perform(transfers.networkBecameAvailable(now: readClock()))
+  }
+
   // MARK: - What the app does
 
   /// Records a video for `recipient`: the file is kept on the device, uploaded (resumably), then announced

@@ -227,6 +227,70 @@ struct TransferQueueTests {
     #expect(queue.viewed(vid2) == [.submit(.viewed(vid2)), .save])
     #expect(queue.viewed(vid2) == [])
   }
+
+  /// Drives `queue` for an hour in which every transfer fails; returns the attempts it started.
+  private func attemptsOverAnHour(
+    _ queue: inout TransferQueue,
+    isDownload: Bool,
+    from actions: [TransferQueue.Action]
+  ) -> Int {
+    var actions = actions
+    var now = t0
+    var attempts = 0
+    let end = t0.advanced(by: .seconds(3600))
+    while now < end {
+      if actions.contains(where: { if case .download = $0 { true } else if case .upload = $0 { true } else { false } })
+      {
+        attempts += 1
+        actions =
+          isDownload
+          ? queue.downloadFailed(vid1, .unavailable("offline"), now: now) : queue.uploadFailed(vid1, now: now)
+        continue
+      }
+      guard let retryAt = queue.nextRetryAt, retryAt < end else { break }
+      now = max(now, retryAt)
+      actions = queue.timerFired(now: now)
+    }
+    return attempts
+  }
+
+  @Test("an hour with the network reported lost: one try per 5 minutes, nothing at once for a new recording")
+  func offlineHourIsQuiet() {
+    for isDownload in [true, false] {
+      var told = TransferQueue(seed: 5)
+      _ = told.networkLost(now: t0)
+      let first =
+        isDownload
+        ? told.incomingConfirmed([incoming(vid1, from: alice)], now: t0)
+        : told.recorded(upload(vid1, to: bob), localKey: "outgoing/1", now: t0)
+      // Nothing starts into a network reported lost.
+      #expect(!first.contains { if case .download = $0 { true } else if case .upload = $0 { true } else { false } })
+      let quiet = attemptsOverAnHour(&told, isDownload: isDownload, from: first)
+      #expect((11...12).contains(quiet), "told: \(quiet) attempts")
+
+      var untold = TransferQueue(seed: 5)
+      let start =
+        isDownload
+        ? untold.incomingConfirmed([incoming(vid1, from: alice)], now: t0)
+        : untold.recorded(upload(vid1, to: bob), localKey: "outgoing/1", now: t0)
+      let busy = attemptsOverAnHour(&untold, isDownload: isDownload, from: start)
+      #expect(busy > quiet + 4, "untold: \(busy) attempts, told: \(quiet)")
+    }
+  }
+
+  @Test("the network back: a transfer waiting to retry starts at once, its attempt count kept")
+  func networkBackRetriesAtOnce() {
+    var queue = TransferQueue(seed: 6)
+    _ = queue.recorded(upload(vid1, to: bob), localKey: "outgoing/1", now: t0)
+    for _ in 0..<6 { _ = queue.uploadFailed(vid1, now: t0) }
+    _ = queue.networkLost(now: t0)
+    let later = t0.advanced(by: .seconds(20))
+    #expect(queue.timerFired(now: later).isEmpty)
+    let actions = queue.networkBecameAvailable(now: later)
+    #expect(actions.contains { if case .upload = $0 { true } else { false } })
+    #expect(queue.uploads.first?.failures == 6)
+    #expect(queue.offlineProbeAt == nil)
+  }
 }
 
 extension TransferQueue {

@@ -136,6 +136,14 @@ enum VideoDomain: SimulatedDomain {
     world.performTransfers(actions, on: index)
   }
 
+  static func networkChanged(_ index: Int, online: Bool, in world: inout SimulationWorld<Self>) {
+    let actions =
+      online
+      ? world.devices[index].extra.transfers.networkBecameAvailable(now: world.now)
+      : world.devices[index].extra.transfers.networkLost(now: world.now)
+    world.performTransfers(actions, on: index)
+  }
+
   static func timerFired(_ index: Int, in world: inout SimulationWorld<Self>) {
     world.performTransfers(world.devices[index].extra.transfers.timerFired(now: world.now), on: index)
   }

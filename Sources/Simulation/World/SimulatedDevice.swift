@@ -62,6 +62,8 @@ final class SimulatedDevice<Domain: SimulatedDomain> {
   /// A kill waits for the next step.
   var killArmed = false
   var online = true
+  /// What the running app was last told of the network (it misses changes while suspended or gone).
+  var toldOffline = false
   var outstanding: [RequestID: Exchange] = [:]
   var parked: [RequestID: PollID] = [:]
   var timerAt: Timestamp?

@@ -45,6 +45,8 @@ protocol SimulatedDomain {
   static func appOpened(_ index: Int, in world: inout SimulationWorld<Self>)
   /// The engine of device `index` moved: check the domain's invariants, follow its state.
   static func engineChanged(_ index: Int, in world: inout SimulationWorld<Self>)
+  /// The running app of device `index` heard that the network is gone or back (after the engine).
+  static func networkChanged(_ index: Int, online: Bool, in world: inout SimulationWorld<Self>)
   /// The device's timer went off (after the engine's part).
   static func timerFired(_ index: Int, in world: inout SimulationWorld<Self>)
   /// When the device's domain state next needs its timer, if ever.
@@ -75,6 +77,7 @@ extension SimulatedDomain {
   static func handle(_ happening: Happening, in world: inout SimulationWorld<Self>) {}
   static func appOpened(_ index: Int, in world: inout SimulationWorld<Self>) {}
   static func engineChanged(_ index: Int, in world: inout SimulationWorld<Self>) {}
+  static func networkChanged(_ index: Int, online: Bool, in world: inout SimulationWorld<Self>) {}
   static func timerFired(_ index: Int, in world: inout SimulationWorld<Self>) {}
   static func nextWakeUp(_ index: Int, in world: SimulationWorld<Self>) -> Timestamp? { nil }
   static func saved(_ index: Int, in world: inout SimulationWorld<Self>) {}

@@ -104,7 +104,7 @@ extension SimulationWorld {
     devices[index].online = false
     devices[index].reachedServer = false
     traceLine("device \(index) goes offline")
-    if devices[index].isRunning { perform(devices[index].core.networkLost(now: now), on: index) }
+    tellNetwork(index)
     events.push(.comesOnline(device: index), at: until)
   }
 
@@ -112,13 +112,27 @@ extension SimulationWorld {
     guard !devices[index].online else { return }
     devices[index].online = true
     traceLine("device \(index) comes back online")
-    if devices[index].isRunning { perform(devices[index].core.networkBecameAvailable(now: now), on: index) }
+    tellNetwork(index)
     // The push service delivers what it held for the device.
     let held = devices[index].pushesHeldByService
     devices[index].pushesHeldByService = []
     for payload in held {
       schedule(.pushReachesDevice(device: index, payload: payload), after: latency(device: index))
     }
+  }
+
+  /// Tells a running app (its engine, and the domain's machinery) the network's state when it has not
+  /// heard it yet: at the change, or when it runs again after missing it.
+  mutating func tellNetwork(_ index: Int) {
+    let online = devices[index].online
+    guard devices[index].isRunning, devices[index].toldOffline == online else { return }
+    devices[index].toldOffline = !online
+    if online {
+      perform(devices[index].core.networkBecameAvailable(now: now), on: index)
+    } else {
+      perform(devices[index].core.networkLost(now: now), on: index)
+    }
+    Domain.networkChanged(index, online: online, in: &self)
   }
 
   // MARK: - The OS
@@ -195,6 +209,7 @@ extension SimulationWorld {
     }
     devices[index].core = core
     perform(actions, on: index)
+    tellNetwork(index)
     if let due = devices[index].timerAt, due <= now {
       devices[index].timerGeneration += 1
       events.push(.deviceTimer(device: index, generation: devices[index].timerGeneration), at: now)
@@ -335,7 +350,9 @@ extension SimulationWorld {
     devices[index].shownVersion = 0
     traceLine("device \(index) starts from its record")
     perform(devices[index].core.loaded(record, recovery: recovery, now: now), on: index)
-    if !devices[index].online { perform(devices[index].core.networkLost(now: now), on: index) }
+    // A new process assumes a network until its path monitor says otherwise.
+    devices[index].toldOffline = false
+    tellNetwork(index)
     Domain.launched(index, in: &self)
   }
 
