@@ -84,7 +84,7 @@ extension SimulationWorld where Domain == VideoDomain {
       let key = TransferQueue.localKey(for: item.video.id)
       guard domain.blobs[item.video.blobKey] != nil || devices[index].extra.files[key]?.complete == true else {
         devices[index].extra.download = nil
-        wakeForTransfer(index)
+        guard wakeForTransfer(index) else { return }
         performTransfers(
           devices[index].extra.transfers.downloadFailed(item.video.id, .gone(item.video.blobKey), now: now),
           on: index
@@ -93,7 +93,7 @@ extension SimulationWorld where Domain == VideoDomain {
       }
       if failed {
         devices[index].extra.download = nil
-        wakeForTransfer(index)
+        guard wakeForTransfer(index) else { return }
         performTransfers(
           devices[index].extra.transfers.downloadFailed(item.video.id, .unavailable("network"), now: now),
           on: index
@@ -109,7 +109,7 @@ extension SimulationWorld where Domain == VideoDomain {
       devices[index].contentBytes += chunk
       if file.complete {
         devices[index].extra.download = nil
-        wakeForTransfer(index)
+        guard wakeForTransfer(index) else { return }
         performTransfers(devices[index].extra.transfers.downloadFinished(item.video.id, now: now), on: index)
       } else {
         devices[index].extra.transfers.downloadProgressed(item.video.id, bytesDone: file.bytes)
@@ -124,7 +124,7 @@ extension SimulationWorld where Domain == VideoDomain {
       }
       if failed {
         devices[index].extra.upload = nil
-        wakeForTransfer(index)
+        guard wakeForTransfer(index) else { return }
         performTransfers(devices[index].extra.transfers.uploadFailed(item.notice.video, now: now), on: index)
         checkRetryWaitGrows(index, "u:\(item.notice.video)")
         return
@@ -141,7 +141,7 @@ extension SimulationWorld where Domain == VideoDomain {
       }
       if domain.blobs[key] != nil {
         devices[index].extra.upload = nil
-        wakeForTransfer(index)
+        guard wakeForTransfer(index) else { return }
         performTransfers(devices[index].extra.transfers.uploadFinished(item.notice.video, now: now), on: index)
       } else {
         devices[index].extra.transfers.uploadProgressed(item.notice.video, bytesDone: domain.blobPartials[key] ?? 0)

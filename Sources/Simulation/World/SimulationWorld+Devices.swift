@@ -64,8 +64,14 @@ extension SimulationWorld {
     }
   }
 
-  /// Performs the engine's actions in order; with faults on, the app may be killed before any of them.
+  /// Performs the engine's actions in order; with faults on, the app may be killed before any of them. An app
+  /// the OS has not let run takes no step (an invariant: the world must route every input through a wake).
   mutating func perform(_ initial: [Core.Action], on index: Int) {
+    if !initial.isEmpty, !devices[index].isRunning {
+      violations.append(
+        "[\(clockText(now))] device \(index) took a step while its app was not running (\(devices[index].process))"
+      )
+    }
     let epoch = devices[index].epoch
     var actions = initial
     var position = 0
@@ -176,7 +182,9 @@ extension SimulationWorld {
     guard devices[index].isRunning, let due = devices[index].timerAt, due <= now else { return }
     devices[index].timerGeneration += 1
     devices[index].timerAt = nil
+    let epoch = devices[index].epoch
     perform(devices[index].core.timerFired(now: now), on: index)
+    guard devices[index].epoch == epoch else { return }
     Domain.timerFired(index, in: &self)
   }
 
@@ -184,7 +192,9 @@ extension SimulationWorld {
   mutating func deviceTimerFired(_ index: Int, generation: Int) {
     guard devices[index].timerGeneration == generation, devices[index].isRunning else { return }
     devices[index].timerAt = nil
+    let epoch = devices[index].epoch
     perform(devices[index].core.timerFired(now: now), on: index)
+    guard devices[index].epoch == epoch else { return }
     Domain.timerFired(index, in: &self)
   }
 

@@ -40,7 +40,10 @@ extension SimulationWorld {
   /// The app comes on screen: launched if it was not running, told it is in the foreground.
   mutating func open(_ index: Int) {
     devices[index].forceQuit = false
+    let epoch = devices[index].epoch
     if devices[index].process == .terminated { launch(index) } else { resumeProcess(index) }
+    // Killed while starting: ``crash(_:)`` has its user open it again a few seconds later.
+    guard devices[index].epoch == epoch else { return }
     devices[index].appOpen = true
     devices[index].runsUntil = nil
     devices[index].opens += 1
@@ -55,10 +58,12 @@ extension SimulationWorld {
       }
     }
     // A push the OS held while throttling is delivered when the user launches the app.
-    if let held = devices[index].pushHeldByOS {
+    if let held = devices[index].pushHeldByOS, devices[index].epoch == epoch {
       devices[index].pushHeldByOS = nil
       deliverPush(index, held)
     }
+    // Each step may have killed the app (its user then opens it again): the next runs only if not.
+    guard devices[index].epoch == epoch else { return }
     Domain.appOpened(index, in: &self)
   }
 
@@ -127,11 +132,13 @@ extension SimulationWorld {
     let online = devices[index].online
     guard devices[index].isRunning, devices[index].toldOffline == online else { return }
     devices[index].toldOffline = !online
+    let epoch = devices[index].epoch
     if online {
       perform(devices[index].core.networkBecameAvailable(now: now), on: index)
     } else {
       perform(devices[index].core.networkLost(now: now), on: index)
     }
+    guard devices[index].epoch == epoch else { return }
     Domain.networkChanged(index, online: online, in: &self)
   }
 
@@ -179,14 +186,18 @@ extension SimulationWorld {
     } else if devices[index].process == .suspended {
       resumeProcess(index)
     }
+    // Killed while starting: the wake is over.
+    guard devices[index].process == .running else { return false }
     keepRunning(index, for: scenario.platform.wakeSeconds)
     return true
   }
 
   /// A transfer the OS carried on while the app was suspended ended: the app is woken to hear of it.
-  mutating func wakeForTransfer(_ index: Int) {
-    guard devices[index].process == .suspended else { return }
-    wake(index)
+  /// - Returns: Whether the app runs now (a kill while it resumed ends it).
+  @discardableResult
+  mutating func wakeForTransfer(_ index: Int) -> Bool {
+    guard devices[index].process == .suspended else { return devices[index].isRunning }
+    return wake(index)
   }
 
   /// A suspended app runs again: the requests frozen at suspension fail (the connection was lost), and the
@@ -293,13 +304,14 @@ extension SimulationWorld {
 
   // MARK: - Kills and launches
 
-  /// The app is killed (a crash, a kill between two steps): if its user was looking at it, they open it
-  /// again a few seconds later; else it waits for the OS to launch it (a desktop app is launched at once).
+  /// The app is killed (a crash, a kill between two steps): if its user was looking at it (or opening it),
+  /// they open it again a few seconds later; else it waits for the OS to launch it (a desktop app is
+  /// launched at once).
   mutating func crash(_ index: Int) {
-    let wasOpen = devices[index].appOpen
     devices[index].kills += 1
     kill(index)
-    if wasOpen, let session = devices[index].session {
+    // On screen or opening: the user is in a session.
+    if let session = devices[index].session {
       devices[index].session = nil
       let reopen = now.advanced(by: .seconds(3))
       if reopen < devices[index].script.sessions[session].closes {
@@ -350,6 +362,8 @@ extension SimulationWorld {
     devices[index].shownVersion = 0
     traceLine("device \(index) starts from its record")
     perform(devices[index].core.loaded(record, recovery: recovery, now: now), on: index)
+    // Killed while starting: nothing more runs.
+    guard devices[index].epoch == epoch else { return }
     // A new process assumes a network until its path monitor says otherwise.
     devices[index].toldOffline = false
     tellNetwork(index)
