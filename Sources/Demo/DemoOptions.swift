@@ -45,9 +45,10 @@ struct DemoOptions {
       --server-restarts-per-hour R   server restarts per hour (default 0.1)
       --blob-failure P          share of transfer steps failing (default 0.05)
       --seeds N                 run N seeds from --seed on, with a progress line, and summarize
-      --answer                  answer the seed's question: sweep every strategy, poll-only's interval and the
-                                push loss over many seeds (on every core), and state the cheapest
-                                configuration that meets the target, with 95% intervals (default 2 h per seed)
+      --answer                  answer the seed's question: sweep every strategy, poll-only's interval, request
+                                deadlines and the push loss over many seeds (on every core), and state the
+                                cheapest configuration that meets the target, with 95% intervals (default 2 h
+                                per seed)
       --seeds-per-point N       seeds per configuration for --answer (default 200)
       --target-open S           --answer: while open, a wrong status corrected within S seconds at p99 (default 2)
       --target-after-open S     --answer: on opening, a wrong status corrected within S seconds at p99 (default 5)
