@@ -76,14 +76,8 @@ struct AppSimulationTests {
     #expect(report.recordings > 10 && report.videosSent > 0 && report.videosDelivered == report.videosSent)
     #expect(answer.results.count == 3 && answer.results.allSatisfy { $0.failures == 0 })
     #expect(answer.results.allSatisfy { $0.serverCost.value > 0 })
-    let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-    let begin = try #require(source.range(of: "// APP-BEGIN\n"))
-    let end = try #require(source.range(of: "// APP-END"))
-    let code = String(source[begin.upperBound..<end.lowerBound])
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-      .deletingLastPathComponent()
-    let page = try String(contentsOf: root.appendingPathComponent("docs/simulation.md"), encoding: .utf8)
-    #expect(page.contains(code))
+    let code = try DocumentedCode.code(named: "APP", in: #filePath, indent: 0)
+    #expect(try DocumentedCode.simulationPage(from: #filePath).contains(code))
     #expect(code.split(separator: "\n").count <= 50)
   }
 

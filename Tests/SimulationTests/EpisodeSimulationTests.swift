@@ -79,15 +79,8 @@ struct EpisodeSimulationTests {
     let report = EpisodeSimulation.run(scenario)  // report.nodeKills: how many nodes were killed
     // CLUSTER-END
     #expect(report.violations.isEmpty && report.converged)
-    let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-    let begin = try #require(source.range(of: "// CLUSTER-BEGIN\n"))
-    let end = try #require(source.range(of: "    // CLUSTER-END"))
-    let code = source[begin.upperBound..<end.lowerBound].split(separator: "\n").map { $0.dropFirst(4) }
-      .joined(separator: "\n")
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-      .deletingLastPathComponent()
-    let page = try String(contentsOf: root.appendingPathComponent("docs/simulation.md"), encoding: .utf8)
-    #expect(page.contains(code))
+    let code = try DocumentedCode.code(named: "CLUSTER", in: #filePath, indent: 4)
+    #expect(try DocumentedCode.simulationPage(from: #filePath).contains(code))
   }
 
   @Test("docs/simulation.md's example is this code, and it runs clean")
@@ -97,14 +90,7 @@ struct EpisodeSimulationTests {
     print(report.violations)  // [] when every invariant held
     // DOC-END
     #expect(report.violations.isEmpty && report.converged)
-    let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-    let begin = try #require(source.range(of: "// DOC-BEGIN\n"))
-    let end = try #require(source.range(of: "    // DOC-END"))
-    let code = source[begin.upperBound..<end.lowerBound].split(separator: "\n").map { $0.dropFirst(4) }
-      .joined(separator: "\n")
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-      .deletingLastPathComponent()
-    let page = try String(contentsOf: root.appendingPathComponent("docs/simulation.md"), encoding: .utf8)
-    #expect(page.contains(code))
+    let code = try DocumentedCode.code(named: "DOC", in: #filePath, indent: 4)
+    #expect(try DocumentedCode.simulationPage(from: #filePath).contains(code))
   }
 }

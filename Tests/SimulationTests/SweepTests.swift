@@ -104,14 +104,7 @@ struct SweepDocumentationTests {
     // SWEEP-END
     #expect(answer.results.count == 2 && answer.results.allSatisfy { $0.failures == 0 && $0.seeds == 10 })
     #expect(answer.results[0].serverCost.value > 0 && answer.results[0].parkedSeconds.value > 0)
-    let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-    let begin = try #require(source.range(of: "// SWEEP-BEGIN\n"))
-    let end = try #require(source.range(of: "    // SWEEP-END"))
-    let code = source[begin.upperBound..<end.lowerBound].split(separator: "\n").map { $0.dropFirst(4) }
-      .joined(separator: "\n")
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-      .deletingLastPathComponent()
-    let page = try String(contentsOf: root.appendingPathComponent("docs/simulation.md"), encoding: .utf8)
-    #expect(page.contains(code))
+    let code = try DocumentedCode.code(named: "SWEEP", in: #filePath, indent: 4)
+    #expect(try DocumentedCode.simulationPage(from: #filePath).contains(code))
   }
 }
