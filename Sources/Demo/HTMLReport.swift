@@ -47,7 +47,13 @@ struct HTMLReport {
         x += width
       }
       body += "<p>Share of open-app time in each freshness state (live, settling, connecting, cannot connect):</p>"
-      body += "<svg width='600' height='24' xmlns='http://www.w3.org/2000/svg'>\(bar)</svg>"
+      for (index, name) in ["live", "settling", "connecting", "cannot connect"].enumerated() {
+        let x = Double(index) * 130
+        bar += "<rect x='\(x)' y='30' width='12' height='12' fill='\(colors[name]!)'/>"
+        bar += "<text x='\(x + 16)' y='40' font-size='12'>\(name) \(percent(report.freshnessShare[name] ?? 0))</text>"
+      }
+      body += "<svg width='600' height='46' role='img' aria-label='freshness shares' "
+      body += "xmlns='http://www.w3.org/2000/svg'>\(bar)</svg>"
       body += deviceTimelines(report, colors: colors)
       let shown = report.timeline.prefix(60)
       body += "<h3>The moments that matter</h3>"
@@ -115,6 +121,8 @@ struct HTMLReport {
     return
       "<h3>\(title)</h3><svg width='640' height='\(reports.count * 26)' xmlns='http://www.w3.org/2000/svg'>\(svg)</svg>"
   }
+
+  private func percent(_ share: Double) -> String { String(format: "%.0f%%", share * 100) }
 
   private func escape(_ text: String) -> String {
     text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
