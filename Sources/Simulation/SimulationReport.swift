@@ -65,6 +65,9 @@ public struct SimulationReport: Sendable, Hashable, Codable {
   public var pushesThrottled: Int
   /// Pushes the OS dropped because the user had force-quit the app.
   public var pushesDiscarded: Int
+  /// Pushes that reached the app's engine (after the push service and the OS held, coalesced, dropped or
+  /// duplicated them).
+  public var pushesDelivered: Int
   /// Registrations after the first of each device (expired queues, restarts without a dump).
   public var reregistrations: Int
   /// Share of open-app time in each freshness state (live, settling, connecting, cannot connect): what the

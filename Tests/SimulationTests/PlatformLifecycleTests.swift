@@ -59,6 +59,24 @@ struct PlatformLifecycleTests {
   }
 }
 
+extension PlatformLifecycleTests {
+  @Test("the push service keeps only the newest push for a device it cannot reach")
+  func pushServiceCoalescesWhileUnreachable() {
+    var scenario = quietScenario(seed: 8, strategy: .pushPlusPoll)
+    scenario.behaviour.recordingsPerOpenHour = 30
+    scenario.faults.offlinePerHour = 3
+    scenario.faults.offlineSeconds = 600...1800
+    scenario.platform = .desktop
+    let keepingAll = Simulation.run(scenario)
+    scenario.platform.pushServiceKeepsNewestOnly = true
+    let keepingNewest = Simulation.run(scenario)
+    #expect(keepingAll.converged && keepingNewest.converged)
+    // The same pushes are sent (the same writes, the same outages); fewer reach the engines.
+    #expect(keepingNewest.pushesSent == keepingAll.pushesSent)
+    #expect(keepingNewest.pushesDelivered < keepingAll.pushesDelivered)
+  }
+}
+
 /// Every strategy run on one seed must meet the same users and the same network: cost differences are then
 /// the strategies', not the workload's.
 @Suite("Simulation: common random numbers")

@@ -103,6 +103,8 @@ final class SimulatedDevice<Domain: SimulatedDomain> {
   var wakes = 0
   var pushesDiscarded = 0
   var pushesThrottled = 0
+  /// Pushes that reached the engine.
+  var pushesDelivered = 0
   var registrations = 0
   /// How many times the app was killed: actions computed before a kill are not performed after it.
   var epoch = 0

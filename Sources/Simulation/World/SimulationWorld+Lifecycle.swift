@@ -299,6 +299,7 @@ extension SimulationWorld {
     var hint = Core.PushHint(decoded)
     if scenario.strategy != .pushPlusPollPayload { hint.events = nil }
     traceLine("push reaches device \(index)")
+    devices[index].pushesDelivered += 1
     perform(devices[index].core.pushReceived(hint, now: now), on: index)
   }
 

@@ -174,6 +174,7 @@ extension SimulationWorld {
       pushesAppliedWithoutRequest: devices.map(\.core.metrics.pushesApplied).reduce(0, +),
       pushesThrottled: devices.map(\.pushesThrottled).reduce(0, +),
       pushesDiscarded: devices.map(\.pushesDiscarded).reduce(0, +),
+      pushesDelivered: devices.map(\.pushesDelivered).reduce(0, +),
       reregistrations: devices.map { max($0.registrations - 1, 0) }.reduce(0, +),
       freshnessShare: freshness,
       appOpens: devices.map(\.opens).reduce(0, +),
