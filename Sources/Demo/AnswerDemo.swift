@@ -130,21 +130,12 @@ struct AnswerDemo {
 
   /// How far a result is from the target, summed over its bounds (0 when it meets them).
   static func misses(_ result: SweepResult, _ target: ExperienceTarget) -> Double {
-    max(0, result.whileOpenP99.high / target.whileOpenP99 - 1)
-      + max(0, result.afterOpeningP99.high / target.afterOpeningP99 - 1)
-      + max(0, result.closedMedian.high / target.closedMedian - 1) + Double(result.failures)
+    result.bounds(target).map { max(0, $0.high / $0.limit - 1) }.reduce(0, +) + Double(result.failures)
   }
 
   static func shortfall(_ result: SweepResult, _ target: ExperienceTarget) -> String {
-    var misses: [String] = []
-    if result.whileOpenP99.high > target.whileOpenP99 {
-      misses.append("while open p99 up to \(Percentiles.format(result.whileOpenP99.high))")
-    }
-    if result.afterOpeningP99.high > target.afterOpeningP99 {
-      misses.append("after opening p99 up to \(Percentiles.format(result.afterOpeningP99.high))")
-    }
-    if result.closedMedian.high > target.closedMedian {
-      misses.append("closed median up to \(Percentiles.format(result.closedMedian.high))")
+    var misses = result.bounds(target).filter { $0.high > $0.limit }.map {
+      "\($0.name) up to \(Percentiles.format($0.high))"
     }
     if result.failures > 0 { misses.append("\(result.failures) runs failed") }
     return misses.joined(separator: ", ")

@@ -55,8 +55,17 @@ public struct SweepResult: Sendable, Hashable, Codable {
 
   /// Whether the upper end of every experience figure meets `target` (and every seed converged).
   public func meets(_ target: ExperienceTarget) -> Bool {
-    failures == 0 && whileOpenP99.high <= target.whileOpenP99 && afterOpeningP99.high <= target.afterOpeningP99
-      && closedMedian.high <= target.closedMedian
+    failures == 0 && bounds(target).allSatisfy { $0.high <= $0.limit }
+  }
+
+  /// Each experience figure's name and the upper end of its interval, beside the target's bound for it: what
+  /// ``meets(_:)`` checks, and what a report says when a point misses.
+  public func bounds(_ target: ExperienceTarget) -> [(name: String, high: Double, limit: Double)] {
+    [
+      ("while open p99", whileOpenP99.high, target.whileOpenP99),
+      ("after opening p99", afterOpeningP99.high, target.afterOpeningP99),
+      ("closed median", closedMedian.high, target.closedMedian),
+    ]
   }
 
   /// Aggregates the reports of one point's seeds.
