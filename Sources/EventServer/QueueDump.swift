@@ -48,7 +48,7 @@ public struct QueueDump<Event: EventPayload>: Sendable, Equatable, Codable {
     }
     var dump: QueueDump
     do {
-      dump = try JSONDecoder().decode(QueueDump.self, from: data)
+      dump = try WireJSON.decode(QueueDump.self, from: data)
     } catch {
       throw .corrupt(String(describing: error))
     }

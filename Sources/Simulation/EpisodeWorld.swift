@@ -315,7 +315,7 @@ struct EpisodeWorld {
       do {
         actions = core.registerSucceeded(
           request,
-          try WireFormat.decode(Registration<EpisodeProjection>.self, from: Data(bytes)),
+          try WireFormat.decode(Registration<EpisodeProjection>.self, from: bytes),
           now: now
         )
       } catch {
@@ -323,7 +323,7 @@ struct EpisodeWorld {
       }
     case (.poll, .success(let bytes)):
       do {
-        let events = try WireFormat.decode(EventsReply<EpisodeEvent>.self, from: Data(bytes)).events
+        let events = try WireFormat.decode(EventsReply<EpisodeEvent>.self, from: bytes).events
         actions = core.pollSucceeded(request, events, now: now)
         batchesChecked += 1
         devices[index].core = core
@@ -336,7 +336,7 @@ struct EpisodeWorld {
       do {
         actions = core.submitSucceeded(
           request,
-          try WireFormat.decode(MutationReceipt.self, from: Data(bytes)),
+          try WireFormat.decode(MutationReceipt.self, from: bytes),
           now: now
         )
       } catch {

@@ -31,7 +31,7 @@ struct JournalEntry<Event: EventPayload, Mutation: Codable & Sendable & Equatabl
 
   func encoded() throws(PersistenceError) -> Data {
     do {
-      return try WireFormat.encode(self)
+      return try WireJSON.encodeData(self, sortedKeys: false)
     } catch {
       throw .writeFailed("cannot encode a journal entry: \(error)")
     }
@@ -51,7 +51,7 @@ struct JournalEntry<Event: EventPayload, Mutation: Codable & Sendable & Equatabl
     var record = record
     var replayed = 0
     for data in entries {
-      guard let entry = try? JSONDecoder().decode(JournalEntry.self, from: data),
+      guard let entry = try? WireJSON.decode(JournalEntry.self, from: data),
         (try? PersistedRecord<NoState, Mutation>.RecordHeader(of: entry.record).validate()) != nil
       else { break }
       var state = record.state

@@ -5,7 +5,7 @@ extension PersistedRecord {
   /// Encodes the record as JSON.
   public func encoded() throws(PersistenceError) -> Data {
     do {
-      return try WireFormat.encode(self)
+      return try WireJSON.encodeData(self, sortedKeys: false)
     } catch {
       throw .writeFailed("cannot encode the record: \(error)")
     }
@@ -19,7 +19,7 @@ extension PersistedRecord {
     try checkVersion(of: data)
     let record: PersistedRecord
     do {
-      record = try JSONDecoder().decode(PersistedRecord.self, from: data)
+      record = try WireJSON.decode(PersistedRecord.self, from: data)
     } catch {
       throw .corrupt("not a valid record: \(error)")
     }
@@ -52,9 +52,16 @@ extension PersistedRecord {
     for reducer: Reducer
   ) -> Restoration where Reducer.State == State, Reducer.Mutation == Mutation {
     let header: RecordHeader
+    let document: WireJSONDocument
     do {
-      try checkVersion(of: data)
-      header = try RecordHeader.decode(data)
+      // Parsed once; each part below is decoded from the same parse and can fail alone.
+      do {
+        document = try WireJSONDocument(data)
+      } catch {
+        throw PersistenceError.corrupt("not JSON: \(error)")
+      }
+      try checkVersion(of: document)
+      header = try RecordHeader.decode(document)
       try header.validate()
     } catch {
       return Restoration(record: nil, mustSetAside: true, notes: [setAsideNote(error, data)])
@@ -64,7 +71,7 @@ extension PersistedRecord {
     var outbox: [OutboxEntry<Mutation>] = []
     var rejected: [RejectedMutation<Mutation>] = []
     do {
-      let part = try JSONDecoder().decode(OutboxPart.self, from: data)
+      let part = try document.decode(OutboxPart.self)
       if let problem = outboxProblem(part.outbox, part.rejected, nextMutationID: header.nextMutationID) {
         throw PersistenceError.corrupt(problem)
       }
@@ -73,7 +80,7 @@ extension PersistedRecord {
       mustSetAside = true
       notes.append(setAsideNote(PersistenceError.corrupt("the outbox no longer decodes: \(error)"), data))
     }
-    let deviceData = (try? JSONDecoder().decode(DevicePart.self, from: data))?.deviceData
+    let deviceData = (try? document.decode(DevicePart.self))?.deviceData
     var record = PersistedRecord(
       clientID: header.clientID,
       stateVersion: reducer.stateVersion,
@@ -90,13 +97,12 @@ extension PersistedRecord {
     )
     let stored = header.stateVersion ?? 1
     do {
-      let decoder = JSONDecoder()
-      decoder.userInfo[StatePart.reducerKey] = StatePart.Reading(
+      let reading = StatePart.Reading(
         storedVersion: stored,
         currentVersion: reducer.stateVersion,
         migrate: { try reducer.migrateState(from: $0, storedVersion: $1) }
       )
-      if let state = try decoder.decode(StatePart.self, from: data).state {
+      if let state = try document.decode(StatePart.self, userInfo: [StatePart.reducerKey: reading]).state {
         record.state = state
         record.finger = header.finger
         record.lastContactAt = header.lastContactAt
@@ -113,7 +119,7 @@ extension PersistedRecord {
 
   /// How many writes an unusable file's outbox holds, when that much can be read.
   public static func countWrites(in data: Data) -> Int? {
-    try? JSONDecoder().decode(OutboxCounter.self, from: data).count
+    try? WireJSON.decode(OutboxCounter.self, from: data).count
   }
 
   private static func setAsideNote(_ error: any Error, _ data: Data) -> StoreRecovery {
@@ -122,7 +128,20 @@ extension PersistedRecord {
   }
 
   private static func checkVersion(of data: Data) throws(PersistenceError) {
-    guard let version = WireFormat.formatVersion(of: data) else {
+    try checkVersion(version: WireFormat.formatVersion(of: data))
+  }
+
+  private static func checkVersion(of document: WireJSONDocument) throws(PersistenceError) {
+    try checkVersion(version: (try? document.decode(FormatVersion.self))?.version)
+  }
+
+  /// The `version` field alone.
+  private struct FormatVersion: Decodable {
+    var version: Int
+  }
+
+  private static func checkVersion(version: Int?) throws(PersistenceError) {
+    guard let version else {
       throw .corrupt("not a persisted record: no format version")
     }
     guard version <= currentVersion else { throw .newerVersion(found: version, supported: currentVersion) }
@@ -173,9 +192,9 @@ extension PersistedRecord {
       nextMutationID = record.nextMutationID
     }
 
-    static func decode(_ data: Data) throws(PersistenceError) -> RecordHeader {
+    static func decode(_ document: WireJSONDocument) throws(PersistenceError) -> RecordHeader {
       do {
-        return try JSONDecoder().decode(RecordHeader.self, from: data)
+        return try document.decode(RecordHeader.self)
       } catch {
         throw .corrupt("not a valid record: \(error)")
       }

@@ -127,7 +127,7 @@ public actor VideoDevice {
     guard !isStarted else { return }
     isStarted = true
     await machine.start()
-    if let data = await machine.deviceData, let saved = try? JSONDecoder().decode(TransferQueue.self, from: data) {
+    if let data = await machine.deviceData, let saved = try? WireJSON.decode(TransferQueue.self, from: data) {
       transfers = saved
     }
     await perform(transfers.restarted(now: readClock()))
@@ -238,7 +238,7 @@ public actor VideoDevice {
       case .submit(let command):
         _ = await machine.submit(command)
       case .save:
-        if let data = try? JSONEncoder().encode(transfers) { await machine.saveDeviceData(data) }
+        if let data = try? WireJSON.encodeData(transfers, sortedKeys: false) { await machine.saveDeviceData(data) }
       }
     }
     reschedule()

@@ -30,7 +30,7 @@ public enum ServerLogCodec {
   public static func encode<Command>(_ entry: ServerLogEntry<Command>) throws(ServerLogError) -> Data {
     let payload: Data
     do {
-      payload = try JSONEncoder().encode(entry)
+      payload = try WireJSON.encodeData(entry, sortedKeys: false)
     } catch {
       throw .undecodable("a log entry cannot be encoded: \(error)")
     }
@@ -68,7 +68,7 @@ public enum ServerLogCodec {
     let payload = bytes[(start + headerLength)...]
     guard digest(payload) == checksum else { return .torn }
     do {
-      return .entry(try JSONDecoder().decode(ServerLogEntry<Command>.self, from: payload))
+      return .entry(try WireJSON.decode(ServerLogEntry<Command>.self, from: payload))
     } catch {
       throw .undecodable("log record \(position): \(error)")
     }

@@ -44,7 +44,7 @@ public struct ServerSnapshot<Application: ServerApplication & Codable>: Sendable
   /// - Throws: ``ServerLogError/undecodable(_:)`` when the application cannot be encoded.
   public func encoded() throws(ServerLogError) -> Data {
     do {
-      return try JSONEncoder().encode(self)
+      return try WireJSON.encodeData(self, sortedKeys: false)
     } catch {
       throw .undecodable("the snapshot cannot be encoded: \(error)")
     }
@@ -57,7 +57,7 @@ public struct ServerSnapshot<Application: ServerApplication & Codable>: Sendable
     guard let version = WireFormat.formatVersion(of: data) else { throw .undecodable("snapshot: no format version") }
     guard version <= currentVersion else { throw .newerFormat(found: version, supported: currentVersion) }
     do {
-      let snapshot = try JSONDecoder().decode(ServerSnapshot.self, from: data)
+      let snapshot = try WireJSON.decode(ServerSnapshot.self, from: data)
       try snapshot.queues.validate()
       return snapshot
     } catch let error as QueueDumpError {

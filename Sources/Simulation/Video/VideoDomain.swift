@@ -173,9 +173,9 @@ enum VideoDomain: SimulatedDomain {
   static func launching(_ index: Int, in world: inout SimulationWorld<Self>) {
     let device = world.devices[index]
     // The saved queue goes through its real bytes, as it would from the record's device data.
-    let savedQueue = device.extra.diskTransfers.flatMap { try? JSONEncoder().encode($0) }
+    let savedQueue = device.extra.diskTransfers.flatMap { try? WireJSON.encodeData($0, sortedKeys: false) }
     device.extra.transfers =
-      savedQueue.flatMap { try? JSONDecoder().decode(TransferQueue.self, from: $0) }
+      savedQueue.flatMap { try? WireJSON.decode(TransferQueue.self, from: $0) }
       ?? makeTransferQueue(device: index, epoch: device.epoch, seed: world.scenario.seed)
     device.extra.savedTransfers = device.extra.diskTransfers
     // The failures in a row carry over as saved (progress since the last save is not saved).

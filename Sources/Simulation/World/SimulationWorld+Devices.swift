@@ -131,7 +131,7 @@ extension SimulationWorld {
     switch (exchange, answer) {
     case (.register, .body(let bytes)):
       do {
-        let registration = try WireFormat.decode(Registration<Application.Snapshot>.self, from: Data(bytes))
+        let registration = try WireFormat.decode(Registration<Application.Snapshot>.self, from: bytes)
         devices[index].reachedServer = true
         actions = core.registerSucceeded(request, registration, now: now)
       } catch {
@@ -139,7 +139,7 @@ extension SimulationWorld {
       }
     case (.poll, .body(let bytes)):
       do {
-        let reply = try WireFormat.decode(EventsReply<Application.Event>.self, from: Data(bytes))
+        let reply = try WireFormat.decode(EventsReply<Application.Event>.self, from: bytes)
         devices[index].reachedServer = true
         actions = core.pollSucceeded(request, reply.events, now: now)
       } catch {
@@ -149,7 +149,7 @@ extension SimulationWorld {
       do {
         actions = core.submitSucceeded(
           request,
-          try WireFormat.decode(MutationReceipt.self, from: Data(bytes)),
+          try WireFormat.decode(MutationReceipt.self, from: bytes),
           now: now
         )
       } catch {
@@ -165,7 +165,7 @@ extension SimulationWorld {
       actions = core.submitFailed(request, error, now: now)
     case (.fetch, .body(let bytes)):
       do {
-        let answer = try WireFormat.decode(FetchAnswer<Application.FetchedItem>.self, from: Data(bytes))
+        let answer = try WireFormat.decode(FetchAnswer<Application.FetchedItem>.self, from: bytes)
         actions = core.fetchSucceeded(request, answer, now: now)
       } catch {
         actions = core.fetchFailed(request, .api(error), now: now)

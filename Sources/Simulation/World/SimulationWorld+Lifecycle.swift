@@ -293,7 +293,7 @@ extension SimulationWorld {
   }
 
   mutating func deliverPush(_ index: Int, _ payload: [UInt8]) {
-    guard let decoded = try? JSONDecoder().decode(PushPayload<Application.Event>.self, from: Data(payload)) else {
+    guard let decoded = try? WireJSON.decode(PushPayload<Application.Event>.self, from: payload) else {
       return
     }
     var hint = Core.PushHint(decoded)

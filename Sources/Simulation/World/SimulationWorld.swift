@@ -356,7 +356,7 @@ struct SimulationWorld<Domain: SimulatedDomain> {
   }
 
   func encode(_ value: some Encodable) -> [UInt8] {
-    (try? WireFormat.encode(value)).map { [UInt8]($0) } ?? []
+    (try? WireFormat.encodeBytes(value)) ?? []
   }
 
   /// Performs the server's actions: answers parked polls, sends pushes through the lossy push service.

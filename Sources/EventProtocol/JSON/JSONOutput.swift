@@ -1,0 +1,291 @@
+import Foundation
+
+/// The bytes of one JSON document being written in a single pass, and the values still open in it.
+///
+/// Each value being encoded has an entry on ``open`` at its depth: `pending` until it asks for a container,
+/// then an object, an array or a single value. A value is closed when its `encode(to:)` returns, or when a
+/// shallower container writes again (a nested container has no end of its own). Objects are written in the
+/// order their members are encoded; with ``sortsKeys`` an object whose keys are out of order is rewritten in
+/// place when it closes, so the output equals `JSONEncoder`'s with `.sortedKeys` (keys compare as UTF-8).
+final class JSONOutput {
+  /// What an open value has become.
+  enum Kind: UInt8 {
+    /// Its `encode(to:)` has not yet asked for a container: closing it writes `{}`, as `JSONEncoder` does.
+    case pending
+    case object
+    case array
+    /// A single value container wrote it.
+    case single
+  }
+
+  /// A value still being written.
+  struct OpenValue {
+    var kind: Kind
+    /// Which value this is, so a container that outlived its value is refused instead of writing elsewhere.
+    var serial: UInt32
+    /// Members or elements written so far.
+    var count: Int
+    /// Where this object's member offsets begin in ``memberStarts``.
+    var membersBase: Int
+    /// The key this value was encoded under (`nil` at the top), for `codingPath`.
+    var key: (any CodingKey)?
+  }
+
+  var bytes: [UInt8] = []
+  let sortsKeys: Bool
+  private(set) var open: [OpenValue] = []
+  /// The offset of each member (its key's opening quote) of every open object, innermost last.
+  private var memberStarts: [Int] = []
+  private var lastSerial: UInt32 = 0
+  /// False when the top-level value asked for no container (`JSONEncoder` refuses such a value).
+  private(set) var askedForContainer = true
+
+  init(sortsKeys: Bool, capacity: Int = 256) {
+    self.sortsKeys = sortsKeys
+    bytes.reserveCapacity(capacity)
+  }
+
+  /// The keys leading to the value at `depth`.
+  func codingPath(_ depth: Int) -> [any CodingKey] {
+    let last = min(depth, open.count - 1)
+    guard last >= 1 else { return [] }
+    return open[1...last].compactMap(\.key)
+  }
+
+  // MARK: Values and containers
+
+  /// Opens a pending value at the next depth and returns its depth.
+  func pushValue(key: (any CodingKey)?) -> Int {
+    lastSerial &+= 1
+    open.append(OpenValue(kind: .pending, serial: lastSerial, count: 0, membersBase: 0, key: key))
+    return open.count - 1
+  }
+
+  /// Closes every value at `depth` and deeper.
+  func closeValues(downTo depth: Int) {
+    while open.count > depth {
+      let value = open.removeLast()
+      switch value.kind {
+      case .pending:
+        if open.isEmpty { askedForContainer = false }
+        bytes.append(contentsOf: [UInt8(ascii: "{"), UInt8(ascii: "}")])
+      case .object:
+        if sortsKeys && value.count > 1 { sortMembers(from: value.membersBase) }
+        memberStarts.removeSubrange(value.membersBase...)
+        bytes.append(UInt8(ascii: "}"))
+      case .array: bytes.append(UInt8(ascii: "]"))
+      case .single: break
+      }
+    }
+  }
+
+  /// Makes the value at `depth` an object (or returns the object it already is) and returns its serial.
+  func beginObject(at depth: Int) -> UInt32 {
+    closeValues(downTo: depth + 1)
+    switch open[depth].kind {
+    case .pending:
+      open[depth].kind = .object
+      open[depth].membersBase = memberStarts.count
+      bytes.append(UInt8(ascii: "{"))
+    case .object: break
+    case .array, .single:
+      preconditionFailure("a keyed container was asked for a value already encoded as \(open[depth].kind)")
+    }
+    return open[depth].serial
+  }
+
+  /// Makes the value at `depth` an array and returns its serial.
+  func beginArray(at depth: Int) -> UInt32 {
+    closeValues(downTo: depth + 1)
+    switch open[depth].kind {
+    case .pending:
+      open[depth].kind = .array
+      bytes.append(UInt8(ascii: "["))
+    case .array: break
+    case .object, .single:
+      preconditionFailure("an unkeyed container was asked for a value already encoded as \(open[depth].kind)")
+    }
+    return open[depth].serial
+  }
+
+  /// Marks the value at `depth` as written by a single value container.
+  func beginSingleValue(at depth: Int) throws {
+    closeValues(downTo: depth + 1)
+    guard open.count > depth, open[depth].kind == .pending else {
+      throw EncodingError.invalidValue(
+        (),
+        .init(codingPath: codingPath(depth), debugDescription: "a single value container encoded a second value")
+      )
+    }
+    open[depth].kind = .single
+  }
+
+  /// Checks that the container `serial` at `depth` is still open, closing anything deeper.
+  private func enter(_ depth: Int, _ serial: UInt32) throws {
+    if open.count > depth + 1 { closeValues(downTo: depth + 1) }
+    guard open.count > depth, open[depth].serial == serial else {
+      throw EncodingError.invalidValue(
+        (),
+        .init(codingPath: [], debugDescription: "a container was used after the value it belongs to was encoded")
+      )
+    }
+  }
+
+  /// Starts a member of the object `serial` at `depth`: its separator and key.
+  func beginMember(_ key: String, at depth: Int, serial: UInt32) throws {
+    try enter(depth, serial)
+    if open[depth].count > 0 { bytes.append(UInt8(ascii: ",")) }
+    open[depth].count += 1
+    memberStarts.append(bytes.count)
+    write(key)
+    bytes.append(UInt8(ascii: ":"))
+  }
+
+  /// Starts an element of the array `serial` at `depth` and returns its index.
+  func beginElement(at depth: Int, serial: UInt32) throws -> Int {
+    try enter(depth, serial)
+    let index = open[depth].count
+    if index > 0 { bytes.append(UInt8(ascii: ",")) }
+    open[depth].count += 1
+    return index
+  }
+
+  // MARK: Sorting an object's members
+
+  /// Rewrites the members from `base` (the innermost object's) in key order, if they are not in it already.
+  private func sortMembers(from base: Int) {
+    let starts = memberStarts[base...]
+    var sorted = true
+    var previous = key(at: starts.first!)
+    for start in starts.dropFirst() {
+      let current = key(at: start)
+      if !previous.lexicographicallyPrecedes(current) {
+        sorted = false
+        break
+      }
+      previous = current
+    }
+    if sorted { return }
+    let ranges = starts.indices.map { index -> Range<Int> in
+      let end = index + 1 < memberStarts.count ? memberStarts[index + 1] - 1 : bytes.count
+      return memberStarts[index]..<end
+    }
+    let keys = ranges.map { key(at: $0.lowerBound) }
+    let order = ranges.indices.sorted { keys[$0].lexicographicallyPrecedes(keys[$1]) }
+    var rewritten: [UInt8] = []
+    rewritten.reserveCapacity(bytes.count - ranges[0].lowerBound)
+    for (position, index) in order.enumerated() {
+      if position > 0 { rewritten.append(UInt8(ascii: ",")) }
+      rewritten.append(contentsOf: bytes[ranges[index]])
+    }
+    bytes.replaceSubrange(ranges[0].lowerBound..<bytes.count, with: rewritten)
+  }
+
+  /// The key (unescaped UTF-8) of the member whose opening quote is at `start`.
+  private func key(at start: Int) -> ArraySlice<UInt8> {
+    var end = start + 1
+    var escaped = false
+    while bytes[end] != UInt8(ascii: "\"") {
+      if bytes[end] == UInt8(ascii: "\\") {
+        escaped = true
+        end += 1
+      }
+      end += 1
+    }
+    guard escaped else { return bytes[(start + 1)..<end] }
+    return ArraySlice((try? JSONTape.unescape(bytes[(start + 1)..<end])) ?? [])
+  }
+
+  // MARK: Scalars
+
+  func writeNull() {
+    bytes.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")])
+  }
+
+  func write(_ value: Bool) {
+    if value {
+      bytes.append(contentsOf: [UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e")])
+    } else {
+      bytes.append(contentsOf: [
+        UInt8(ascii: "f"), UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e"),
+      ])
+    }
+  }
+
+  func write(_ value: Int64) {
+    if value < 0 {
+      bytes.append(UInt8(ascii: "-"))
+      write(value.magnitude)
+    } else {
+      write(UInt64(value))
+    }
+  }
+
+  func write(_ value: UInt64) {
+    if value < 10 {
+      bytes.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: value))
+      return
+    }
+    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for UInt64.max's 20 digits
+    let count = withUnsafeMutableBytes(of: &digits) { buffer -> Int in
+      var remaining = value
+      var index = buffer.count
+      while remaining > 0 {
+        index -= 1
+        buffer[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: remaining % 10)
+        remaining /= 10
+      }
+      bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[index...]))
+      return buffer.count - index
+    }
+    _ = count
+  }
+
+  /// Writes a floating-point number as `JSONEncoder` does: its shortest description without a `.0` ending.
+  func write<Number: BinaryFloatingPoint & LosslessStringConvertible>(_ value: Number, depth: Int) throws {
+    guard value.isFinite else {
+      throw EncodingError.invalidValue(
+        value,
+        .init(
+          codingPath: codingPath(depth),
+          debugDescription: "Unable to encode \(Number.self).\(value) directly in JSON."
+        )
+      )
+    }
+    var text = value.description
+    if text.hasSuffix(".0") { text.removeLast(2) }
+    bytes.append(contentsOf: text.utf8)
+  }
+
+  /// Writes a string, quoted and escaped as `JSONEncoder` escapes it (including `/` as `\/`).
+  func write(_ value: String) {
+    var value = value
+    value.withUTF8 { utf8 in
+      bytes.append(UInt8(ascii: "\""))
+      var runStart = 0
+      for index in 0..<utf8.count {
+        let byte = utf8[index]
+        guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "/")
+        else { continue }
+        if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
+        runStart = index + 1
+        bytes.append(UInt8(ascii: "\\"))
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): bytes.append(byte)
+        case 0x08: bytes.append(UInt8(ascii: "b"))
+        case 0x0C: bytes.append(UInt8(ascii: "f"))
+        case 0x0A: bytes.append(UInt8(ascii: "n"))
+        case 0x0D: bytes.append(UInt8(ascii: "r"))
+        case 0x09: bytes.append(UInt8(ascii: "t"))
+        default:
+          let hex: [UInt8] = Array("0123456789abcdef".utf8)
+          bytes.append(contentsOf: [
+            UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
+          ])
+        }
+      }
+      if runStart < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
+      bytes.append(UInt8(ascii: "\""))
+    }
+  }
+}

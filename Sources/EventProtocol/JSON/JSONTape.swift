@@ -1,0 +1,422 @@
+import Foundation
+
+/// A JSON document parsed once into a flat list of its values, which decoding then reads without parsing
+/// again: the bytes are kept and each string or number is read from them only when a field asks for it.
+///
+/// Values are in document order. A container's entry is followed by its children (an object's as key,
+/// value, key, value…) and records the index just past them, so a decoder skips a field it does not want in
+/// one step. The grammar is RFC 8259's, strictly: no trailing commas, no leading zeros, no control
+/// characters or invalid UTF-8 in strings, no lone surrogates, nothing after the value but white space,
+/// and at most ``maximumDepth`` nested containers.
+final class JSONTape {
+  /// What a value is.
+  enum Kind: UInt8 {
+    case null, `false`, `true`, number, string, array, object
+  }
+
+  /// One value: its kind, its bytes (a string's between the quotes), and where the next sibling starts.
+  struct Entry {
+    var kind: Kind
+    /// For a string: it contains escapes. For a number: it has a fraction or an exponent.
+    var flag: Bool
+    var start: UInt32
+    var end: UInt32
+    /// The index just past this value and its children.
+    var next: UInt32
+    /// An array's elements or an object's members.
+    var count: UInt32
+  }
+
+  /// The deepest nesting accepted, as `JSONDecoder`'s.
+  static let maximumDepth = 512
+
+  let bytes: [UInt8]
+  private(set) var entries: [Entry] = []
+  /// The keys leading to the value being decoded (a stack; see `JSONTapeDecoder`).
+  var path: [any CodingKey] = []
+  /// What decoders' `userInfo` holds.
+  var userInfo: [CodingUserInfoKey: Any] = [:]
+  /// Member lookup tables of large objects, built on first use.
+  var memberTables: [UInt32: [String: UInt32]] = [:]
+
+  /// Parses `bytes`.
+  /// - Throws: `DecodingError.dataCorrupted` naming the offset of the first byte that is not valid JSON.
+  init(_ bytes: [UInt8]) throws {
+    self.bytes = bytes
+    entries.reserveCapacity(bytes.count / 8 + 4)
+    let parsed: Result<Void, JSONTapeError> = bytes.withUnsafeBufferPointer { buffer in
+      do throws(JSONTapeError) {
+        var parser = Parser(bytes: buffer, position: 0)
+        try parser.skipWhitespace()
+        try parser.parseValue(into: &entries, depth: 0)
+        try parser.skipWhitespace(allowingEnd: true)
+        guard parser.position == buffer.count else {
+          throw JSONTapeError(offset: parser.position, "unexpected text after the value")
+        }
+        return .success(())
+      } catch {
+        return .failure(error)
+      }
+    }
+    if case .failure(let error) = parsed {
+      throw DecodingError.dataCorrupted(
+        .init(
+          codingPath: [],
+          debugDescription: "The given data was not valid JSON: \(error.reason) at byte \(error.offset)."
+        )
+      )
+    }
+  }
+
+  subscript(index: UInt32) -> Entry { entries[Int(index)] }
+
+  // MARK: Reading scalars
+
+  /// The string at `index` (which must be a string entry).
+  func string(at index: UInt32) -> String {
+    let entry = entries[Int(index)]
+    let raw = bytes[Int(entry.start)..<Int(entry.end)]
+    guard entry.flag else { return String(decoding: raw, as: UTF8.self) }
+    return String(decoding: (try? Self.unescape(raw)) ?? [], as: UTF8.self)
+  }
+
+  /// Whether the string at `index` equals `text`.
+  func string(at index: UInt32, equals text: String) -> Bool {
+    let entry = entries[Int(index)]
+    guard !entry.flag else { return string(at: index) == text }
+    let length = Int(entry.end - entry.start)
+    guard text.utf8.count == length else { return false }
+    var text = text
+    return text.withUTF8 { utf8 in
+      bytes.withUnsafeBufferPointer { buffer in
+        length == 0 || memcmp(utf8.baseAddress!, buffer.baseAddress! + Int(entry.start), length) == 0
+      }
+    }
+  }
+
+  /// The text of the number at `index`.
+  func numberText(at index: UInt32) -> String {
+    let entry = entries[Int(index)]
+    return String(decoding: bytes[Int(entry.start)..<Int(entry.end)], as: UTF8.self)
+  }
+
+  /// The number at `index` as an integer of 64 bits, when it is written as one and fits.
+  func integer(at index: UInt32) -> Int64? {
+    let entry = entries[Int(index)]
+    guard !entry.flag else { return nil }
+    var position = Int(entry.start)
+    let negative = bytes[position] == UInt8(ascii: "-")
+    if negative { position += 1 }
+    var magnitude: UInt64 = 0
+    while position < Int(entry.end) {
+      let (times10, overflow1) = magnitude.multipliedReportingOverflow(by: 10)
+      let (sum, overflow2) = times10.addingReportingOverflow(UInt64(bytes[position] &- UInt8(ascii: "0")))
+      if overflow1 || overflow2 { return nil }
+      magnitude = sum
+      position += 1
+    }
+    if negative {
+      return magnitude <= UInt64(Int64.max) + 1 ? Int64(truncatingIfNeeded: 0 &- magnitude) : nil
+    }
+    return magnitude <= UInt64(Int64.max) ? Int64(magnitude) : nil
+  }
+
+  /// The number at `index` as an unsigned integer of 64 bits, when it is written as one and fits.
+  func unsignedInteger(at index: UInt32) -> UInt64? {
+    let entry = entries[Int(index)]
+    guard !entry.flag else { return nil }
+    let negative = bytes[Int(entry.start)] == UInt8(ascii: "-")
+    var magnitude: UInt64 = 0
+    for position in (Int(entry.start) + (negative ? 1 : 0))..<Int(entry.end) {
+      let (times10, overflow1) = magnitude.multipliedReportingOverflow(by: 10)
+      let (sum, overflow2) = times10.addingReportingOverflow(UInt64(bytes[position] &- UInt8(ascii: "0")))
+      if overflow1 || overflow2 { return nil }
+      magnitude = sum
+    }
+    return negative && magnitude != 0 ? nil : magnitude
+  }
+
+  /// Decodes a string's escapes (the bytes between its quotes).
+  static func unescape(_ raw: ArraySlice<UInt8>) throws(JSONTapeError) -> [UInt8] {
+    var result: [UInt8] = []
+    result.reserveCapacity(raw.count)
+    var index = raw.startIndex
+    func hex(_ at: Int) throws(JSONTapeError) -> UInt32 {
+      guard at + 4 <= raw.endIndex else { throw JSONTapeError(offset: at, "a \\u escape needs four hex digits") }
+      var value: UInt32 = 0
+      for byte in raw[at..<(at + 4)] {
+        let digit: UInt8
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+        default: throw JSONTapeError(offset: at, "a \\u escape needs four hex digits")
+        }
+        value = value << 4 | UInt32(digit)
+      }
+      return value
+    }
+    while index < raw.endIndex {
+      let byte = raw[index]
+      guard byte == UInt8(ascii: "\\") else {
+        result.append(byte)
+        index += 1
+        continue
+      }
+      guard index + 1 < raw.endIndex else { throw JSONTapeError(offset: index, "an escape ends the string") }
+      let escaped = raw[index + 1]
+      index += 2
+      switch escaped {
+      case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): result.append(escaped)
+      case UInt8(ascii: "b"): result.append(0x08)
+      case UInt8(ascii: "f"): result.append(0x0C)
+      case UInt8(ascii: "n"): result.append(0x0A)
+      case UInt8(ascii: "r"): result.append(0x0D)
+      case UInt8(ascii: "t"): result.append(0x09)
+      case UInt8(ascii: "u"):
+        var scalar = try hex(index)
+        index += 4
+        if (0xD800..<0xDC00).contains(scalar) {
+          guard index + 6 <= raw.endIndex, raw[index] == UInt8(ascii: "\\"), raw[index + 1] == UInt8(ascii: "u") else {
+            throw JSONTapeError(offset: index, "a high surrogate without its low surrogate")
+          }
+          let low = try hex(index + 2)
+          guard (0xDC00..<0xE000).contains(low) else {
+            throw JSONTapeError(offset: index, "a high surrogate without its low surrogate")
+          }
+          scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+          index += 6
+        } else if (0xDC00..<0xE000).contains(scalar) {
+          throw JSONTapeError(offset: index, "a low surrogate without its high surrogate")
+        }
+        result.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
+      default: throw JSONTapeError(offset: index - 1, "an unknown escape")
+      }
+    }
+    return result
+  }
+}
+
+/// Where and why a document is not valid JSON.
+struct JSONTapeError: Error {
+  var offset: Int
+  var reason: String
+
+  init(offset: Int, _ reason: String) {
+    self.offset = offset
+    self.reason = reason
+  }
+}
+
+extension JSONTape {
+  /// A recursive-descent parser over the bytes, appending entries.
+  fileprivate struct Parser {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var position: Int
+
+    mutating func skipWhitespace(allowingEnd: Bool = false) throws(JSONTapeError) {
+      while position < bytes.count {
+        switch bytes[position] {
+        case 0x20, 0x0A, 0x0D, 0x09: position += 1
+        default: return
+        }
+      }
+      if !allowingEnd { throw JSONTapeError(offset: position, "unexpected end of data") }
+    }
+
+    mutating func expect(_ literal: StaticString) throws(JSONTapeError) {
+      let count = literal.utf8CodeUnitCount
+      guard position + count <= bytes.count,
+        memcmp(bytes.baseAddress! + position, literal.utf8Start, count) == 0
+      else { throw JSONTapeError(offset: position, "an unexpected character") }
+      position += count
+    }
+
+    mutating func parseValue(into entries: inout [Entry], depth: Int) throws(JSONTapeError) {
+      let start = position
+      let index = UInt32(entries.count)
+      switch bytes[position] {
+      case UInt8(ascii: "{"):
+        guard depth < JSONTape.maximumDepth else { throw JSONTapeError(offset: position, "nested too deeply") }
+        entries.append(Entry(kind: .object, flag: false, start: UInt32(start), end: 0, next: 0, count: 0))
+        position += 1
+        try skipWhitespace()
+        var count: UInt32 = 0
+        if bytes[position] != UInt8(ascii: "}") {
+          while true {
+            guard bytes[position] == UInt8(ascii: "\"") else {
+              throw JSONTapeError(offset: position, "a key must be a string")
+            }
+            try parseString(into: &entries)
+            try skipWhitespace()
+            guard bytes[position] == UInt8(ascii: ":") else { throw JSONTapeError(offset: position, "expected ':'") }
+            position += 1
+            try skipWhitespace()
+            try parseValue(into: &entries, depth: depth + 1)
+            count += 1
+            try skipWhitespace()
+            if bytes[position] == UInt8(ascii: ",") {
+              position += 1
+              try skipWhitespace()
+              continue
+            }
+            guard bytes[position] == UInt8(ascii: "}") else {
+              throw JSONTapeError(offset: position, "expected ',' or '}'")
+            }
+            break
+          }
+        }
+        position += 1
+        entries[Int(index)].count = count
+        entries[Int(index)].end = UInt32(position)
+        entries[Int(index)].next = UInt32(entries.count)
+      case UInt8(ascii: "["):
+        guard depth < JSONTape.maximumDepth else { throw JSONTapeError(offset: position, "nested too deeply") }
+        entries.append(Entry(kind: .array, flag: false, start: UInt32(start), end: 0, next: 0, count: 0))
+        position += 1
+        try skipWhitespace()
+        var count: UInt32 = 0
+        if bytes[position] != UInt8(ascii: "]") {
+          while true {
+            try parseValue(into: &entries, depth: depth + 1)
+            count += 1
+            try skipWhitespace()
+            if bytes[position] == UInt8(ascii: ",") {
+              position += 1
+              try skipWhitespace()
+              continue
+            }
+            guard bytes[position] == UInt8(ascii: "]") else {
+              throw JSONTapeError(offset: position, "expected ',' or ']'")
+            }
+            break
+          }
+        }
+        position += 1
+        entries[Int(index)].count = count
+        entries[Int(index)].end = UInt32(position)
+        entries[Int(index)].next = UInt32(entries.count)
+      case UInt8(ascii: "\""):
+        try parseString(into: &entries)
+      case UInt8(ascii: "t"):
+        try expect("true")
+        entries.append(
+          Entry(kind: .true, flag: false, start: UInt32(start), end: UInt32(position), next: index + 1, count: 0)
+        )
+      case UInt8(ascii: "f"):
+        try expect("false")
+        entries.append(
+          Entry(kind: .false, flag: false, start: UInt32(start), end: UInt32(position), next: index + 1, count: 0)
+        )
+      case UInt8(ascii: "n"):
+        try expect("null")
+        entries.append(
+          Entry(kind: .null, flag: false, start: UInt32(start), end: UInt32(position), next: index + 1, count: 0)
+        )
+      default:
+        try parseNumber(into: &entries)
+      }
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    mutating func parseNumber(into entries: inout [Entry]) throws(JSONTapeError) {
+      let start = position
+      var fractional = false
+      func digit(_ at: Int) -> Bool {
+        at < bytes.count && bytes[at] >= UInt8(ascii: "0") && bytes[at] <= UInt8(ascii: "9")
+      }
+      if bytes[position] == UInt8(ascii: "-") { position += 1 }
+      guard digit(position) else { throw JSONTapeError(offset: position, "an unexpected character") }
+      if bytes[position] == UInt8(ascii: "0") {
+        position += 1
+        if digit(position) { throw JSONTapeError(offset: position, "a number with a leading zero") }
+      } else {
+        while digit(position) { position += 1 }
+      }
+      if position < bytes.count && bytes[position] == UInt8(ascii: ".") {
+        fractional = true
+        position += 1
+        guard digit(position) else { throw JSONTapeError(offset: position, "a fraction needs digits") }
+        while digit(position) { position += 1 }
+      }
+      if position < bytes.count && (bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E")) {
+        fractional = true
+        position += 1
+        if position < bytes.count && (bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-")) {
+          position += 1
+        }
+        guard digit(position) else { throw JSONTapeError(offset: position, "an exponent needs digits") }
+        while digit(position) { position += 1 }
+      }
+      let index = UInt32(entries.count)
+      entries.append(
+        Entry(kind: .number, flag: fractional, start: UInt32(start), end: UInt32(position), next: index + 1, count: 0)
+      )
+    }
+
+    /// A string from its opening quote: control characters refused, escapes checked, UTF-8 validated.
+    mutating func parseString(into entries: inout [Entry]) throws(JSONTapeError) {
+      position += 1
+      let start = position
+      var escaped = false
+      while true {
+        guard position < bytes.count else { throw JSONTapeError(offset: position, "a string is not closed") }
+        let byte = bytes[position]
+        if byte == UInt8(ascii: "\"") { break }
+        if byte == UInt8(ascii: "\\") {
+          escaped = true
+          position += 2
+          continue
+        }
+        if byte < 0x20 { throw JSONTapeError(offset: position, "a control character in a string") }
+        if byte < 0x80 {
+          position += 1
+        } else {
+          try skipUTF8Sequence()
+        }
+      }
+      let raw = UnsafeBufferPointer(rebasing: bytes[start..<position])
+      if escaped {
+        _ = try JSONTape.unescape(ArraySlice(raw))
+      }
+      let index = UInt32(entries.count)
+      entries.append(
+        Entry(kind: .string, flag: escaped, start: UInt32(start), end: UInt32(position), next: index + 1, count: 0)
+      )
+      position += 1
+    }
+
+    /// Steps over one multi-byte UTF-8 sequence, refusing overlong forms, surrogates and values over U+10FFFF.
+    mutating func skipUTF8Sequence() throws(JSONTapeError) {
+      let lead = bytes[position]
+      let length: Int
+      var lowest: UInt8 = 0x80
+      var highest: UInt8 = 0xBF
+      switch lead {
+      case 0xC2...0xDF: length = 2
+      case 0xE0:
+        length = 3
+        lowest = 0xA0
+      case 0xE1...0xEC, 0xEE...0xEF: length = 3
+      case 0xED:
+        length = 3
+        highest = 0x9F
+      case 0xF0:
+        length = 4
+        lowest = 0x90
+      case 0xF1...0xF3: length = 4
+      case 0xF4:
+        length = 4
+        highest = 0x8F
+      default: throw JSONTapeError(offset: position, "invalid UTF-8")
+      }
+      guard position + length <= bytes.count, bytes[position + 1] >= lowest, bytes[position + 1] <= highest else {
+        throw JSONTapeError(offset: position, "invalid UTF-8")
+      }
+      for offset in 2..<length where bytes[position + offset] & 0xC0 != 0x80 {
+        throw JSONTapeError(offset: position + offset, "invalid UTF-8")
+      }
+      position += length
+    }
+  }
+}

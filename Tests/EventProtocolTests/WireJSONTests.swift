@@ -1,0 +1,394 @@
+import EventProtocol
+import Foundation
+import Testing
+
+// Property tests of the package's own JSON coder against Foundation's, the reference: on random values, the
+// same bytes out (sorted keys) and the same values back, whichever coder wrote the bytes; on random and
+// mutated documents, the same verdict (valid or not) and the same values.
+
+/// A random source for values and documents.
+private struct Draw {
+  var random: SeededRandomNumberGenerator
+
+  init(seed: UInt64) { random = SeededRandomNumberGenerator(seed: seed) }
+
+  mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &random) }
+  mutating func chance(_ percent: Int) -> Bool { int(1...100) <= percent }
+
+  /// A string mixing ASCII, the characters JSON escapes, and multi-byte scalars (2, 3 and 4 bytes).
+  mutating func string() -> String {
+    let pieces = [
+      "a", "Z", "_", "/", "\"", "\\", "\n", "\t", "\u{8}", "\u{c}", "\r", "\u{1}", "\u{1f}", "\u{7f}", " ",
+      "é", "€", "😀", "\u{2028}", "0", "9", "{", "]", ":", ",",
+    ]
+    return (0..<int(0...12)).map { _ in
+      chance(60) ? String(UnicodeScalar(UInt8(int(0x61...0x7a)))) : pieces[int(0...pieces.count - 1)]
+    }
+    .joined()
+  }
+
+  /// A key: short, often colliding in prefix, sometimes with characters that must be escaped.
+  mutating func key() -> String {
+    chance(90)
+      ? ["a", "b", "ab", "B", "_x", "q1", "q10", "q2", "id", "é", "z/y"][int(0...10)]
+        + (chance(30) ? "\(int(0...20))" : "") : string()
+  }
+
+  /// A finite double from every range: whole, tiny, huge, negative zero, subnormal.
+  mutating func double() -> Double {
+    switch int(0...6) {
+    case 0: return Double(int(-1_000_000...1_000_000))
+    case 1: return Double(int(-1000...1000)) / 7
+    case 2: return -0.0
+    case 3: return Double.leastNonzeroMagnitude * Double(int(1...1000))
+    case 4: return Double.greatestFiniteMagnitude / Double(int(1...1000))
+    case 5: return Double(bitPattern: random.next() & 0x7FEF_FFFF_FFFF_FFFF) * (chance(50) ? 1 : -1)
+    default: return Double(int(-99...99)) * pow(10, Double(int(-30...30)))
+    }
+  }
+}
+
+/// A value exercising every shape a synthesized `Codable` produces.
+private struct Sample: Codable, Equatable {
+  enum Shape: Codable, Equatable {
+    case dot
+    case circle(radius: Double)
+    case labelled(String, Int)
+  }
+
+  struct Inner: Codable, Equatable {
+    var name: String
+    var tags: [String]
+    var weight: Float?
+  }
+
+  var int: Int
+  var int8: Int8
+  var uint16: UInt16
+  var int64: Int64
+  var uint64: UInt64
+  var double: Double
+  var flag: Bool
+  var text: String
+  var optionalText: String?
+  var numbers: [Int]
+  var nested: [[Double]]
+  var inner: Inner
+  var inners: [Inner]
+  var byKey: [String: Int]
+  var byInt: [Int: String]
+  var shapes: [Shape]
+  var data: Data
+  var date: Date
+  var maybeInner: Inner?
+  var optionals: [Int?]
+
+  init(_ draw: inout Draw) {
+    int = draw.chance(10) ? [Int.min, Int.max][draw.int(0...1)] : draw.int(-100_000...100_000)
+    int8 = Int8(truncatingIfNeeded: draw.int(-128...127))
+    uint16 = UInt16(draw.int(0...65535))
+    int64 = Int64(bitPattern: draw.random.next())
+    uint64 = draw.random.next()
+    double = draw.double()
+    flag = draw.chance(50)
+    text = draw.string()
+    optionalText = draw.chance(50) ? draw.string() : nil
+    numbers = (0..<draw.int(0...5)).map { _ in draw.int(-1000...1000) }
+    nested = (0..<draw.int(0...3)).map { _ in (0..<draw.int(0...3)).map { _ in draw.double() } }
+    inner = Inner(draw: &draw)
+    inners = (0..<draw.int(0...3)).map { _ in Inner(draw: &draw) }
+    byKey = Dictionary(
+      (0..<draw.int(0...6)).map { _ in (draw.key(), draw.int(-9...9)) },
+      uniquingKeysWith: { first, _ in first }
+    )
+    byInt = Dictionary(
+      (0..<draw.int(0...6)).map { _ in (draw.int(-50...50), draw.string()) },
+      uniquingKeysWith: { first, _ in first }
+    )
+    shapes = (0..<draw.int(0...4)).map { _ in
+      switch draw.int(0...2) {
+      case 0: .dot
+      case 1: .circle(radius: draw.double())
+      default: .labelled(draw.string(), draw.int(-5...5))
+      }
+    }
+    data = Data((0..<draw.int(0...9)).map { _ in UInt8(draw.int(0...255)) })
+    date = Date(timeIntervalSinceReferenceDate: Double(draw.int(-1_000_000...1_000_000)) / 4)
+    maybeInner = draw.chance(50) ? Inner(draw: &draw) : nil
+    optionals = (0..<draw.int(0...4)).map { _ in draw.chance(50) ? draw.int(-3...3) : nil }
+  }
+}
+
+extension Sample.Inner {
+  fileprivate init(draw: inout Draw) {
+    name = draw.key()
+    tags = (0..<draw.int(0...3)).map { _ in draw.string() }
+    weight = draw.chance(50) ? Float(draw.int(-1000...1000)) / 8 : nil
+  }
+}
+
+/// Two flat event cases with the envelope's fields beside them, as the protocol sends them.
+private struct Renamed: Codable, Sendable, Equatable {
+  var itemID: String
+  var title: String
+  private enum CodingKeys: String, CodingKey {
+    case itemID = "item_id"
+    case title
+  }
+}
+
+private struct Moved: Codable, Sendable, Equatable {
+  var itemID: String
+  var position: Int
+  private enum CodingKeys: String, CodingKey {
+    case itemID = "item_id"
+    case position
+  }
+}
+
+private enum ItemEvent: TaggedEventPayload {
+  case renamed(Renamed)
+  case moved(Moved)
+  static let cases = [EventCase("item_renamed", Self.renamed), EventCase("item_moved", Self.moved)]
+}
+
+private func eventsReply(_ draw: inout Draw) -> EventsReply<ItemEvent> {
+  var id = draw.int(-1...5)
+  let events = (0..<draw.int(0...8)).map { _ -> EventEnvelope<ItemEvent> in
+    id += draw.int(1...3)
+    let body: EventBody<ItemEvent> =
+      switch draw.int(0...4) {
+      case 0: .heartbeat
+      case 1: .restart
+      case 2: .unknown(type: "zulip_" + draw.key())
+      case 3: .payload(.renamed(Renamed(itemID: draw.key(), title: draw.string())))
+      default: .payload(.moved(Moved(itemID: draw.key(), position: draw.int(-9...99))))
+      }
+    let origin =
+      draw.chance(30)
+      ? MutationOrigin(
+        clientID: ClientID(rawValue: draw.key()),
+        mutationID: MutationID(rawValue: UInt64(draw.int(0...99)))
+      )
+      : nil
+    return EventEnvelope(id: id, body: body, origin: origin)
+  }
+  return EventsReply(events: events, queueID: draw.chance(70) ? QueueID(rawValue: draw.key()) : nil)
+}
+
+private func foundationSorted(_ value: some Encodable) throws -> [UInt8] {
+  let encoder = JSONEncoder()
+  encoder.outputFormatting = [.sortedKeys]
+  return [UInt8](try encoder.encode(value))
+}
+
+@Suite("WireJSON: the package's JSON coder against Foundation's")
+struct WireJSONTests {
+  @Test("random values encode to Foundation's bytes and decode from either coder's bytes", arguments: 0..<200)
+  func randomValues(seed: UInt64) throws {
+    var draw = Draw(seed: seed)
+    let value = Sample(&draw)
+    let reference = try foundationSorted(value)
+    let ours = try WireJSON.encode(value)
+    #expect(String(decoding: ours, as: UTF8.self) == String(decoding: reference, as: UTF8.self), "seed \(seed)")
+    #expect(try WireJSON.decode(Sample.self, from: reference) == value)
+    #expect(try JSONDecoder().decode(Sample.self, from: Data(ours)) == value)
+    // Unsorted output (the order the fields were encoded in) decodes the same way with both coders.
+    let unsorted = try WireJSON.encode(value, sortedKeys: false)
+    #expect(try JSONDecoder().decode(Sample.self, from: Data(unsorted)) == value)
+    #expect(try WireJSON.decode(Sample.self, from: unsorted) == value)
+  }
+
+  @Test("the protocol's event batches: Foundation's bytes out, the same batch back", arguments: 0..<200)
+  func randomEventBatches(seed: UInt64) throws {
+    var draw = Draw(seed: seed)
+    let reply = eventsReply(&draw)
+    let ours = try WireJSON.encode(reply)
+    let reference = try foundationSorted(reply)
+    #expect(String(decoding: ours, as: UTF8.self) == String(decoding: reference, as: UTF8.self), "seed \(seed)")
+    #expect(try WireJSON.decode(EventsReply<ItemEvent>.self, from: ours) == reply)
+    #expect(try JSONDecoder().decode(EventsReply<ItemEvent>.self, from: Data(ours)) == reply)
+  }
+
+  @Test("random documents and their mutations: the same verdict and the same values", arguments: 0..<300)
+  func randomDocuments(seed: UInt64) throws {
+    var draw = Draw(seed: seed)
+    var document = [UInt8](randomDocument(&draw, depth: 0).utf8)
+    if draw.chance(60) {
+      // One edit anywhere: a byte changed, dropped or repeated.
+      let position = draw.int(0...max(0, document.count - 1))
+      let bytes = Array("{}[]\",:0-.e+ \\tfnu1\u{1}".utf8) + [0xC3, 0xA9, 0xFF, 0xED]
+      switch draw.int(0...2) {
+      case 0 where !document.isEmpty: document[position] = bytes[draw.int(0...bytes.count - 1)]
+      case 1 where !document.isEmpty: document.remove(at: position)
+      default: document.insert(bytes[draw.int(0...bytes.count - 1)], at: position)
+      }
+    }
+    let reference = Result { try JSONDecoder().decode(AnyJSON.self, from: Data(document)) }
+    let ours = Result { try WireJSON.decode(AnyJSON.self, from: document) }
+    let text = String(decoding: document, as: UTF8.self)
+    switch (reference, ours) {
+    case (.success(let expected), .success(let decoded)): #expect(decoded == expected, "seed \(seed): \(text)")
+    case (.failure, .failure): break
+    case (.success, .failure(let error)):
+      // The one place we are stricter: a trailing comma, which Foundation lets through.
+      let trailingComma = text.range(of: #",\s*[\]}]"#, options: .regularExpression) != nil
+      #expect(trailingComma, "seed \(seed): Foundation accepts, we refuse (\(error)): \(text)")
+    case (.failure(let error), .success):
+      Issue.record("seed \(seed): Foundation refuses (\(error)), we accept: \(text)")
+    }
+  }
+
+  private func randomDocument(_ draw: inout Draw, depth: Int) -> String {
+    let encoder = JSONEncoder()
+    func scalar(_ draw: inout Draw) -> String {
+      switch draw.int(0...5) {
+      case 0: return "null"
+      case 1: return draw.chance(50) ? "true" : "false"
+      case 2: return String(decoding: try! encoder.encode(draw.string()), as: UTF8.self)
+      case 3: return String(draw.int(-1_000_000...1_000_000))
+      case 4:
+        return [
+          "1.5", "-0.25e3", "1E2", "0", "-0", "12345678901234567890", "1e400", "\"\\ud83d\\ude00\"", "\"\\u00e9\"",
+        ][draw.int(0...8)]
+      default: return String(decoding: try! encoder.encode(draw.double()), as: UTF8.self)
+      }
+    }
+    guard depth < 4, draw.chance(depth == 0 ? 90 : 40) else { return scalar(&draw) }
+    let space = draw.chance(20) ? " \n" : ""
+    if draw.chance(50) {
+      let members = (0..<draw.int(0...4)).map { _ in
+        String(decoding: try! encoder.encode(draw.key()), as: UTF8.self) + space + ":"
+          + randomDocument(&draw, depth: depth + 1)
+      }
+      return "{" + space + members.joined(separator: "," + space) + "}"
+    }
+    return "[" + (0..<draw.int(0...4)).map { _ in randomDocument(&draw, depth: depth + 1) }.joined(separator: ",")
+      + space + "]"
+  }
+
+  @Test(
+    "the grammar's edges: the same verdict as Foundation's and the same values",
+    arguments: [
+      "[01]", "[-01]", "[00]", "[0]", "[-0]", "[1.]", "[.5]", "[-]", "[+1]", "[1e]", "[1e+]", "[1E-2]", "[tru]",
+      "[nul]", "[true false]", "[\"a\u{1}\"]", "[\"\\x\"]", "[\"\\u12\"]", "[\"\\ud800\"]", "[\"\\udc00\"]",
+      "[\"\\ud83d\\ude00\"]", "[\"\\u00E9\\/\"]", "[1] x", " [1] ", "[1", "{\"a\" 1}", "{\"a\":}", "{1:2}",
+      "{\"a\":1 \"b\":2}", "\"text\"", "7", "", " ", "[\"\u{7f}\"]", "[-1.5e-3]", "[1e400]", "[-1e400]",
+    ]
+  )
+  func grammar(text: String) {
+    let reference = try? JSONDecoder().decode(AnyJSON.self, from: Data(text.utf8))
+    #expect((try? WireJSON.decode(AnyJSON.self, from: Array(text.utf8))) == reference)
+  }
+
+  @Test("invalid UTF-8 in a string is refused, as Foundation refuses it")
+  func invalidUTF8() throws {
+    let cases: [[UInt8]] = [
+      [0xFF], [0xC3], [0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0xE2, 0x82],
+    ]
+    for bytes in cases {
+      let document = Array("[\"a".utf8) + bytes + Array("b\"]".utf8)
+      #expect((try? JSONDecoder().decode([String].self, from: Data(document))) == nil, "\(bytes)")
+      #expect((try? WireJSON.decode([String].self, from: document)) == nil, "\(bytes)")
+    }
+    #expect(try WireJSON.decode([String].self, from: Array("[\"é€😀\"]".utf8)) == ["é€😀"])
+  }
+
+  @Test("integers written with a fraction or an exponent decode when whole, as Foundation's do")
+  func wholeNumbersInOtherForms() throws {
+    for text in ["[1.0]", "[1e2]", "[-0]", "[0.1e1]", "[1.5]", "[300]", "[9223372036854775808]", "[-1]"] {
+      let reference = try? JSONDecoder().decode([Int8].self, from: Data(text.utf8))
+      #expect((try? WireJSON.decode([Int8].self, from: Array(text.utf8))) == reference, "\(text)")
+      let wide = try? JSONDecoder().decode([Int].self, from: Data(text.utf8))
+      #expect((try? WireJSON.decode([Int].self, from: Array(text.utf8))) == wide, "\(text)")
+      let unsigned = try? JSONDecoder().decode([UInt64].self, from: Data(text.utf8))
+      #expect((try? WireJSON.decode([UInt64].self, from: Array(text.utf8))) == unsigned, "\(text)")
+    }
+  }
+
+  @Test("a repeated key decodes its first value, a missing key and a null are typed errors")
+  func keys() throws {
+    struct One: Codable, Equatable { var a: Int }
+    #expect(try WireJSON.decode(One.self, from: Array(#"{"a":1,"a":2}"#.utf8)) == One(a: 1))
+    #expect { try WireJSON.decode(One.self, from: Array("{}".utf8)) } throws: { error in
+      if case DecodingError.keyNotFound(let key, _) = error { return key.stringValue == "a" }
+      return false
+    }
+    #expect { try WireJSON.decode(One.self, from: Array(#"{"a":null}"#.utf8)) } throws: { error in
+      if case DecodingError.valueNotFound = error { return true }
+      return false
+    }
+    #expect { try WireJSON.decode(One.self, from: Array(#"{"a":"1"}"#.utf8)) } throws: { error in
+      if case DecodingError.typeMismatch(_, let context) = error {
+        return context.codingPath.map(\.stringValue) == ["a"]
+      }
+      return false
+    }
+  }
+
+  @Test("a large object finds every key, the first of repeated ones")
+  func largeObject() throws {
+    let members = (0..<500).map { "\"k\($0)\":\($0)" } + ["\"k7\":-1"]
+    let decoded = try WireJSON.decode(
+      [String: Int].self,
+      from: Array(("{" + members.joined(separator: ",") + "}").utf8)
+    )
+    #expect(decoded == Dictionary(uniqueKeysWithValues: (0..<500).map { ("k\($0)", $0) }))
+  }
+
+  @Test("nesting deeper than 512 is refused, not a crash")
+  func deepNesting() {
+    let deep = Array((String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)).utf8)
+    #expect(throws: DecodingError.self) { try WireJSON.decode(AnyJSON.self, from: deep) }
+  }
+
+  @Test("a non-finite number is an encoding error, as Foundation's")
+  func nonFinite() {
+    #expect(throws: EncodingError.self) { try WireJSON.encode([Double.nan]) }
+    #expect(throws: EncodingError.self) { try WireJSON.encode(["x": Double.infinity]) }
+  }
+}
+
+/// Any JSON value, decoded through the single-value, keyed and unkeyed containers, to compare parses.
+private enum AnyJSON: Decodable, Equatable {
+  case null
+  case bool(Bool)
+  case number(Double)
+  case string(String)
+  case array([AnyJSON])
+  case object([String: AnyJSON])
+
+  private struct Key: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+  }
+
+  init(from decoder: any Decoder) throws {
+    if let object = try? decoder.container(keyedBy: Key.self) {
+      var members: [String: AnyJSON] = [:]
+      for key in object.allKeys where members[key.stringValue] == nil {
+        members[key.stringValue] = try object.decode(AnyJSON.self, forKey: key)
+      }
+      self = .object(members)
+      return
+    }
+    if var array = try? decoder.unkeyedContainer() {
+      var elements: [AnyJSON] = []
+      while !array.isAtEnd { elements.append(try array.decode(AnyJSON.self)) }
+      self = .array(elements)
+      return
+    }
+    let single = try decoder.singleValueContainer()
+    if single.decodeNil() {
+      self = .null
+    } else if let bool = try? single.decode(Bool.self) {
+      self = .bool(bool)
+    } else if let number = try? single.decode(Double.self) {
+      self = .number(number)
+    } else {
+      self = .string(try single.decode(String.self))
+    }
+  }
+}
