@@ -215,9 +215,9 @@ struct Workloads {
     var queues: [QueueID] = []
     for index in 0..<count { queues.append((try! await server.register(user: UserID("u\(index)"))).queueID) }
     let (resumed, continuation) = AsyncStream.makeStream(of: (Int, ContinuousClock.Instant).self)
-    for index in 0..<count {
+    for (index, queue) in queues.enumerated() {
       Task.detached {
-        _ = try? await server.events(queueID: queues[index], user: UserID("u\(index)"), lastEventID: -1)
+        _ = try? await server.events(queueID: queue, user: UserID("u\(index)"), lastEventID: -1)
         continuation.yield((index, ContinuousClock.now))
       }
     }

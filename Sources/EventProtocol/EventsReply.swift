@@ -15,15 +15,8 @@ public struct EventsReply<Payload: EventPayload>: Sendable, Equatable, Codable {
     self.queueID = queueID
   }
 
-  private enum CodingKeys: String, CodingKey {
-    case result
-    case message = "msg"
-    case events
-    case queueID = "queue_id"
-  }
-
   public init(from decoder: any Decoder) throws {
-    let container = try decoder.container(keyedBy: CodingKeys.self)
+    let container = try decoder.container(keyedBy: EventsReplyCodingKeys.self)
     self.events = try container.decode([EventEnvelope<Payload>].self, forKey: .events)
     for (previous, next) in zip(events, events.dropFirst()) where next.id <= previous.id {
       throw EventAPIError.malformedResponse("event id \(next.id) after \(previous.id): ids must strictly increase")
@@ -32,10 +25,18 @@ public struct EventsReply<Payload: EventPayload>: Sendable, Equatable, Codable {
   }
 
   public func encode(to encoder: any Encoder) throws {
-    var container = encoder.container(keyedBy: CodingKeys.self)
+    var container = encoder.container(keyedBy: EventsReplyCodingKeys.self)
     try container.encode("success", forKey: .result)
     try container.encode("", forKey: .message)
     try container.encode(events, forKey: .events)
     try container.encodeIfPresent(queueID, forKey: .queueID)
   }
+}
+
+/// The reply's keys, outside the generic type (see `EnvelopeCodingKeys`).
+private enum EventsReplyCodingKeys: String, CodingKey {
+  case result
+  case message = "msg"
+  case events
+  case queueID = "queue_id"
 }

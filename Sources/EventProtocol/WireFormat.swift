@@ -83,7 +83,7 @@ public enum WireFormat {
   /// Encodes a reply or an ``EventAPIError`` as a JSON body, with sorted keys so bodies compare byte for byte.
   ///
   /// The bytes are those `JSONEncoder` writes with `.sortedKeys`, written in one pass by the package's own
-  /// coder (about ten times faster; `WireJSONTests` compares the two on random values).
+  /// coder (`WireJSONTests` compares the two on random values; `docs/performance.md` has the figures).
   public static func encode(_ value: some Encodable) throws -> Data {
     try WireJSON.encodeData(value)
   }

@@ -31,18 +31,22 @@ final class JSONTape {
   static let maximumDepth = 512
 
   let bytes: [UInt8]
-  private(set) var entries: [Entry] = []
+  let entries: [Entry]
+  // `@exclusivity(unchecked)`, for the reason given on `JSONOutput`'s properties: a tape is not `Sendable`,
+  // is read by one decode on one thread, and no access to these properties spans a call to a value's
+  // `init(from:)` (the path is pushed before and popped after it, each a separate access).
   /// The keys leading to the value being decoded (a stack; see `JSONTapeDecoder`).
-  var path: [any CodingKey] = []
+  @exclusivity(unchecked) var path: [any CodingKey] = []
   /// What decoders' `userInfo` holds.
-  var userInfo: [CodingUserInfoKey: Any] = [:]
+  @exclusivity(unchecked) var userInfo: [CodingUserInfoKey: Any] = [:]
   /// Member lookup tables of large objects, built on first use.
-  var memberTables: [UInt32: [String: UInt32]] = [:]
+  @exclusivity(unchecked) var memberTables: [UInt32: [String: UInt32]] = [:]
 
   /// Parses `bytes`.
   /// - Throws: `DecodingError.dataCorrupted` naming the offset of the first byte that is not valid JSON.
   init(_ bytes: [UInt8]) throws {
     self.bytes = bytes
+    var entries: [Entry] = []
     entries.reserveCapacity(bytes.count / 8 + 4)
     let parsed: Result<Void, JSONTapeError> = bytes.withUnsafeBufferPointer { buffer in
       do throws(JSONTapeError) {
@@ -58,6 +62,7 @@ final class JSONTape {
         return .failure(error)
       }
     }
+    self.entries = entries
     if case .failure(let error) = parsed {
       throw DecodingError.dataCorrupted(
         .init(
