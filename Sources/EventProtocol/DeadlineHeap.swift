@@ -30,7 +30,7 @@ public struct DeadlineHeap<Item> {
 
     @inlinable
     func isBefore(_ other: Entry) -> Bool {
-      (time, sequence) < (other.time, other.sequence)
+      time < other.time || (time == other.time && sequence < other.sequence)
     }
   }
 

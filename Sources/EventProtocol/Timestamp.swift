@@ -58,8 +58,16 @@ public struct Timestamp: InstantProtocol, Codable, Hashable, Sendable, CustomStr
     Date(timeIntervalSince1970: sinceEpoch.inSeconds)
   }
 
+  // Both comparisons are `@inlinable`: deadline heaps in other modules compare timestamps on every step, and
+  // calls across the module boundary (the synthesized `==` among them) were most of a simulator heap's pop.
+  @inlinable
   public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
     lhs.sinceEpoch < rhs.sinceEpoch
+  }
+
+  @inlinable
+  public static func == (lhs: Timestamp, rhs: Timestamp) -> Bool {
+    lhs.sinceEpoch == rhs.sinceEpoch
   }
 
   /// The time in UTC, ISO 8601 with milliseconds (`2023-11-14T22:13:20.000Z`); outside years 0…9999,

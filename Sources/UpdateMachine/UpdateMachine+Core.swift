@@ -187,7 +187,11 @@ public struct UpdateMachineCore<
   }
 
   /// Whether persisted data has been loaded (before that the state is unknown and nothing is sent).
-  public var isLoaded: Bool { confirmedState != nil }
+  ///
+  /// Stored, not derived from `confirmedState`: it is read on every input, and comparing a generic
+  /// optional state with `nil` copied the state through its metadata each time (a tenth of the simulator's
+  /// metadata lookups).
+  public private(set) var isLoaded = false
 
   /// This installation's id, once loaded.
   public var clientID: ClientID? { outbox?.clientID }
@@ -221,6 +225,7 @@ public struct UpdateMachineCore<
     now: Timestamp
   ) -> [Action] {
     precondition(!isLoaded, "loaded(_:recovery:now:) called twice")
+    isLoaded = true
     disconnectedSince = now
     storeRecovery = recovery
     var actions: [Action] = []

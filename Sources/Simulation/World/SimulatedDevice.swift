@@ -73,7 +73,19 @@ final class SimulatedDevice<Domain: SimulatedDomain> {
   /// Whether a request has succeeded since the last disconnection (freshness may say live only then).
   var reachedServer = false
   var lastFreshnessSample: Timestamp
-  var freshnessSeconds: [String: Double] = [:]
+  /// Seconds open in each freshness, by ``ShownFreshness/index(of:)`` (an array, not a dictionary by name: it is
+  /// added to before every step of the world).
+  var secondsByFreshness: [Double] = [0, 0, 0, 0]
+  /// The shown state last recorded in ``freshnessChanges``: a ``ShownFreshness`` index, or -1.
+  var lastShownIndex = -1
+  /// Seconds open in each freshness that was shown, by name.
+  var freshnessSeconds: [String: Double] {
+    var seconds: [String: Double] = [:]
+    for (index, value) in secondsByFreshness.enumerated() where value > 0 {
+      seconds[ShownFreshness.names[index]] = value
+    }
+    return seconds
+  }
   var wrongStatusSeconds = 0.0
   /// Whether the device shows a sent video's status behind the server's, as last worked out; recomputed
   /// only after the device's engine or its user's server state changed (`behindIsStale`).
@@ -133,13 +145,23 @@ final class SimulatedDevice<Domain: SimulatedDomain> {
   /// Whether the app can run code now.
   var isRunning: Bool { appOpen || process == .running }
 
-  /// What a freshness is called in the report.
-  static func name(_ freshness: Freshness) -> String {
+}
+
+/// What a device shows about its data, as the report names it: a freshness while the app is open, or
+/// closed; counted by index (the world adds to these before every step).
+enum ShownFreshness {
+  /// Each freshness's name, by ``index(of:)``, then the closed app's.
+  static let names = ["live", "settling", "connecting", "cannot connect", "closed"]
+  /// The closed app's index in ``names``.
+  static let closed = 4
+
+  /// A freshness's index in ``names``.
+  static func index(of freshness: Freshness) -> Int {
     switch freshness {
-    case .live: "live"
-    case .settling: "settling"
-    case .connecting: "connecting"
-    case .cannotConnect: "cannot connect"
+    case .live: 0
+    case .settling: 1
+    case .connecting: 2
+    case .cannotConnect: 3
     }
   }
 }

@@ -56,11 +56,13 @@ extension SimulationWorld {
       let elapsed = devices[index].lastFreshnessSample.duration(to: time).inSeconds
       guard elapsed > 0 else { continue }
       devices[index].lastFreshnessSample = time
-      let shownState =
-        devices[index].appOpen ? Device.name(devices[index].core.freshness(now: now).freshness) : "closed"
-      if devices[index].freshnessChanges.last?.state != shownState, devices[index].freshnessChanges.count < 2_000 {
+      let shown =
+        devices[index].appOpen
+        ? ShownFreshness.index(of: devices[index].core.freshness(now: now).freshness) : ShownFreshness.closed
+      if devices[index].lastShownIndex != shown, devices[index].freshnessChanges.count < 2_000 {
+        devices[index].lastShownIndex = shown
         devices[index].freshnessChanges.append(
-          FreshnessChange(seconds: start.duration(to: now).inSeconds, state: shownState)
+          FreshnessChange(seconds: start.duration(to: now).inSeconds, state: ShownFreshness.names[shown])
         )
       }
       let intervalStart = time.advanced(by: .seconds(-elapsed))
@@ -68,8 +70,7 @@ extension SimulationWorld {
         endWrongStatus(index, at: intervalStart)
         continue
       }
-      let name = shownState
-      devices[index].freshnessSeconds[name, default: 0] += elapsed
+      devices[index].secondsByFreshness[shown] += elapsed
       devices[index].openSeconds += elapsed
       if devices[index].behindIsStale {
         devices[index].behindIsStale = false
