@@ -1,11 +1,11 @@
 import Foundation
 
-/// `swift run -c release Bench [W1|W2|W3|W4|C1|all] [--quick]`: the performance issue's workloads on today's
+/// `swift run -c release Bench [W1|W2|W3|W4|C1|G1|all] [--quick]`: the performance issue's workloads on today's
 /// code, printing `workload metric value unit` lines after a header naming the machine.
 @main
 struct Bench {
   static let usage = """
-    Usage: swift run -c release Bench [W1|W2|W3|W4|C1|all] [--quick]
+    Usage: swift run -c release Bench [W1|W2|W3|W4|C1|G1|all] [--quick]
 
     Runs the performance workloads and prints `workload metric value unit (range)` lines. Each workload checks
     its own result and exits non-zero when it is wrong.
@@ -15,6 +15,8 @@ struct Bench {
       W4   wake latency: 1,000 parked long-polls woken one by one
       C1   client: an UpdateMachine draining 100,000 events (memory store, file store, through JSON), and
            the save after a one-event batch when the state holds 10,000 videos
+      G1   growth: a backlog drained in polls of 1,000 and a sweep of expired queues at 10 k, 100 k and
+           1 M, with the ratio between sizes (10 x is linear)
       --quick   small sizes and one repetition (what CI runs)
     """
 
@@ -27,14 +29,14 @@ struct Bench {
         print(usage)
         return
       case "--quick": quick = true
-      case "W1", "W2", "W3", "W4", "C1": selected.insert(argument)
-      case "all": selected = ["W1", "W2", "W3", "W4", "C1"]
+      case "W1", "W2", "W3", "W4", "C1", "G1": selected.insert(argument)
+      case "all": selected = ["W1", "W2", "W3", "W4", "C1", "G1"]
       default:
         FileHandle.standardError.write(Data("Bench: unknown argument '\(argument)' (see --help)\n".utf8))
         exit(2)
       }
     }
-    if selected.isEmpty { selected = ["W1", "W2", "W3", "W4", "C1"] }
+    if selected.isEmpty { selected = ["W1", "W2", "W3", "W4", "C1", "G1"] }
     print("# Bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(quick ? "quick sizes" : "full sizes")")
     let workloads = Workloads(quick: quick, repeats: quick ? 1 : 5)
     await Task.detached {
@@ -46,6 +48,7 @@ struct Bench {
         await workloads.clientDrain()
         workloads.clientSave()
       }
+      if selected.contains("G1") { workloads.growth() }
     }.value
   }
 }

@@ -3,7 +3,7 @@ import EventProtocol
 /// One client's event queue: the events it has not acknowledged, and its bookkeeping.
 ///
 /// Queues hold immutable values: each queue stores its own copy of each event, so nothing done to an
-/// event in one queue reaches another.
+/// event in one queue reaches another. Acknowledging events costs only what it drops (``EventBacklog``).
 public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   /// The queue's id.
   public let id: QueueID
@@ -21,7 +21,10 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   /// The highest id pruned so far; `-1` when nothing has been pruned.
   public private(set) var prunedThrough: Int = -1
   /// The events not yet acknowledged, in increasing id order.
-  public private(set) var events: [EventEnvelope<Event>] = []
+  /// - Complexity: O(1) usually; O(*n*) right after a poll acknowledged less than half of what was held.
+  public var events: [EventEnvelope<Event>] { backlog.array }
+  /// Where the events are kept (acknowledging one moves a head index; see ``EventBacklog``).
+  private(set) var backlog = EventBacklog<Event>()
   /// The last time a request touched the queue (or a parked poll on it ended).
   public internal(set) var lastContact: Timestamp
   /// The poll waiting on this queue, if any. Not part of a dump: connections do not survive a restart.
@@ -98,11 +101,11 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
 
   /// Removes every event with an id up to `lastEventID`.
   /// - Returns: The authors of the other users' events removed.
-  /// - Complexity: O(*n*) in the events held.
+  /// - Complexity: O(log *n*) plus amortised O(1) per event removed, and O(*f*) in the other users' events
+  ///   held.
   mutating func prune(through lastEventID: Int) -> ArraySlice<ForeignEvent> {
     guard lastEventID > prunedThrough else { return [] }
-    let firstKept = events.firstIndex { $0.id > lastEventID } ?? events.endIndex
-    events.removeFirst(firstKept)
+    backlog.removeThrough(lastEventID)
     prunedThrough = lastEventID
     skippedIDs.removeAll { $0.upperBound - 1 <= lastEventID }
     let foreignKept = foreignEvents.firstIndex { $0.id > lastEventID } ?? foreignEvents.endIndex
@@ -112,16 +115,20 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   }
 
   /// The first `limit` events not yet acknowledged (all of them when `limit` is `nil`).
+  /// - Complexity: O(`limit`) (see ``events`` for all of them).
   public func events(limit: Int?) -> [EventEnvelope<Event>] {
-    guard let limit, limit < events.count else { return events }
-    return Array(events.prefix(max(limit, 1)))
+    backlog.prefix(limit)
   }
+
+  /// How many events are not yet acknowledged.
+  /// - Complexity: O(1).
+  public var eventCount: Int { backlog.count }
 
   /// Appends an event with the next id.
   /// - Complexity: Amortized O(1).
   mutating func append(_ body: EventBody<Event>, origin: MutationOrigin? = nil, author: UserID? = nil) {
     if let author, author != user { foreignEvents.append(ForeignEvent(id: nextEventID, author: author)) }
-    events.append(EventEnvelope(id: nextEventID, body: body, origin: origin))
+    backlog.append(EventEnvelope(id: nextEventID, body: body, origin: origin))
     nextEventID += 1
   }
 
@@ -148,7 +155,7 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     self.idleTimeout = try container.decode(Duration.self, forKey: .idleTimeout)
     self.nextEventID = try container.decode(Int.self, forKey: .nextEventID)
     self.prunedThrough = try container.decode(Int.self, forKey: .prunedThrough)
-    self.events = try container.decode([EventEnvelope<Event>].self, forKey: .events)
+    self.backlog = EventBacklog(try container.decode([EventEnvelope<Event>].self, forKey: .events))
     self.lastContact = try container.decode(Timestamp.self, forKey: .lastContact)
     // Written since the durable server; dumps before it skipped no ids.
     self.skippedIDs = try container.decodeIfPresent([Range<Int>].self, forKey: .skippedIDs) ?? []
@@ -165,7 +172,7 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
     try container.encode(idleTimeout, forKey: .idleTimeout)
     try container.encode(nextEventID, forKey: .nextEventID)
     try container.encode(prunedThrough, forKey: .prunedThrough)
-    try container.encode(events, forKey: .events)
+    try container.encode(backlog.array, forKey: .events)
     try container.encode(lastContact, forKey: .lastContact)
     if !skippedIDs.isEmpty { try container.encode(skippedIDs, forKey: .skippedIDs) }
     if !foreignEvents.isEmpty { try container.encode(foreignEvents, forKey: .foreignEvents) }
@@ -208,7 +215,7 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
       previousForeign = event.id
     }
     var previous = prunedThrough
-    for event in events {
+    for event in backlog.live {
       guard event.id > previous, event.id < nextEventID else {
         return "queue \(id): event id \(event.id) out of order"
       }

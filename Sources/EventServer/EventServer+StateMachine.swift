@@ -227,7 +227,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     if let displaced = table.slots[slot]!.parkedPoll {
       completeParkedPoll(displaced.pollID, on: slot, now: now, actions: &actions)
     }
-    if !table.slots[slot]!.events.isEmpty || dontBlock {
+    if table.slots[slot]!.eventCount > 0 || dontBlock {
       actions.append(.completePoll(pollID, .events(table.slots[slot]!.events(limit: limit))))
     } else {
       let heartbeatAt = heartbeatDeadline(after: now)
@@ -726,7 +726,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     now: Timestamp,
     actions: inout [Action]
   ) {
-    guard table.slots[slot]!.events.count < configuration.maximumEventsPerQueue else {
+    guard table.slots[slot]!.eventCount < configuration.maximumEventsPerQueue else {
       removeQueue(slot, actions: &actions)
       return
     }

@@ -1,0 +1,90 @@
+import EventProtocol
+import EventServer
+import Foundation
+
+extension Workloads {
+  // MARK: - G1
+
+  /// How the server's costs grow with size: each measured at three sizes ten times apart, so a cost that
+  /// grows faster than its work shows as a ratio above 10 between one size and the next.
+  ///
+  /// - Draining one backlog of *n* events in polls of 1,000, each acknowledging the batch before (in
+  ///   process): linear if acknowledging costs only what it drops.
+  /// - One poll answering all *n* events at once (in process).
+  /// - A sweep that finds all *n* idle queues expired.
+  func growth() {
+    let sizes = quick ? [1_000, 10_000] : [10_000, 100_000, 1_000_000]
+    var previous: (drain: Double, sweep: Double)?
+    for size in sizes {
+      let drain = drainBacklog(of: size)
+      let sweep = sweepExpired(queues: size)
+      print("G1 drain_in_polls_of_1000_\(size) \(String(format: "%.4g", drain * 1000)) ms")
+      print("G1 sweep_all_expired_\(size) \(String(format: "%.4g", sweep * 1000)) ms")
+      if let previous {
+        print("G1 drain_growth_per_10x_to_\(size) \(String(format: "%.3g", drain / previous.drain)) x")
+        print("G1 sweep_growth_per_10x_to_\(size) \(String(format: "%.3g", sweep / previous.sweep)) x")
+      }
+      previous = (drain, sweep)
+    }
+  }
+
+  /// Seconds to drain a queue of `count` events in polls of 1,000, checking every event arrives once, in order.
+  private func drainBacklog(of count: Int) -> Double {
+    var configuration = EventServerConfiguration()
+    configuration.maximumEventsPerQueue = count + 1
+    var server = EventServerStateMachine(
+      application: StatusBoard(users: 1),
+      configuration: configuration,
+      random: SeededRandomNumberGenerator(seed: 5),
+      now: start
+    )
+    let queue = server.register(user: "u0", eventTypes: nil, lifespan: nil, now: start).0.queueID
+    for index in 0..<count {
+      do {
+        _ = try server.handle(.one(index: index, to: "u0"), from: "u0", now: start)
+      } catch {
+        fail("G1: \(error)")
+      }
+    }
+    var lastEventID = -1
+    var received = 0
+    var pollID: UInt64 = 0
+    let elapsed = seconds {
+      while received < count {
+        pollID += 1
+        let actions = server.poll(
+          PollID(pollID),
+          queueID: queue,
+          user: "u0",
+          lastEventID: lastEventID,
+          dontBlock: true,
+          limit: 1_000,
+          now: start
+        )
+        guard case .completePoll(_, .events(let batch))? = actions.last, let last = batch.last,
+          batch.first?.id == lastEventID + 1, last.id == lastEventID + batch.count
+        else { fail("G1: a poll of the backlog of \(count) gave the wrong events after \(lastEventID)") }
+        received += batch.count
+        lastEventID = last.id
+      }
+    }
+    guard received == count else { fail("G1: drained \(received) of \(count)") }
+    return elapsed
+  }
+
+  /// Seconds for the sweep that finds `count` idle queues expired, checking it removes them all.
+  private func sweepExpired(queues count: Int) -> Double {
+    var server = EventServerStateMachine(
+      application: StatusBoard(users: 1),
+      random: SeededRandomNumberGenerator(seed: 6),
+      now: start
+    )
+    for index in 0..<count {
+      _ = server.register(user: UserID("idle\(index)"), eventTypes: nil, lifespan: nil, now: start)
+    }
+    guard server.queues.count == count else { fail("G1: \(server.queues.count) of \(count) queues registered") }
+    let elapsed = seconds { _ = server.timerFired(now: start.advanced(by: .seconds(3_600))) }
+    guard server.queues.isEmpty else { fail("G1: \(server.queues.count) expired queues survived the sweep") }
+    return elapsed
+  }
+}
