@@ -30,22 +30,7 @@ extension Workloads {
 
   /// Seconds to drain a queue of `count` events in polls of 1,000, checking every event arrives once, in order.
   private func drainBacklog(of count: Int) -> Double {
-    var configuration = EventServerConfiguration()
-    configuration.maximumEventsPerQueue = count + 1
-    var server = EventServerStateMachine(
-      application: StatusBoard(users: 1),
-      configuration: configuration,
-      random: SeededRandomNumberGenerator(seed: 5),
-      now: start
-    )
-    let queue = server.register(user: "u0", eventTypes: nil, lifespan: nil, now: start).0.queueID
-    for index in 0..<count {
-      do {
-        _ = try server.handle(.one(index: index, to: "u0"), from: "u0", now: start)
-      } catch {
-        fail("G1: \(error)")
-      }
-    }
+    var (server, queue) = backlog(of: count, seed: 5, workload: "G1")
     var lastEventID = -1
     var received = 0
     var pollID: UInt64 = 0

@@ -114,15 +114,14 @@ struct Workloads {
 
   // MARK: - W3
 
-  /// One queue holding 100,000 events, drained in one poll, in process and through JSON.
-  func catchUp() {
-    let count = quick ? 10_000 : 100_000
+  /// A server core whose one queue (user `u0`'s) holds `count` events.
+  func backlog(of count: Int, seed: UInt64, workload: String) -> (EventServerStateMachine<StatusBoard>, QueueID) {
     var configuration = EventServerConfiguration()
     configuration.maximumEventsPerQueue = count + 1
     var server = EventServerStateMachine(
       application: StatusBoard(users: 1),
       configuration: configuration,
-      random: SeededRandomNumberGenerator(seed: 3),
+      random: SeededRandomNumberGenerator(seed: seed),
       now: start
     )
     let queue = server.register(user: "u0", eventTypes: nil, lifespan: nil, now: start).0.queueID
@@ -130,9 +129,16 @@ struct Workloads {
       do {
         _ = try server.handle(.one(index: index, to: "u0"), from: "u0", now: start)
       } catch {
-        fail("W3: \(error)")
+        fail("\(workload): \(error)")
       }
     }
+    return (server, queue)
+  }
+
+  /// One queue holding 100,000 events, drained in one poll, in process and through JSON.
+  func catchUp() {
+    let count = quick ? 10_000 : 100_000
+    var (server, queue) = backlog(of: count, seed: 3, workload: "W3")
     var inProcess = Samples()
     var throughJSON = Samples()
     for round in 0..<repeats {

@@ -342,6 +342,17 @@ struct WireJSONTests {
     #expect(throws: DecodingError.self) { try WireJSON.decode(AnyJSON.self, from: deep) }
   }
 
+  @Test("a subclass writing its superclass through superEncoder: Foundation's bytes, and back")
+  func superEncoders() throws {
+    let value = Child(name: "base/é", extra: [1, 2])
+    let ours = try WireJSON.encode(value)
+    #expect(String(decoding: ours, as: UTF8.self) == String(decoding: try foundationSorted(value), as: UTF8.self))
+    let decoded = try WireJSON.decode(Child.self, from: ours)
+    #expect(decoded.name == value.name && decoded.extra == value.extra)
+    let fromFoundation = try JSONDecoder().decode(Child.self, from: Data(ours))
+    #expect(fromFoundation.name == value.name && fromFoundation.extra == value.extra)
+  }
+
   @Test("a non-finite number is an encoding error, as Foundation's")
   func nonFinite() {
     #expect(throws: EncodingError.self) { try WireJSON.encode([Double.nan]) }
@@ -390,5 +401,33 @@ private enum AnyJSON: Decodable, Equatable {
     } else {
       self = .string(try single.decode(String.self))
     }
+  }
+}
+
+/// A class whose subclass encodes it through `superEncoder()`, as class hierarchies do.
+private class Base: Codable {
+  var name: String
+  init(name: String) { self.name = name }
+}
+
+private final class Child: Base {
+  var extra: [Int]
+  private enum CodingKeys: String, CodingKey { case extra }
+
+  init(name: String, extra: [Int]) {
+    self.extra = extra
+    super.init(name: name)
+  }
+
+  required init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    extra = try container.decode([Int].self, forKey: .extra)
+    try super.init(from: container.superDecoder())
+  }
+
+  override func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(extra, forKey: .extra)
+    try super.encode(to: container.superEncoder())
   }
 }

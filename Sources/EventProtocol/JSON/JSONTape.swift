@@ -242,65 +242,9 @@ extension JSONTape {
       let index = UInt32(entries.count)
       switch bytes[position] {
       case UInt8(ascii: "{"):
-        guard depth < JSONTape.maximumDepth else { throw JSONTapeError(offset: position, "nested too deeply") }
-        entries.append(Entry(kind: .object, flag: false, start: UInt32(start), end: 0, next: 0, count: 0))
-        position += 1
-        try skipWhitespace()
-        var count: UInt32 = 0
-        if bytes[position] != UInt8(ascii: "}") {
-          while true {
-            guard bytes[position] == UInt8(ascii: "\"") else {
-              throw JSONTapeError(offset: position, "a key must be a string")
-            }
-            try parseString(into: &entries)
-            try skipWhitespace()
-            guard bytes[position] == UInt8(ascii: ":") else { throw JSONTapeError(offset: position, "expected ':'") }
-            position += 1
-            try skipWhitespace()
-            try parseValue(into: &entries, depth: depth + 1)
-            count += 1
-            try skipWhitespace()
-            if bytes[position] == UInt8(ascii: ",") {
-              position += 1
-              try skipWhitespace()
-              continue
-            }
-            guard bytes[position] == UInt8(ascii: "}") else {
-              throw JSONTapeError(offset: position, "expected ',' or '}'")
-            }
-            break
-          }
-        }
-        position += 1
-        entries[Int(index)].count = count
-        entries[Int(index)].end = UInt32(position)
-        entries[Int(index)].next = UInt32(entries.count)
+        try parseContainer(.object, closedBy: UInt8(ascii: "}"), into: &entries, depth: depth)
       case UInt8(ascii: "["):
-        guard depth < JSONTape.maximumDepth else { throw JSONTapeError(offset: position, "nested too deeply") }
-        entries.append(Entry(kind: .array, flag: false, start: UInt32(start), end: 0, next: 0, count: 0))
-        position += 1
-        try skipWhitespace()
-        var count: UInt32 = 0
-        if bytes[position] != UInt8(ascii: "]") {
-          while true {
-            try parseValue(into: &entries, depth: depth + 1)
-            count += 1
-            try skipWhitespace()
-            if bytes[position] == UInt8(ascii: ",") {
-              position += 1
-              try skipWhitespace()
-              continue
-            }
-            guard bytes[position] == UInt8(ascii: "]") else {
-              throw JSONTapeError(offset: position, "expected ',' or ']'")
-            }
-            break
-          }
-        }
-        position += 1
-        entries[Int(index)].count = count
-        entries[Int(index)].end = UInt32(position)
-        entries[Int(index)].next = UInt32(entries.count)
+        try parseContainer(.array, closedBy: UInt8(ascii: "]"), into: &entries, depth: depth)
       case UInt8(ascii: "\""):
         try parseString(into: &entries)
       case UInt8(ascii: "t"):
@@ -321,6 +265,52 @@ extension JSONTape {
       default:
         try parseNumber(into: &entries)
       }
+    }
+
+    /// An object or an array from its opening bracket: its entry, then its members (an object's as key,
+    /// value) or elements, separated by commas, up to `close`.
+    mutating func parseContainer(
+      _ kind: Kind,
+      closedBy close: UInt8,
+      into entries: inout [Entry],
+      depth: Int
+    ) throws(JSONTapeError) {
+      guard depth < JSONTape.maximumDepth else { throw JSONTapeError(offset: position, "nested too deeply") }
+      let index = entries.count
+      entries.append(Entry(kind: kind, flag: false, start: UInt32(position), end: 0, next: 0, count: 0))
+      position += 1
+      try skipWhitespace()
+      var count: UInt32 = 0
+      if bytes[position] != close {
+        while true {
+          if kind == .object {
+            guard bytes[position] == UInt8(ascii: "\"") else {
+              throw JSONTapeError(offset: position, "a key must be a string")
+            }
+            try parseString(into: &entries)
+            try skipWhitespace()
+            guard bytes[position] == UInt8(ascii: ":") else { throw JSONTapeError(offset: position, "expected ':'") }
+            position += 1
+            try skipWhitespace()
+          }
+          try parseValue(into: &entries, depth: depth + 1)
+          count += 1
+          try skipWhitespace()
+          if bytes[position] == UInt8(ascii: ",") {
+            position += 1
+            try skipWhitespace()
+            continue
+          }
+          guard bytes[position] == close else {
+            throw JSONTapeError(offset: position, "expected ',' or '\(Character(Unicode.Scalar(close)))'")
+          }
+          break
+        }
+      }
+      position += 1
+      entries[index].count = count
+      entries[index].end = UInt32(position)
+      entries[index].next = UInt32(entries.count)
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`

@@ -178,11 +178,14 @@ struct JSONObjectDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
   }
 
   /// The index of `key`'s value; the first when the object repeats a key, as `JSONDecoder` decodes.
-  private func find(_ key: Key) -> UInt32? {
+  private func find(_ key: Key) -> UInt32? { find(named: key.stringValue) }
+
+  /// The index of the value of the member called `name`; the first when the object repeats it.
+  private func find(named name: String) -> UInt32? {
     let object = decoder.index
     let count = tape[object].count
     if count > 16 {
-      if let table = tape.memberTables[object] { return table[key.stringValue] }
+      if let table = tape.memberTables[object] { return table[name] }
       var table: [String: UInt32] = [:]
       var member = object + 1
       for _ in 0..<count {
@@ -191,9 +194,8 @@ struct JSONObjectDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         member = tape[member + 1].next
       }
       tape.memberTables[object] = table
-      return table[key.stringValue]
+      return table[name]
     }
-    let name = key.stringValue
     var member = object + 1
     for _ in 0..<count {
       if tape.string(at: member, equals: name) { return member + 1 }
@@ -277,7 +279,7 @@ struct JSONObjectDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
   func superDecoder() throws -> any Decoder {
     let key = JSONIndexKey(stringValue: "super")
-    guard let index = find(Key(stringValue: "super") ?? { preconditionFailure("no super key") }()) else {
+    guard let index = find(named: "super") else {
       throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "No value for super."))
     }
     return decoder.nested(index, key: key)
