@@ -42,6 +42,11 @@ final class JSONOutput {
   /// The offset of each member (its key's opening quote) of every open object, innermost last.
   @exclusivity(unchecked) private var memberStarts: [Int] = []
   @exclusivity(unchecked) private var lastSerial: UInt32 = 0
+  /// The digits of a `\u00XX` escape.
+  private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+  /// The members of the object ``sortMembers(from:)`` is reordering (reused: it runs for most objects).
+  @exclusivity(unchecked) private var sortingMembers: [(range: Range<Int>, key: (range: Range<Int>, escaped: Bool))] =
+    []
   /// Where ``sortMembers(from:)`` reorders an object's members.
   @exclusivity(unchecked) private var scratch: [UInt8] = []
   /// False when the top-level value asked for no container (`JSONEncoder` refuses such a value).
@@ -176,7 +181,9 @@ final class JSONOutput {
     }
     if sorted { return }
     let count = memberStarts.count - base
-    var members: [(range: Range<Int>, key: (range: Range<Int>, escaped: Bool))] = []
+    var members = sortingMembers
+    sortingMembers = []
+    members.removeAll(keepingCapacity: true)
     members.reserveCapacity(count)
     for index in base..<memberStarts.count {
       let end = index + 1 < memberStarts.count ? memberStarts[index + 1] - 1 : bytes.count
@@ -190,6 +197,7 @@ final class JSONOutput {
       scratch.append(contentsOf: bytes[member.range])
     }
     bytes.replaceSubrange(regionStart..<bytes.count, with: scratch)
+    sortingMembers = members
   }
 
   /// Where the key of the member whose opening quote is at `start` lies, and whether it has escapes.
@@ -253,7 +261,7 @@ final class JSONOutput {
       return
     }
     var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for UInt64.max's 20 digits
-    let count = withUnsafeMutableBytes(of: &digits) { buffer -> Int in
+    withUnsafeMutableBytes(of: &digits) { buffer in
       var remaining = value
       var index = buffer.count
       while remaining > 0 {
@@ -262,9 +270,7 @@ final class JSONOutput {
         remaining /= 10
       }
       bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[index...]))
-      return buffer.count - index
     }
-    _ = count
   }
 
   /// Writes a floating-point number as `JSONEncoder` does: its shortest description without a `.0` ending.
@@ -304,9 +310,9 @@ final class JSONOutput {
         case 0x0D: bytes.append(UInt8(ascii: "r"))
         case 0x09: bytes.append(UInt8(ascii: "t"))
         default:
-          let hex: [UInt8] = Array("0123456789abcdef".utf8)
           bytes.append(contentsOf: [
-            UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
+            UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), Self.hexDigits[Int(byte >> 4)],
+            Self.hexDigits[Int(byte & 0xF)],
           ])
         }
       }
