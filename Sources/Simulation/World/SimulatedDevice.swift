@@ -35,7 +35,25 @@ final class SimulatedDevice<Domain: SimulatedDomain> {
   var requestRandom: SeededRandomNumberGenerator
   /// The fate of each push to this device.
   var pushRandom: SeededRandomNumberGenerator
-  var core: Core
+  /// The engine's pure core. Read in place (a stored struct read through a class reference for a call the
+  /// optimiser cannot see into, the engine's methods living in another module, was copied whole first,
+  /// every reference in it retained and released: 7 % of the simulation's time); a change marks the shown
+  /// freshness for working out again.
+  var core: Core {
+    _read { yield engine }
+    _modify {
+      yield &engine
+      shownFreshnessIsStale = true
+    }
+  }
+  private var engine: Core
+  /// The freshness the open app shows, by ``ShownFreshness/index(of:)``, as last worked out; worked out again
+  /// only after the engine changed (``shownFreshnessIsStale``). The world samples it before every step, and
+  /// asking the engine each time was a twelfth of the simulation's time. Between two changes of the engine
+  /// only the end of its freshness debounce could change it, and that end is one of the engine's wake-ups:
+  /// its timer fires then, which changes the engine.
+  private var shownFreshness = 0
+  private var shownFreshnessIsStale = true
   /// What the domain keeps beside the engine (the video app: its transfer queue and files).
   var extra: Domain.DeviceState
   /// What is on disk: the last record saved (its bytes are made when a kill needs them, which keeps the
@@ -136,7 +154,7 @@ final class SimulatedDevice<Domain: SimulatedDomain> {
     self.script = script
     self.requestRandom = RandomStream.requests.generator(seed: seed, device: index)
     self.pushRandom = RandomStream.pushes.generator(seed: seed, device: index)
-    self.core = core
+    self.engine = core
     self.extra = extra
     self.lastFreshnessSample = now
     self.pushBudgetAt = now
@@ -144,6 +162,16 @@ final class SimulatedDevice<Domain: SimulatedDomain> {
 
   /// Whether the app can run code now.
   var isRunning: Bool { appOpen || process == .running }
+
+  /// The freshness the open app shows now, by ``ShownFreshness/index(of:)``.
+  func shownFreshnessIndex(now: Timestamp) -> Int {
+    if shownFreshnessIsStale {
+      shownFreshness = ShownFreshness.index(of: core.freshness(now: now).freshness)
+      shownFreshnessIsStale = false
+    }
+    return shownFreshness
+  }
+
 
 }
 

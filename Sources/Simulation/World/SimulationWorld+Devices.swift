@@ -208,10 +208,16 @@ extension SimulationWorld {
   }
 
   mutating func rescheduleTimer(_ index: Int) {
-    let candidates = [devices[index].core.nextWakeUp(after: now), Domain.nextWakeUp(index, in: self)].compactMap {
-      $0
-    }
-    guard let next = candidates.min(), next != devices[index].timerAt else { return }
+    let engineWakeUp = devices[index].core.nextWakeUp(after: now)
+    let domainWakeUp = Domain.nextWakeUp(index, in: self)
+    let next =
+      switch (engineWakeUp, domainWakeUp) {
+      case (let engine?, let domain?): min(engine, domain)
+      case (let engine?, nil): engine
+      case (nil, let domain?): domain
+      case (nil, nil): Timestamp?.none
+      }
+    guard let next, next != devices[index].timerAt else { return }
     devices[index].timerAt = next
     devices[index].timerGeneration += 1
     events.push(.deviceTimer(device: index, generation: devices[index].timerGeneration), at: max(next, now))

@@ -58,7 +58,7 @@ extension SimulationWorld {
       devices[index].lastFreshnessSample = time
       let shown =
         devices[index].appOpen
-        ? ShownFreshness.index(of: devices[index].core.freshness(now: now).freshness) : ShownFreshness.closed
+        ? devices[index].shownFreshnessIndex(now: now) : ShownFreshness.closed
       if devices[index].lastShownIndex != shown, devices[index].freshnessChanges.count < 2_000 {
         devices[index].lastShownIndex = shown
         devices[index].freshnessChanges.append(
