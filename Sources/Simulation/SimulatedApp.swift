@@ -76,11 +76,11 @@ enum AppDomain<App: SimulatedApp>: SimulatedDomain {
   }
 
   static func showsWrong(_ index: Int, server: App.Application.Snapshot, in world: SimulationWorld<Self>) -> Bool {
-    world.devices[index].core.displayedState.map { world.domain.showsWrong($0, server: server) } ?? false
+    world.devices[index].displayedState.map { world.domain.showsWrong($0, server: server) } ?? false
   }
 
   static func outcomes(in world: SimulationWorld<Self>) -> (made: Int, completed: Int) {
     let made = world.devices.map(\.actionsSaved).reduce(0, +)
-    return (made, made - world.devices.map(\.core.pendingMutations.count).reduce(0, +))
+    return (made, made - world.devices.map(\.pendingMutations.count).reduce(0, +))
   }
 }

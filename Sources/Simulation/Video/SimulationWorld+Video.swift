@@ -16,7 +16,7 @@ extension SimulationWorld where Domain == VideoDomain {
     for action in actions where devices[index].epoch == epoch {
       switch action {
       case .download(let video, _):
-        if devices[index].core.confirmedState?.incoming.contains(where: { $0.id == video.id }) != true {
+        if devices[index].confirmedState?.incoming.contains(where: { $0.id == video.id }) != true {
           violations.append("device \(index) started downloading \(video.id), which its confirmed state does not list")
         }
         if let resumed = domain.resumedFrom[index], resumed.video == video.id {
@@ -187,7 +187,7 @@ extension SimulationWorld where Domain == VideoDomain {
     let friend = users[Int.random(in: users.indices, using: &domain.browsing)]
     let narrow = VideoHistory.conversation(between: user, and: friend)
     var requests = [FetchRequest(narrow: narrow, anchor: .newest, before: 4, after: 0)]
-    if pages > 1, let state = devices[index].core.confirmedState {
+    if pages > 1, let state = devices[index].confirmedState {
       let list = state.history.list(narrow)
       if let oldest = list.items.first?.position, !list.reachesOldest {
         requests.append(FetchRequest(narrow: narrow, anchor: .position(oldest), before: 4, after: 0))
@@ -236,7 +236,7 @@ extension SimulationWorld where Domain == VideoDomain {
 
   /// A status shown to a sender never goes back for the same video.
   mutating func checkShownStatuses(_ index: Int) {
-    guard let shown = devices[index].core.displayedState else { return }
+    guard let shown = devices[index].displayedState else { return }
     for video in shown.outgoing {
       if let before = devices[index].extra.shownStatuses[video.id], video.status < before {
         violations.append("device \(index) showed \(video.id) as \(before), then \(video.status)")
@@ -251,8 +251,8 @@ extension SimulationWorld where Domain == VideoDomain {
   /// No known history item differs from the server's at the device's finger: the device's history, with
   /// the events still queued after its finger applied, must claim only what the server holds now.
   mutating func checkHistory(_ index: Int) {
-    guard scenario.behaviour.historyPagesPerOpen > 0, let confirmed = devices[index].core.confirmedState,
-      !confirmed.history.isEmpty, let finger = devices[index].core.phase.finger,
+    guard scenario.behaviour.historyPagesPerOpen > 0, let confirmed = devices[index].confirmedState,
+      !confirmed.history.isEmpty, let finger = devices[index].phase.finger,
       let queue = server.queue(finger.queueID), queue.user == devices[index].user
     else { return }
     var history = confirmed.history
@@ -277,7 +277,7 @@ extension SimulationWorld where Domain == VideoDomain {
     for video in server.application.videos.values { durable[video.id] = video.recipient }
     for device in devices {
       for upload in device.extra.transfers.uploads { durable[upload.notice.video] = upload.notice.recipient }
-      for entry in device.core.pendingMutations {
+      for entry in device.pendingMutations {
         if case .uploaded(let notice) = entry.mutation { durable[notice.video] = notice.recipient }
       }
     }

@@ -127,10 +127,10 @@ enum VideoDomain: SimulatedDomain {
   static func engineChanged(_ index: Int, in world: inout SimulationWorld<Self>) {
     world.checkHistory(index)
     world.checkShownStatuses(index)
-    guard let state = world.devices[index].core.confirmedState else { return }
+    guard let state = world.devices[index].confirmedState else { return }
     let actions = world.devices[index].extra.transfers.confirmed(
       state,
-      isConfirmedThisSession: world.devices[index].core.isConfirmedThisSession,
+      isConfirmedThisSession: world.devices[index].isConfirmedThisSession,
       now: world.now
     )
     world.performTransfers(actions, on: index)
@@ -200,7 +200,7 @@ enum VideoDomain: SimulatedDomain {
 
   /// A sender looks at a status the server has moved past.
   static func showsWrong(_ index: Int, server: VideoSnapshot, in world: SimulationWorld<Self>) -> Bool {
-    let shown = world.devices[index].core.displayedState?.outgoing ?? []
+    let shown = world.devices[index].displayedState?.outgoing ?? []
     return shown.contains { video in
       server.outgoing.first { $0.id == video.id }.map { $0.status > video.status && video.status != .sending }
         ?? false
@@ -212,7 +212,7 @@ enum VideoDomain: SimulatedDomain {
     for device in world.devices {
       // The history held in part claims only what the server holds (``checkHistory(_:)`` at every step;
       // here at the end, with nothing left in flight).
-      if let history = device.core.confirmedState?.history, !history.isEmpty {
+      if let history = device.confirmedState?.history, !history.isEmpty {
         let user = device.user
         let application = world.server.application
         let problems = PartialStateCheck.problems(in: history) { try? application.fetch($0, for: user) }

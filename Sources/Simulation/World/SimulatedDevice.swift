@@ -163,10 +163,24 @@ final class SimulatedDevice<Domain: SimulatedDomain> {
   /// Whether the app can run code now.
   var isRunning: Bool { appOpen || process == .running }
 
+  /// `body`'s answer from the engine, read in place: an exclusive access is the one the optimiser does not
+  /// turn into a copy. `body` must not change the engine (a change goes through ``core``).
+  private func reading<Result>(_ body: (inout Core) -> Result) -> Result { body(&engine) }
+
+  // The engine's figures the world reads at every step, read in place.
+  var confirmedState: Application.Snapshot? { reading { $0.confirmedState } }
+  var displayedState: Application.Snapshot? { reading { $0.displayedState } }
+  var phase: Phase { reading { $0.phase } }
+  var pendingMutations: [OutboxEntry<Application.Command>] { reading { $0.pendingMutations } }
+  var isConfirmedThisSession: Bool { reading { $0.isConfirmedThisSession } }
+  var clientID: ClientID? { reading { $0.clientID } }
+  var isLoaded: Bool { reading { $0.isLoaded } }
+  func nextWakeUp(after now: Timestamp) -> Timestamp? { reading { $0.nextWakeUp(after: now) } }
+
   /// The freshness the open app shows now, by ``ShownFreshness/index(of:)``.
   func shownFreshnessIndex(now: Timestamp) -> Int {
     if shownFreshnessIsStale {
-      shownFreshness = ShownFreshness.index(of: core.freshness(now: now).freshness)
+      shownFreshness = reading { ShownFreshness.index(of: $0.freshness(now: now).freshness) }
       shownFreshnessIsStale = false
     }
     return shownFreshness

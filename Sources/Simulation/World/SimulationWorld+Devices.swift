@@ -53,7 +53,7 @@ extension SimulationWorld {
 
   mutating func startDevice(_ index: Int) {
     perform(devices[index].core.loaded(nil, now: now), on: index)
-    if scenario.strategy.usesPushes, let clientID = devices[index].core.clientID {
+    if scenario.strategy.usesPushes, let clientID = devices[index].clientID {
       // A short token and a handful of devices per user: within every bound.
       try! server.registerPushToken(
         PushToken(rawValue: "device-\(index)"),
@@ -208,7 +208,7 @@ extension SimulationWorld {
   }
 
   mutating func rescheduleTimer(_ index: Int) {
-    let engineWakeUp = devices[index].core.nextWakeUp(after: now)
+    let engineWakeUp = devices[index].nextWakeUp(after: now)
     let domainWakeUp = Domain.nextWakeUp(index, in: self)
     let next =
       switch (engineWakeUp, domainWakeUp) {

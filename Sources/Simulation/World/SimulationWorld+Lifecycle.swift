@@ -97,7 +97,7 @@ extension SimulationWorld {
 
   /// The user acts, at a moment the script gives, if the app is on screen.
   mutating func userActs(_ index: Int, _ number: Int) {
-    guard devices[index].appOpen, faultsOn, devices[index].core.isLoaded else { return }
+    guard devices[index].appOpen, faultsOn, devices[index].isLoaded else { return }
     devices[index].recordings += 1
     Domain.userActs(index, devices[index].script.recordings[number], in: &self)
   }

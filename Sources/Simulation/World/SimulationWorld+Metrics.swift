@@ -9,9 +9,9 @@ extension SimulationWorld {
   mutating func checkInvariants(_ index: Int) {
     // The device is read in place: a copy of it would retain every field, at every step.
     if devices[index].core.freshness(now: now).freshness == .live {
-      guard case .polling = devices[index].core.phase, devices[index].reachedServer else {
+      guard case .polling = devices[index].phase, devices[index].reachedServer else {
         violations.append(
-          "device \(index) says live in \(devices[index].core.phase) without having reached the server"
+          "device \(index) says live in \(devices[index].phase) without having reached the server"
         )
         return
       }
@@ -24,7 +24,7 @@ extension SimulationWorld {
   mutating func noteShownVersions(_ index: Int) {
     // The whole part is compared with the server's snapshots; what a domain holds in part (pages) it
     // checks itself.
-    guard let state = devices[index].core.confirmedState else { return }
+    guard let state = devices[index].confirmedState else { return }
     let confirmed = Domain.wholePart(of: state)
     let history = versions[devices[index].user]!
     guard history[devices[index].shownVersion].snapshot != confirmed else { return }
@@ -117,15 +117,15 @@ extension SimulationWorld {
   var convergenceGaps: [String] {
     var gaps: [String] = []
     for device in devices {
-      let whole = device.core.confirmedState.map(Domain.wholePart(of:))
+      let whole = device.confirmedState.map(Domain.wholePart(of:))
       if whole != Domain.wholePart(of: server.application.snapshot(for: device.user)) {
-        gaps.append("device \(device.index) (\(device.core.phase)) does not show its user's server state")
+        gaps.append("device \(device.index) (\(device.phase)) does not show its user's server state")
       }
       if device.core.hasOpenFetches {
         gaps.append("device \(device.index) has a fetch open")
       }
-      if !device.core.pendingMutations.isEmpty {
-        gaps.append("device \(device.index) has \(device.core.pendingMutations.count) writes pending")
+      if !device.pendingMutations.isEmpty {
+        gaps.append("device \(device.index) has \(device.pendingMutations.count) writes pending")
       }
     }
     return gaps + Domain.convergenceGaps(in: self)

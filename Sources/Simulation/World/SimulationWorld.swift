@@ -298,7 +298,7 @@ struct SimulationWorld<Domain: SimulatedDomain> {
     }
     switch exchange {
     case .register:
-      let clientID = devices[index].core.clientID!
+      let clientID = devices[index].clientID!
       let (registration, actions) = server.register(
         user: user,
         eventTypes: nil,
