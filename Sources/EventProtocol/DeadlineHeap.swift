@@ -27,11 +27,6 @@ public struct DeadlineHeap<Item> {
       self.sequence = sequence
       self.item = item
     }
-
-    @inlinable
-    func isBefore(_ other: Entry) -> Bool {
-      time < other.time || (time == other.time && sequence < other.sequence)
-    }
   }
 
   @usableFromInline var entries: [Entry] = []
@@ -62,12 +57,14 @@ public struct DeadlineHeap<Item> {
   public mutating func push(_ item: Item, at time: Timestamp) {
     entries.append(Entry(time: time, sequence: nextSequence, item: item))
     nextSequence += 1
-    var child = entries.count - 1
-    while child > 0 {
-      let parent = (child - 1) / 2
-      guard entries[child].isBefore(entries[parent]) else { break }
-      entries.swapAt(child, parent)
-      child = parent
+    entries.withUnsafeMutableBufferPointer { heap in
+      var child = heap.count - 1
+      while child > 0 {
+        let parent = (child - 1) / 2
+        guard Self.entry(child, isBefore: parent, in: heap) else { break }
+        heap.swapAt(child, parent)
+        child = parent
+      }
     }
   }
 
@@ -79,18 +76,29 @@ public struct DeadlineHeap<Item> {
     guard !entries.isEmpty else { return nil }
     entries.swapAt(0, entries.count - 1)
     let top = entries.removeLast()
-    var parent = 0
-    while true {
-      let left = 2 * parent + 1
-      let right = left + 1
-      var smallest = parent
-      if left < entries.count, entries[left].isBefore(entries[smallest]) { smallest = left }
-      if right < entries.count, entries[right].isBefore(entries[smallest]) { smallest = right }
-      guard smallest != parent else { break }
-      entries.swapAt(parent, smallest)
-      parent = smallest
+    entries.withUnsafeMutableBufferPointer { heap in
+      var parent = 0
+      while true {
+        let left = 2 * parent + 1
+        let right = left + 1
+        var smallest = parent
+        if left < heap.count, Self.entry(left, isBefore: smallest, in: heap) { smallest = left }
+        if right < heap.count, Self.entry(right, isBefore: smallest, in: heap) { smallest = right }
+        guard smallest != parent else { break }
+        heap.swapAt(parent, smallest)
+        parent = smallest
+      }
     }
     return (top.time, top.item)
+  }
+
+  /// Whether entry `a` comes out before entry `b`: compared by their times and sequence numbers alone, read
+  /// in place, so the items (the simulation's are references) are not copied, retained and released.
+  @inlinable
+  static func entry(_ a: Int, isBefore b: Int, in heap: UnsafeMutableBufferPointer<Entry>) -> Bool {
+    let timeA = heap[a].time
+    let timeB = heap[b].time
+    return timeA < timeB || (timeA == timeB && heap[a].sequence < heap[b].sequence)
   }
 
   /// Removes and returns the earliest item when its time is at or before `now`.
