@@ -53,9 +53,12 @@ extension SimulationWorld {
   /// time a sender looked at a status the server had moved past.
   mutating func sample(until time: Timestamp) {
     for index in devices.indices {
-      let elapsed = devices[index].lastFreshnessSample.duration(to: time).inSeconds
-      guard elapsed > 0 else { continue }
+      let previous = devices[index].lastFreshnessSample
+      guard previous < time else { continue }
       devices[index].lastFreshnessSample = time
+      // The interval's length, worked out only when something is counted over it (a closed app with no
+      // wrong status under way counts nothing).
+      var elapsedSeconds: Double { previous.duration(to: time).inSeconds }
       let shown =
         devices[index].appOpen
         ? devices[index].shownFreshnessIndex(now: now) : ShownFreshness.closed
@@ -65,11 +68,13 @@ extension SimulationWorld {
           FreshnessChange(seconds: start.duration(to: now).inSeconds, state: ShownFreshness.names[shown])
         )
       }
-      let intervalStart = time.advanced(by: .seconds(-elapsed))
+      // When this interval began, worked out only when a wrong status starts or ends in it.
+      var intervalStart: Timestamp { time.advanced(by: .seconds(-elapsedSeconds)) }
       guard devices[index].appOpen else {
-        endWrongStatus(index, at: intervalStart)
+        if devices[index].wrongSince != nil { endWrongStatus(index, at: intervalStart) }
         continue
       }
+      let elapsed = elapsedSeconds
       devices[index].secondsByFreshness[shown] += elapsed
       devices[index].openSeconds += elapsed
       if devices[index].behindIsStale {
@@ -85,7 +90,7 @@ extension SimulationWorld {
         }
         let since = devices[index].wrongSince!
         devices[index].longestWrongStatus = max(devices[index].longestWrongStatus, since.duration(to: time).inSeconds)
-      } else {
+      } else if devices[index].wrongSince != nil {
         endWrongStatus(index, at: intervalStart)
       }
     }
