@@ -117,7 +117,10 @@ public struct PushRegistry: Sendable, Equatable {
 
   /// The installations whose coalesced push is due at `now`; each is marked sent.
   public mutating func duePushes(now: Timestamp) -> [MutationSource] {
-    let due = dueAt.filter { $0.value <= now }.map(\.key).sorted()
+    var due: [MutationSource] = []
+    for (installation, time) in dueAt where time <= now { due.append(installation) }
+    guard !due.isEmpty else { return [] }
+    due.sort()
     for installation in due {
       entries[installation]?.dueAt = nil
       dueAt[installation] = nil

@@ -235,16 +235,22 @@ extension SimulationWorld where Domain == VideoDomain {
   }
 
   /// A status shown to a sender never goes back for the same video.
+  /// Raises `shown` to `status` when `status` is further along; returns what it was.
+  static func raise(_ shown: inout VideoStatus, to status: VideoStatus) -> VideoStatus {
+    let before = shown
+    shown = max(shown, status)
+    return before
+  }
+
   mutating func checkShownStatuses(_ index: Int) {
     guard let shown = devices[index].displayedState else { return }
+    let device = devices[index]
     for video in shown.outgoing {
-      if let before = devices[index].extra.shownStatuses[video.id], video.status < before {
+      // One lookup of the video's id for both the check and the update (hashing ids was 2 % of the time).
+      let before = Self.raise(&device.extra.shownStatuses[video.id, default: video.status], to: video.status)
+      if video.status < before {
         violations.append("device \(index) showed \(video.id) as \(before), then \(video.status)")
       }
-      devices[index].extra.shownStatuses[video.id] = max(
-        devices[index].extra.shownStatuses[video.id] ?? video.status,
-        video.status
-      )
     }
   }
 
