@@ -42,7 +42,9 @@ struct DemoOptions {
       --request-failure P       share of requests failing (default 0.02)
       --offline-per-hour R      offline periods per device-hour (default 0.5)
       --crashes-per-hour R      app kills per device-hour (default 0.2)
-      --server-restarts-per-hour R   server restarts per hour (default 0.1)
+      --server-restarts-per-hour R   server restarts per hour (default 0.1); with --nodes, node kills
+      --nodes N                 server nodes (default 1); more: a cluster of replicas of one shared log,
+                                each request reaching a node drawn at random
       --blob-failure P          share of transfer steps failing (default 0.05)
       --seeds N                 run N seeds from --seed on, with a progress line, and summarize
       --answer                  answer the seed's question: sweep every strategy, poll-only's interval, request
@@ -100,6 +102,7 @@ struct DemoOptions {
         guard let seed = UInt64(text) else { throw DemoOptionError("--seed takes a whole number, not '\(text)'") }
         options.scenario.seed = seed
       case "--users": options.scenario.users = try integer(option, in: 1...50)
+      case "--nodes": options.scenario.nodes = try integer(option, in: 1...9)
       case "--devices": options.scenario.devicesPerUser = try integer(option, in: 1...5)
       case "--hours": options.scenario.duration = .seconds(try integer(option, in: 1...24 * 30) * 3600)
       case "--strategy":

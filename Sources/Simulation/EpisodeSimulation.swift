@@ -63,11 +63,54 @@ public enum EpisodeSimulation {
     public var reRegistrations: Int
     /// How many cluster nodes were killed (0 with one node).
     public var nodeKills = 0
+    /// The shared world's report of the run: its costs, freshness and moments.
+    public var simulation: SimulationReport
   }
 
-  /// Runs `scenario` to the end.
+  /// Runs `scenario` to the end, in the world every domain shares (``EpisodeDomain``): listeners act at
+  /// the moments their scripts give while their app is open, on a desktop-like platform (an app off
+  /// screen keeps running, polling in the background), with pushes and long-polls (push+poll).
   public static func run(_ scenario: Scenario) -> Report {
-    var world = EpisodeWorld(scenario: scenario)
-    return world.run()
+    let shared = scenario.sharedWorld
+    var world = SimulationWorld<EpisodeDomain>(
+      scenario: shared,
+      domain: EpisodeDomain.makeWorldState(scenario: shared, devicesPerUser: scenario.devicesPerUser)
+    )
+    let report = world.run()
+    var violations = world.violations
+    if world.settledAt == nil {
+      violations.append("the world did not settle within \(Int(shared.settleLimit.inSeconds)) s of the faults' end")
+    }
+    return Report(
+      violations: violations,
+      converged: world.settledAt != nil,
+      devices: world.devices.count,
+      commands: world.domain.commands,
+      batchesChecked: world.batchesApplied,
+      downloadsStarted: world.domain.downloadsStarted,
+      reRegistrations: world.devices.reduce(0) { $0 + max($1.registrations - 1, 0) },
+      nodeKills: world.cluster?.kills ?? 0,
+      simulation: report
+    )
+  }
+}
+
+extension EpisodeSimulation.Scenario {
+  /// The shared world's scenario: listeners who keep the app open most of the time (about three quarters)
+  /// and act every seven to eight minutes while it is, on a desktop-like platform.
+  var sharedWorld: Scenario {
+    var shared = Scenario(seed: seed)
+    shared.users = users
+    shared.duration = duration
+    shared.settleLimit = .seconds(6 * 3600)
+    shared.faults = faults
+    shared.nodes = nodes
+    shared.platform = .desktop
+    shared.strategy = .pushPlusPoll
+    shared.queueLifespan = .seconds(3600)
+    shared.behaviour.opensPerHour = 2
+    shared.behaviour.openSeconds = 1200...3600
+    shared.behaviour.recordingsPerOpenHour = 16
+    return shared
   }
 }

@@ -152,6 +152,11 @@ public struct Scenario: Sendable, Hashable, Codable {
   public var queueLifespan: Duration = .seconds(3600)
   /// Whether to keep a full trace (every step), not only the moments that matter.
   public var keepsFullTrace = false
+  /// Server nodes. One (the default): a durable server with its own log, restarted and crashed by the
+  /// faults. More: a cluster of replicas of one shared log (the model of `EventServer.joining`), where each
+  /// request goes to a node drawn at random (clients move between nodes) and the server faults kill one
+  /// node at a time, which starts again from the log.
+  public var nodes = 1
 
   /// A scenario with default settings and `seed`.
   public init(seed: UInt64) {

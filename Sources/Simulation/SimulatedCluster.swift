@@ -1,7 +1,7 @@
 import EventProtocol
 import EventServer
 
-/// The simulated server as several nodes on one shared log (``EpisodeSimulation/Scenario/nodes`` > 1): the
+/// The simulated server as several nodes on one shared log (``Scenario/nodes`` > 1): the
 /// pure model of `EventServer.joining(_:…)` over a `SharedServerLog`.
 ///
 /// The world serves one node at a time (its `server`), which is how a turn works: the node takes the log,

@@ -26,6 +26,10 @@ enum RandomStream: UInt64 {
   case server = 8
   /// Users browsing histories.
   case browsing = 9
+  /// Which cluster node each request reaches, when nodes follow, which node dies.
+  case nodes = 10
+  /// A domain's own draws (the episode queue's listeners and broadcaster).
+  case domain = 11
 
   /// The generator of this purpose for `device` (or the world when `nil`) under `seed`; `epoch` tells apart
   /// the generators of successive app launches.

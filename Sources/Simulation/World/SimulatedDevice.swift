@@ -186,7 +186,6 @@ final class SimulatedDevice<Domain: SimulatedDomain> {
     return shownFreshness
   }
 
-
 }
 
 /// What a device shows about its data, as the report names it: a freshness while the app is open, or

@@ -27,6 +27,8 @@ protocol SimulatedDomain {
   static func makeApplication(in world: WorldState) -> Application
   /// The reducer of a device signed in as `user`.
   static func makeReducer(for user: UserID, in world: WorldState) -> Reducer
+  /// How many devices user number `user` (from 0) has.
+  static func deviceCount(ofUser user: Int, in world: WorldState, scenario: Scenario) -> Int
   /// A device's state at launch number `epoch` (0 for a new install).
   static func makeDeviceState(device index: Int, epoch: Int, scenario: Scenario) -> DeviceState
 
@@ -67,11 +69,20 @@ protocol SimulatedDomain {
   static func showsWrong(_ index: Int, server: Application.Snapshot, in world: SimulationWorld<Self>) -> Bool
   /// What keeps the domain's part of the world from having converged (empty once it has).
   static func convergenceGaps(in world: SimulationWorld<Self>) -> [String]
+  /// The world starts, its devices loaded: schedule the domain's own first happenings.
+  static func worldStarts(in world: inout SimulationWorld<Self>)
+  /// The world ended: the domain's checks of the final state (they add to `world.violations`).
+  static func finalChecks(in world: inout SimulationWorld<Self>)
   /// The domain's figures for the report: actions that were saved, and those that reached their end.
   static func outcomes(in world: SimulationWorld<Self>) -> (made: Int, completed: Int)
 }
 
 extension SimulatedDomain {
+  static func deviceCount(ofUser user: Int, in world: WorldState, scenario: Scenario) -> Int {
+    scenario.devicesPerUser
+  }
+  static func worldStarts(in world: inout SimulationWorld<Self>) {}
+  static func finalChecks(in world: inout SimulationWorld<Self>) {}
   static func wholePart(of snapshot: Application.Snapshot) -> Application.Snapshot { snapshot }
   static func device(of happening: Happening) -> Int? { nil }
   static func handle(_ happening: Happening, in world: inout SimulationWorld<Self>) {}

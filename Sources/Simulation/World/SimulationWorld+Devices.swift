@@ -142,6 +142,7 @@ extension SimulationWorld {
         let reply = try WireFormat.decode(EventsReply<Application.Event>.self, from: bytes)
         devices[index].reachedServer = true
         actions = core.pollSucceeded(request, reply.events, now: now)
+        batchesApplied += 1
       } catch {
         actions = core.pollFailed(request, .api(error), now: now)
       }

@@ -375,6 +375,8 @@ extension SimulationWorld {
   mutating func cancelParkedPoll(_ pollID: PollID) {
     guard let (_, _, since) = parkedPolls.removeValue(forKey: pollID) else { return }
     parkedPollSeconds += since.duration(to: now).inSeconds
+    // On the node it is parked on.
+    if let node = cluster?.pollNode.removeValue(forKey: pollID) { serveNode(node) }
     applyServer(server.pollCancelled(pollID, now: now))
   }
 

@@ -121,6 +121,9 @@ extension SimulationWorld {
   /// What still keeps the world from having converged (empty once it has).
   var convergenceGaps: [String] {
     var gaps: [String] = []
+    if let cluster, !cluster.isCaughtUp {
+      gaps.append("a cluster node has not applied the whole log")
+    }
     for device in devices {
       let whole = device.confirmedState.map(Domain.wholePart(of:))
       if whole != Domain.wholePart(of: server.application.snapshot(for: device.user)) {

@@ -45,6 +45,10 @@ struct SimulationWorld<Domain: SimulatedDomain> {
     case serverCrash
     case faultsStop
     case convergenceCheck
+    /// A cluster node's timer (heartbeats, sweeps, the application's deadlines).
+    case nodeTimer(node: Int)
+    /// A cluster node reads what the others committed.
+    case nodeFollows(node: Int)
   }
 
   let scenario: Scenario
@@ -82,6 +86,8 @@ struct SimulationWorld<Domain: SimulatedDomain> {
   var violations: [String] = []
   /// Pages of history merged into a device's state.
   var pagesMerged = 0
+  /// Batches of events devices applied from polls (each checked against the versions its user had).
+  var batchesApplied = 0
   var timeline: [String] = []
   var trace: [String] = []
   var lostPushSince: [Int: Timestamp] = [:]
@@ -89,6 +95,9 @@ struct SimulationWorld<Domain: SimulatedDomain> {
   var finished = false
   /// The server's storage, and the answers and pushes waiting for their records to be durable.
   var durability = ServerDurability<Application, Event>()
+  /// With several nodes: the cluster (``server`` is the node being served), and its draws.
+  var cluster: SimulatedCluster<Application>?
+  var clusterRandom: SeededRandomNumberGenerator
 
   /// A world for `scenario`, the domain's world state as given.
   init(scenario: Scenario, domain: Domain.WorldState) {
@@ -99,20 +108,18 @@ struct SimulationWorld<Domain: SimulatedDomain> {
     self.start = start
     self.now = start
     self.domain = domain
-    var configuration = EventServerConfiguration()
-    configuration.maximumIdleTimeout = .seconds(7 * 24 * 3600)
-    self.server = Server(
-      application: Domain.makeApplication(in: domain),
-      configuration: configuration,
-      random: SeededRandomNumberGenerator(seed: serverRandom.next()),
-      now: start
-    )
-    self.server.startRecording()
+    self.server = Self.emptyNode(in: domain, random: &serverRandom, now: start)
     self.users = (0..<max(scenario.users, 1)).map { UserID("user\($0 + 1)") }
     self.serverRandom = serverRandom
-    for user in users {
+    self.clusterRandom = RandomStream.nodes.generator(seed: scenario.seed)
+    if scenario.nodes > 1 {
+      var nodes = [server]
+      for _ in 1..<scenario.nodes { nodes.append(Self.emptyNode(in: domain, random: &self.serverRandom, now: start)) }
+      cluster = SimulatedCluster(nodes: nodes)
+    }
+    for (number, user) in users.enumerated() {
       versions[user] = [(start, Domain.wholePart(of: server.application.snapshot(for: user)))]
-      for _ in 0..<max(scenario.devicesPerUser, 1) {
+      for _ in 0..<max(Domain.deviceCount(ofUser: number, in: domain, scenario: scenario), 1) {
         addDevice(for: user)
       }
     }
@@ -135,6 +142,7 @@ struct SimulationWorld<Domain: SimulatedDomain> {
     ) {
       events.push(.serverRestart, at: moment)
     }
+    Domain.worldStarts(in: &self)
     scheduleServerTimer()
     schedule(.faultsStop, after: scenario.duration)
     let deadline = start.advanced(by: scenario.duration).advanced(by: scenario.settleLimit)
@@ -151,6 +159,7 @@ struct SimulationWorld<Domain: SimulatedDomain> {
       handle(event)
     }
     sample(until: now)
+    Domain.finalChecks(in: &self)
     return report()
   }
 
@@ -176,7 +185,17 @@ struct SimulationWorld<Domain: SimulatedDomain> {
       deviceTimerFired(device, generation: generation)
     case .serverTimer:
       serverTimerAt = nil
-      applyServer(server.timerFired(now: now))
+      serverTimerFired()
+    case .nodeTimer(let node):
+      guard let due = cluster!.timerAt[node], due <= now else { return }
+      cluster!.timerAt[node] = nil
+      serveNode(node)
+      serverTimerFired()
+    case .nodeFollows(let node):
+      serveNode(node)
+    case .serverRestart where cluster != nil:
+      guard faultsOn else { return }
+      killNode(Int.random(in: 0..<cluster!.count, using: &clusterRandom))
     case .pushReachesDevice(let device, let payload):
       pushReachesDevice(device, payload)
     case .appOpens(let device, let session): appOpens(device, session: session)
@@ -292,6 +311,7 @@ struct SimulationWorld<Domain: SimulatedDomain> {
   ) {
     let user = devices[index].user
     requestsServed += 1
+    serveRandomNode()
     if faultsOn && chance(faults.serverError, device: index) {
       reply(to: index, request, .failure(.serverError(status: 503)))
       return
@@ -315,6 +335,7 @@ struct SimulationWorld<Domain: SimulatedDomain> {
       nextPollID += 1
       parkedPolls[pollID] = (index, request, now)
       devices[index].parked[request] = pollID
+      if let node = cluster?.current { cluster!.pollNode[pollID] = node }
       applyServer(
         server.poll(
           pollID,
@@ -365,6 +386,7 @@ struct SimulationWorld<Domain: SimulatedDomain> {
       switch action {
       case .completePoll(let pollID, let outcome):
         guard let (index, request, since) = parkedPolls.removeValue(forKey: pollID) else { continue }
+        cluster?.pollNode[pollID] = nil
         parkedPollSeconds += since.duration(to: now).inSeconds
         devices[index].parked[request] = nil
         switch outcome {
@@ -396,6 +418,12 @@ struct SimulationWorld<Domain: SimulatedDomain> {
 
   /// Schedules an answer or a push that shows the server's state now: held until that state is durable.
   mutating func emit(_ event: Event, after delay: Duration) {
+    if cluster != nil {
+      // A cluster node's turn commits what it decided to the shared log before anything is answered.
+      commitTurn()
+      schedule(event, after: delay)
+      return
+    }
     let (ready, commit) = durability.emit(event, after: delay, server: &server)
     if let (event, delay) = ready { schedule(event, after: delay) }
     if commit { scheduleCommit() }
@@ -410,6 +438,10 @@ struct SimulationWorld<Domain: SimulatedDomain> {
   }
 
   mutating func scheduleServerTimer() {
+    if cluster != nil {
+      scheduleNodeTimer()
+      return
+    }
     if durability.collect(from: &server) { scheduleCommit() }
     let deadline = server.nextDeadline
     guard deadline != serverTimerAt else { return }
