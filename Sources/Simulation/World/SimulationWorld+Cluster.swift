@@ -71,16 +71,8 @@ extension SimulationWorld {
   mutating func killNode(_ node: Int) {
     note("cluster node \(node) is killed and starts again from the log")
     serveNode(node)
-    for (pollID, (index, request, since)) in parkedPolls.sorted(by: { $0.key < $1.key })
-    where cluster!.pollNode[pollID] == node {
-      parkedPollSeconds += since.duration(to: now).inSeconds
-      devices[index].parked[request] = nil
-      parkedPolls[pollID] = nil
-      schedule(
-        .answerReachesDevice(device: index, request: request, answer: .failure(.connectionFailed("node killed"))),
-        after: latency(device: index)
-      )
-    }
+    let pollNode = cluster!.pollNode
+    dropParkedPolls(because: "node killed") { pollNode[$0] == node }
     let empty = Self.emptyNode(in: domain, random: &clusterRandom, now: start)
     cluster!.killServed(&server, rebuiltFrom: empty)
     scheduleServerTimer()

@@ -463,21 +463,27 @@ struct SimulationWorld<Domain: SimulatedDomain> {
     }
   }
 
+  /// The connections of the parked polls `isDropped` picks break (their server died): each poll fails on its
+  /// device as a dropped connection, in poll order.
+  mutating func dropParkedPolls(because reason: String, where isDropped: (PollID) -> Bool) {
+    for (pollID, (index, request, since)) in parkedPolls.sorted(by: { $0.key < $1.key }) where isDropped(pollID) {
+      parkedPollSeconds += since.duration(to: now).inSeconds
+      devices[index].parked[request] = nil
+      parkedPolls[pollID] = nil
+      schedule(
+        .answerReachesDevice(device: index, request: request, answer: .failure(.connectionFailed(reason))),
+        after: latency(device: index)
+      )
+    }
+  }
+
   /// The server restarts: gracefully (parked polls answered, everything durable, a snapshot), or by a
   /// crash (what is not yet durable is lost, with the answers and pushes waiting for it; connections drop).
   /// Either way the new process rebuilds from its snapshot and log.
   mutating func restartServer(crash: Bool) {
     note(crash ? "the server crashes: what is not yet durable is lost" : "the server restarts")
     if crash {
-      for (pollID, (index, request, since)) in parkedPolls.sorted(by: { $0.key < $1.key }) {
-        parkedPollSeconds += since.duration(to: now).inSeconds
-        devices[index].parked[request] = nil
-        parkedPolls[pollID] = nil
-        schedule(
-          .answerReachesDevice(device: index, request: request, answer: .failure(.connectionFailed("server crashed"))),
-          after: latency(device: index)
-        )
-      }
+      dropParkedPolls(because: "server crashed") { _ in true }
     } else {
       applyServer(server.connectionsDropped(now: now))
       for (event, delay) in durability.stop(server: &server) { schedule(event, after: delay) }
