@@ -42,13 +42,20 @@ extension SimulationWorld {
   /// Serves `node` from now on: it first applies what the others committed, completing its own parked polls.
   mutating func serveNode(_ node: Int) {
     let (actions, committed) = cluster!.serve(node, served: &server)
-    if committed { scheduleFollowers() }
+    if committed { turnCommitted() }
     applyServer(actions)
   }
 
   /// The served node's turn commits what it recorded; the other nodes follow a few milliseconds later.
   mutating func commitTurn() {
-    if cluster!.commit(from: &server) { scheduleFollowers() }
+    if cluster!.commit(from: &server) { turnCommitted() }
+  }
+
+  /// What a turn decided is in the shared log, durable: the other nodes follow, and the domain hears it as
+  /// it hears a single server's group commit (the video domain deletes the blobs released).
+  private mutating func turnCommitted() {
+    scheduleFollowers()
+    Domain.serverCommitted(in: &self)
   }
 
   mutating func scheduleFollowers() {
