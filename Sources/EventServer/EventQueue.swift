@@ -112,11 +112,15 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   public var eventCount: Int { backlog.count }
 
   /// Appends an event with the next id.
+  /// - Returns: Whether another user's command put it here (it counts against its author).
   /// - Complexity: Amortized O(1).
-  mutating func append(_ body: EventBody<Event>, origin: MutationOrigin? = nil, author: UserID? = nil) {
-    if let author, author != user { foreignEvents.append(ForeignEvent(id: nextEventID, author: author)) }
+  @discardableResult
+  mutating func append(_ body: EventBody<Event>, origin: MutationOrigin? = nil, author: UserID? = nil) -> Bool {
+    let isForeign = author.map { $0 != user } ?? false
+    if isForeign, let author { foreignEvents.append(ForeignEvent(id: nextEventID, author: author)) }
     backlog.append(EventEnvelope(id: nextEventID, body: body, origin: origin))
     nextEventID += 1
+    return isForeign
   }
 
   private enum CodingKeys: String, CodingKey {

@@ -349,17 +349,21 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       var fits: Bool?
       for recipient in Self.distinct(delivery.recipients) {
         if tracksPushes, notifiedSet.insert(recipient).inserted { notified.append(recipient) }
-        for slot in table.slots(of: recipient) where table.slots[slot]!.accepts(eventType) {
+        for slot in table.slots(of: recipient) {
+          let (accepts, isParked, clientID) = table.reading(slot) {
+            ($0.accepts(eventType), $0.parkedPoll != nil, $0.clientID)
+          }
+          guard accepts else { continue }
           if fits == nil {
             fits = fitsSizeLimit(delivery.event)
             // Another user's command must not cost a queue: the event is queued all the same, and counted.
             if fits == false { oversizeEvents += 1 }
           }
-          if tracksPushes, table.slots[slot]!.parkedPoll != nil, let clientID = table.slots[slot]!.clientID {
+          if tracksPushes, isParked, let clientID {
             servedByPoll.insert(MutationSource(user: recipient, clientID: clientID))
           }
           let eventOrigin = recipient == user ? origin : nil
-          if table.slots[slot]!.parkedPoll != nil, toWakeSet.insert(slot).inserted { toWake.append(slot) }
+          if isParked, toWakeSet.insert(slot).inserted { toWake.append(slot) }
           push(
             .payload(delivery.event),
             origin: eventOrigin,
@@ -726,12 +730,12 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     now: Timestamp,
     actions: inout [Action]
   ) {
-    guard table.slots[slot]!.eventCount < configuration.maximumEventsPerQueue else {
+    guard table.reading(slot, { $0.eventCount }) < configuration.maximumEventsPerQueue else {
       removeQueue(slot, actions: &actions)
       return
     }
     table.append(body, origin: origin, author: author, to: slot)
-    if wake, let parked = table.slots[slot]!.parkedPoll {
+    if wake, let parked = table.reading(slot, { $0.parkedPoll }) {
       completeParkedPoll(parked.pollID, on: slot, now: now, actions: &actions)
     }
   }
