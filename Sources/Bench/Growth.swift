@@ -37,16 +37,7 @@ extension Workloads {
     let elapsed = seconds {
       while received < count {
         pollID += 1
-        let actions = server.poll(
-          PollID(pollID),
-          queueID: queue,
-          user: "u0",
-          lastEventID: lastEventID,
-          dontBlock: true,
-          limit: 1_000,
-          now: start
-        )
-        guard case .completePoll(_, .events(let batch))? = actions.last, let last = batch.last,
+        guard let batch = pollBacklog(&server, queue: queue, after: lastEventID, as: pollID), let last = batch.last,
           batch.first?.id == lastEventID + 1, last.id == lastEventID + batch.count
         else { fail("G1: a poll of the backlog of \(count) gave the wrong events after \(lastEventID)") }
         received += batch.count

@@ -115,6 +115,27 @@ struct Workloads {
   // MARK: - W3
 
   /// A server core whose one queue (user `u0`'s) holds `count` events.
+  /// One `dontBlock` poll of up to 1,000 events of the backlog queue after `lastEventID`; `nil` when the
+  /// server did not answer with events.
+  func pollBacklog(
+    _ server: inout EventServerStateMachine<StatusBoard>,
+    queue: QueueID,
+    after lastEventID: Int,
+    as pollID: UInt64
+  ) -> [EventEnvelope<StatusEvent>]? {
+    let actions = server.poll(
+      PollID(pollID),
+      queueID: queue,
+      user: "u0",
+      lastEventID: lastEventID,
+      dontBlock: true,
+      limit: 1_000,
+      now: start
+    )
+    guard case .completePoll(_, .events(let events))? = actions.last else { return nil }
+    return events
+  }
+
   func backlog(of count: Int, seed: UInt64, workload: String) -> (EventServerStateMachine<StatusBoard>, QueueID) {
     var configuration = EventServerConfiguration()
     configuration.maximumEventsPerQueue = count + 1
@@ -181,18 +202,7 @@ struct Workloads {
       pollID += 1
       var batch: [EventEnvelope<StatusEvent>] = []
       boundedInProcess.values.append(
-        seconds {
-          let actions = server.poll(
-            PollID(pollID),
-            queueID: queue,
-            user: "u0",
-            lastEventID: lastEventID,
-            dontBlock: true,
-            limit: 1_000,
-            now: start
-          )
-          if case .completePoll(_, .events(let events))? = actions.last { batch = events }
-        } * 1000
+        seconds { batch = pollBacklog(&server, queue: queue, after: lastEventID, as: pollID) ?? [] } * 1000
       )
       boundedJSON.values.append(
         seconds {
