@@ -1,43 +1,54 @@
 import EventProtocol
 
-/// One client's event queue: the events it has not acknowledged, and its bookkeeping.
+/// One client's event queue as a value: its bookkeeping and the events it has not acknowledged.
 ///
-/// Queues hold immutable values: each queue stores its own copy of each event, so nothing done to an
-/// event in one queue reaches another. Acknowledging events costs only what it drops (``EventBacklog``).
+/// The server keeps each event once, however many queues hold it (``QueueStore``); a queue read from it
+/// (``EventServerStateMachine/queue(_:)``, a dump) is this value, with its own copy of its events, so
+/// nothing done to one queue's value reaches another's. Acknowledging events costs only what it drops
+/// (``EventBacklog``).
 public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
+  /// Everything but the events (what the server keeps per queue).
+  var record: QueueRecord
+  /// Where the events are kept (acknowledging one moves a head index; see ``EventBacklog``).
+  private(set) var backlog = EventBacklog<EventEnvelope<Event>>()
+  /// The pending events another user's command put here, with their author, in id order: what bounds how
+  /// much of this queue one other user can fill (``EventServerConfiguration/maximumPendingEventsPerAuthor``).
+  public private(set) var foreignEvents: [ForeignEvent] = []
+
   /// The queue's id.
-  public let id: QueueID
+  public var id: QueueID { record.id }
   /// The user who registered the queue and alone may poll it.
-  public let user: UserID
+  public var user: UserID { record.user }
   /// The installation that registered it, when it said: push notifications for that installation name
   /// this queue.
-  public let clientID: ClientID?
+  public var clientID: ClientID? { record.clientID }
   /// The event types the queue accepts; `nil` accepts all. Heartbeats bypass the filter.
-  public let eventTypes: Set<String>?
+  public var eventTypes: Set<String>? { record.eventTypes }
   /// How long the queue lives without contact.
-  public let idleTimeout: Duration
+  public var idleTimeout: Duration { record.idleTimeout }
   /// The id the next event will get.
-  public private(set) var nextEventID: Int = 0
+  public var nextEventID: Int { record.nextEventID }
   /// The highest id pruned so far; `-1` when nothing has been pruned.
-  public private(set) var prunedThrough: Int = -1
+  public var prunedThrough: Int { record.prunedThrough }
   /// The events not yet acknowledged, in increasing id order.
   /// - Complexity: O(1) usually; O(*n*) right after a poll acknowledged less than half of what was held.
   public var events: [EventEnvelope<Event>] { backlog.array }
-  /// Where the events are kept (acknowledging one moves a head index; see ``EventBacklog``).
-  private(set) var backlog = EventBacklog<Event>()
   /// The last time a request touched the queue (or a parked poll on it ended).
-  public internal(set) var lastContact: Timestamp
+  public internal(set) var lastContact: Timestamp {
+    get { record.lastContact }
+    set { record.lastContact = newValue }
+  }
   /// The poll waiting on this queue, if any. Not part of a dump: connections do not survive a restart.
-  public internal(set) var parkedPoll: ParkedPoll?
+  public internal(set) var parkedPoll: ParkedPoll? {
+    get { record.parkedPoll }
+    set { record.parkedPoll = newValue }
+  }
   /// Event ids this queue skipped when the server recovered from durable state: a lost incarnation of the
   /// server (one whose last records never became durable, or whose state an operator rolled back) may have
   /// handed them out with other events, so a poll acknowledging one of them proves the client saw events
   /// this queue does not have, and the queue is refused as not intact. Ranges at or below the pruned mark
   /// are forgotten; in increasing order.
-  public private(set) var skippedIDs: [Range<Int>] = []
-  /// The pending events another user's command put here, with their author, in id order: what bounds how
-  /// much of this queue one other user can fill (``EventServerConfiguration/maximumPendingEventsPerAuthor``).
-  public private(set) var foreignEvents: [ForeignEvent] = []
+  public var skippedIDs: [Range<Int>] { record.skippedIDs }
 
   /// A pending event another user's command queued (``ForeignQueuedEvent``).
   public typealias ForeignEvent = ForeignQueuedEvent
@@ -46,55 +57,43 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
 
   init(id: QueueID, user: UserID, clientID: ClientID?, eventTypes: Set<String>?, idleTimeout: Duration, now: Timestamp)
   {
-    self.id = id
-    self.user = user
-    self.clientID = clientID
-    self.eventTypes = eventTypes
-    self.idleTimeout = idleTimeout
-    self.lastContact = now
+    record = QueueRecord(
+      id: id,
+      user: user,
+      clientID: clientID,
+      eventTypes: eventTypes,
+      idleTimeout: idleTimeout,
+      now: now
+    )
+  }
+
+  /// A queue of `record` holding `events`, `foreignEvents` of them queued by other users' commands.
+  init(record: QueueRecord, events: [EventEnvelope<Event>], foreignEvents: [ForeignEvent]) {
+    self.record = record
+    self.backlog = EventBacklog(events)
+    self.foreignEvents = foreignEvents
   }
 
   /// Whether the queue takes events of `type`.
   public func accepts(_ type: String) -> Bool {
-    eventTypes?.contains(type) ?? true
+    record.accepts(type)
   }
 
   /// Whether the queue has outlived its idle timeout at `now`. A queue with a parked poll never expires.
   public func isExpired(at now: Timestamp) -> Bool {
-    parkedPoll == nil && lastContact.duration(to: now) >= idleTimeout
+    record.isExpired(at: now)
   }
 
   /// The id of the last event the queue has assigned; `-1` before the first.
-  public var lastEventID: Int { nextEventID - 1 }
-
-  /// Checks that a poll may acknowledge through `lastEventID`.
-  func validateAcknowledgement(_ lastEventID: Int) throws(EventAPIError) {
-    if lastEventID > self.lastEventID || lastEventID < -1 { throw .notInQueue(lastEventID: lastEventID) }
-    if lastEventID < prunedThrough { throw .alreadyPruned(lastEventID: lastEventID) }
-  }
-
-  /// Whether acknowledging through `lastEventID` is consistent with this queue's history: `false` when
-  /// the id is one the queue skipped at a recovery (the client saw events of a lost incarnation).
-  func isIntact(acknowledging lastEventID: Int) -> Bool {
-    !skippedIDs.contains { $0.contains(lastEventID) }
-  }
-
-  /// Jumps the next event id to `nextID` (when it is ahead), remembering the ids skipped.
-  mutating func skipIDs(upTo nextID: Int) {
-    guard nextID > nextEventID else { return }
-    skippedIDs.append(nextEventID..<nextID)
-    nextEventID = nextID
-  }
+  public var lastEventID: Int { record.lastEventID }
 
   /// Removes every event with an id up to `lastEventID`.
   /// - Returns: The authors of the other users' events removed.
   /// - Complexity: O(log *n*) plus amortised O(1) per event removed, and O(*f*) in the other users' events
   ///   held.
   mutating func prune(through lastEventID: Int) -> ArraySlice<ForeignEvent> {
-    guard lastEventID > prunedThrough else { return [] }
+    guard record.markPruned(through: lastEventID) else { return [] }
     backlog.removeThrough(lastEventID)
-    prunedThrough = lastEventID
-    skippedIDs.removeAll { $0.upperBound - 1 <= lastEventID }
     let foreignKept = foreignEvents.firstIndex { $0.id > lastEventID } ?? foreignEvents.endIndex
     let removed = foreignEvents[..<foreignKept]
     foreignEvents.removeFirst(foreignKept)
@@ -116,10 +115,10 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   /// - Complexity: Amortized O(1).
   @discardableResult
   mutating func append(_ body: EventBody<Event>, origin: MutationOrigin? = nil, author: UserID? = nil) -> Bool {
+    let id = record.assignEventID()
     let isForeign = author.map { $0 != user } ?? false
-    if isForeign, let author { foreignEvents.append(ForeignEvent(id: nextEventID, author: author)) }
-    backlog.append(EventEnvelope(id: nextEventID, body: body, origin: origin))
-    nextEventID += 1
+    if isForeign, let author { foreignEvents.append(ForeignEvent(id: id, author: author)) }
+    backlog.append(EventEnvelope(id: id, body: body, origin: origin))
     return isForeign
   }
 
@@ -139,17 +138,19 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
 
   public init(from decoder: any Decoder) throws {
     let container = try decoder.container(keyedBy: CodingKeys.self)
-    self.id = try container.decode(QueueID.self, forKey: .id)
-    self.user = try container.decode(UserID.self, forKey: .user)
-    self.clientID = try container.decodeIfPresent(ClientID.self, forKey: .clientID)
-    self.eventTypes = try container.decodeIfPresent(Set<String>.self, forKey: .eventTypes)
-    self.idleTimeout = try container.decode(Duration.self, forKey: .idleTimeout)
-    self.nextEventID = try container.decode(Int.self, forKey: .nextEventID)
-    self.prunedThrough = try container.decode(Int.self, forKey: .prunedThrough)
+    self.record = QueueRecord(
+      id: try container.decode(QueueID.self, forKey: .id),
+      user: try container.decode(UserID.self, forKey: .user),
+      clientID: try container.decodeIfPresent(ClientID.self, forKey: .clientID),
+      eventTypes: try container.decodeIfPresent(Set<String>.self, forKey: .eventTypes),
+      idleTimeout: try container.decode(Duration.self, forKey: .idleTimeout),
+      nextEventID: try container.decode(Int.self, forKey: .nextEventID),
+      prunedThrough: try container.decode(Int.self, forKey: .prunedThrough),
+      lastContact: try container.decode(Timestamp.self, forKey: .lastContact),
+      // Written since the durable server; dumps before it skipped no ids.
+      skippedIDs: try container.decodeIfPresent([Range<Int>].self, forKey: .skippedIDs) ?? []
+    )
     self.backlog = EventBacklog(try container.decode([EventEnvelope<Event>].self, forKey: .events))
-    self.lastContact = try container.decode(Timestamp.self, forKey: .lastContact)
-    // Written since the durable server; dumps before it skipped no ids.
-    self.skippedIDs = try container.decodeIfPresent([Range<Int>].self, forKey: .skippedIDs) ?? []
     // Written since authors were counted; before, no event counted against its author.
     self.foreignEvents = try container.decodeIfPresent([ForeignEvent].self, forKey: .foreignEvents) ?? []
   }

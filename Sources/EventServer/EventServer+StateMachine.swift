@@ -111,7 +111,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   /// The queues of `user`, oldest first.
   public func queueIDs(of user: UserID) -> [QueueID] {
-    table.slots(of: user).map { table.slots[$0]!.id }
+    table.slots(of: user).map { table[slot: $0].id }
   }
 
   // MARK: - Inputs
@@ -137,7 +137,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     var actions: [Action] = []
     // Decided here, from what is not durable (parked polls), and recorded as decisions.
     var remaining = Array(table.slots(of: user))
-    var evicted = remaining.filter { table.slots[$0]!.isExpired(at: now) }
+    var evicted = remaining.filter { table[slot: $0].isExpired(at: now) }
     remaining.removeAll { evicted.contains($0) }
     while remaining.count >= max(configuration.maximumQueuesPerUser, 1) {
       let leastRecentlyUsed = remaining.min { lhs, rhs in
@@ -149,7 +149,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     var queueID = QueueID.random(using: &random)
     while table.slot(of: queueID) != nil { queueID = QueueID.random(using: &random) }
     let idleTimeout = configuration.idleTimeout(forLifespan: lifespan)
-    let evictedIDs = evicted.map { table.slots[$0]!.id }
+    let evictedIDs = evicted.map { table[slot: $0].id }
     record(
       .registered(
         user: user,
@@ -211,27 +211,27 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     let slot: Int
     do throws(EventAPIError) {
       slot = try liveQueue(queueID, of: user, now: now, actions: &actions)
-      guard table.slots[slot]!.isIntact(acknowledging: lastEventID) else {
+      guard table[slot: slot].isIntact(acknowledging: lastEventID) else {
         // The client saw events of a lost incarnation under ids this queue skipped: it must re-register.
         record(.queuesRemoved(queueIDs: [queueID]), now: now)
         removeQueue(slot, actions: &actions)
         throw EventAPIError.badEventQueueID(queueID)
       }
-      try table.slots[slot]!.validateAcknowledgement(lastEventID)
+      try table[slot: slot].validateAcknowledgement(lastEventID)
     } catch {
       actions.append(.completePoll(pollID, .failed(error)))
       return actions
     }
     record(.acknowledged(queueID: queueID, lastEventID: lastEventID), now: now)
     applyAcknowledged(slot: slot, lastEventID: lastEventID, now: now)
-    if let displaced = table.slots[slot]!.parkedPoll {
+    if let displaced = table[slot: slot].parkedPoll {
       completeParkedPoll(displaced.pollID, on: slot, now: now, actions: &actions)
     }
-    if table.slots[slot]!.eventCount > 0 || dontBlock {
-      actions.append(.completePoll(pollID, .events(table.slots[slot]!.events(limit: limit))))
+    if table.eventCount(slot) > 0 || dontBlock {
+      actions.append(.completePoll(pollID, .events(table.events(slot, limit: limit))))
     } else {
       let heartbeatAt = heartbeatDeadline(after: now)
-      table.slots[slot]!.parkedPoll = .init(pollID: pollID, heartbeatAt: heartbeatAt, limit: limit)
+      table[slot: slot].parkedPoll = .init(pollID: pollID, heartbeatAt: heartbeatAt, limit: limit)
       parkedPolls[pollID] = slot
       heartbeats.push(pollID, at: heartbeatAt)
     }
@@ -248,8 +248,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     user: UserID,
     now: Timestamp
   ) throws(EventAPIError) -> FetchAnswer<Application.FetchedItem> {
-    guard let slot = table.slot(of: queueID), let queue = table.slots[slot], queue.user == user,
-      !queue.isExpired(at: now)
+    guard let slot = table.slot(of: queueID), table[slot: slot].user == user, !table[slot: slot].isExpired(at: now)
     else { throw .badEventQueueID(queueID) }
     if let problem = request.problem { throw .badRequest(problem) }
     let page: FetchPage<Application.FetchedItem>
@@ -258,15 +257,15 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     } catch {
       throw .badRequest(error.reason)
     }
-    return FetchAnswer(queueID: queueID, lastEventID: queue.lastEventID, request: request, page: page)
+    return FetchAnswer(queueID: queueID, lastEventID: table[slot: slot].lastEventID, request: request, page: page)
   }
 
   /// The caller of a parked poll went away. The poll completes as cancelled; every event stays queued.
   /// A poll that is no longer parked (already completed) is ignored.
   public mutating func pollCancelled(_ pollID: PollID, now: Timestamp) -> [Action] {
     guard let slot = parkedPolls.removeValue(forKey: pollID) else { return [] }
-    table.slots[slot]!.parkedPoll = nil
-    record(.acknowledged(queueID: table.slots[slot]!.id, lastEventID: nil), now: now)
+    table[slot: slot].parkedPoll = nil
+    record(.acknowledged(queueID: table[slot: slot].id, lastEventID: nil), now: now)
     applyAcknowledged(slot: slot, lastEventID: nil, now: now)
     discardEndedHeartbeats()
     return [.completePoll(pollID, .cancelled)]
@@ -345,41 +344,33 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     var toWakeSet: Set<Int> = []
     for delivery in deliveries {
       let eventType = delivery.event.eventType
-      // Measured once per event, and only when some queue takes it.
-      var fits: Bool?
+      // The event is stored once, when the first queue takes it, and measured then.
+      var entry: Int?
+      var foreignHolders = 0
       for recipient in Self.distinct(delivery.recipients) {
         if tracksPushes, notifiedSet.insert(recipient).inserted { notified.append(recipient) }
         for slot in table.slots(of: recipient) {
-          let (accepts, isParked, clientID) = table.reading(slot) {
-            ($0.accepts(eventType), $0.parkedPoll != nil, $0.clientID)
-          }
-          guard accepts else { continue }
-          if fits == nil {
-            fits = fitsSizeLimit(delivery.event)
+          guard table[slot: slot].accepts(eventType) else { continue }
+          if entry == nil {
             // Another user's command must not cost a queue: the event is queued all the same, and counted.
-            if fits == false { oversizeEvents += 1 }
+            if !fitsSizeLimit(delivery.event) { oversizeEvents += 1 }
+            entry = table.add(.payload(delivery.event), author: user, origin: origin)
           }
-          if tracksPushes, isParked, let clientID {
+          let isParked = table[slot: slot].parkedPoll != nil
+          if tracksPushes, isParked, let clientID = table[slot: slot].clientID {
             servedByPoll.insert(MutationSource(user: recipient, clientID: clientID))
           }
-          let eventOrigin = recipient == user ? origin : nil
           if isParked, toWakeSet.insert(slot).inserted { toWake.append(slot) }
-          push(
-            .payload(delivery.event),
-            origin: eventOrigin,
-            author: user,
-            to: slot,
-            wake: false,
-            now: now,
-            actions: &actions
-          )
+          if hold(entry!, in: slot, actions: &actions) { foreignHolders += 1 }
         }
       }
+      if let entry { table.dropIfUnheld(entry) }
+      if let user { table.countPending(foreignHolders, by: user) }
     }
     // Parked polls are answered once every event of the command is queued: a client never receives half
     // of a command's events in one batch (and the rest in the next).
-    for slot in toWake {
-      if let parked = table.slots[slot]?.parkedPoll {
+    for slot in toWake where table.isOccupied(slot) {
+      if let parked = table[slot: slot].parkedPoll {
         completeParkedPoll(parked.pollID, on: slot, now: now, actions: &actions)
       }
     }
@@ -439,11 +430,17 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// the payload limit, the bare hint when they do not, and an empty hint when its queue has expired.
   private func composePush(for installation: MutationSource, now: Timestamp) -> PushNotification {
     let entry = pushRegistry.entries[installation]!
-    let liveQueue = Array(table.slots(of: installation.user)).reversed().lazy.compactMap { self.table.slots[$0] }
-      .first { $0.clientID == installation.clientID && !$0.isExpired(at: now) }
+    let liveSlot = Array(table.slots(of: installation.user)).reversed().first {
+      table[slot: $0].clientID == installation.clientID && !table[slot: $0].isExpired(at: now)
+    }
     var payload = PushPayload<Event>(queueID: nil, lastEventID: nil, events: nil)
-    if let liveQueue {
-      payload = PushPayload(queueID: liveQueue.id, lastEventID: liveQueue.lastEventID, events: liveQueue.events)
+    if let liveSlot {
+      let queue = table[slot: liveSlot]
+      payload = PushPayload(
+        queueID: queue.id,
+        lastEventID: queue.lastEventID,
+        events: table.events(liveSlot, limit: nil)
+      )
     }
     var bytes = (try? WireFormat.encode(payload)).map { [UInt8]($0) } ?? []
     if bytes.count > configuration.maximumPushPayloadBytes {
@@ -474,7 +471,9 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// application's defect, found by its tests, not a reason to drop anyone's queue).
   private func fitsSizeLimit(_ event: Event) -> Bool {
     guard let limit = configuration.maximumEventBytes else { return true }
-    guard let bytes = try? WireFormat.encode(EventEnvelope(id: Int.max, body: .payload(event))) else { return true }
+    // Unsorted: the order of the keys does not change the size, and sorting them was a seventh of the check.
+    guard let bytes = try? WireJSON.encode(EventEnvelope(id: Int.max, body: .payload(event)), sortedKeys: false)
+    else { return true }
     return bytes.count <= limit
   }
 
@@ -597,7 +596,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   private func receipt(for user: UserID, applied: Bool) -> MutationReceipt {
     var through: [QueueID: Int] = [:]
-    for slot in table.slots(of: user) { through[table.slots[slot]!.id] = table.slots[slot]!.lastEventID }
+    for slot in table.slots(of: user) { through[table[slot: slot].id] = table[slot: slot].lastEventID }
     return MutationReceipt(applied: applied, eventsThrough: through)
   }
 
@@ -609,7 +608,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     while let (_, pollID) = heartbeats.pop(dueAt: now) {
       // Entries of polls that already ended are skipped.
       guard let slot = parkedPolls[pollID] else { continue }
-      heartbeatQueues.append(table.slots[slot]!.id)
+      heartbeatQueues.append(table[slot: slot].id)
     }
     if !heartbeatQueues.isEmpty {
       record(.heartbeatsSent(queueIDs: heartbeatQueues), now: now)
@@ -618,7 +617,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     if now >= nextSweepAt {
       // The expiry index yields only what came due, so a sweep that finds nothing costs next to nothing; the
       // expired are removed in id order, so the application hears of them in a deterministic order.
-      let expired = table.expired(at: now).map { table.slots[$0]!.id }.sorted()
+      let expired = table.expired(at: now).map { table[slot: $0].id }.sorted()
       record(.swept(expired: expired), now: now)
       applySwept(expired: expired, now: now, actions: &actions)
     }
@@ -687,10 +686,10 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     now: Timestamp,
     actions: inout [Action]
   ) throws(EventAPIError) -> Int {
-    guard let slot = table.slot(of: queueID), table.slots[slot]!.user == user else {
+    guard let slot = table.slot(of: queueID), table[slot: slot].user == user else {
       throw .badEventQueueID(queueID)
     }
-    if table.slots[slot]!.isExpired(at: now) {
+    if table[slot: slot].isExpired(at: now) {
       record(.queuesRemoved(queueIDs: [queueID]), now: now)
       removeQueue(slot, actions: &actions)
       throw .badEventQueueID(queueID)
@@ -707,7 +706,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   /// When a queue was last used, counting a parked poll as use right now.
   private func effectiveContact(_ slot: Int, now: Timestamp) -> Timestamp {
-    table.slots[slot]!.parkedPoll == nil ? table.slots[slot]!.lastContact : now
+    table[slot: slot].parkedPoll == nil ? table[slot: slot].lastContact : now
   }
 
   /// Drops heartbeat entries of polls that have ended from the front of the heap, so ``nextDeadline`` names
@@ -730,14 +729,23 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     now: Timestamp,
     actions: inout [Action]
   ) {
-    guard table.reading(slot, { $0.eventCount }) < configuration.maximumEventsPerQueue else {
-      removeQueue(slot, actions: &actions)
-      return
-    }
-    table.append(body, origin: origin, author: author, to: slot)
-    if wake, let parked = table.reading(slot, { $0.parkedPoll }) {
+    let entry = table.add(body, author: author, origin: origin)
+    let isForeign = hold(entry, in: slot, actions: &actions)
+    table.dropIfUnheld(entry)
+    if isForeign, let author { table.countPending(1, by: author) }
+    if wake, table.isOccupied(slot), let parked = table[slot: slot].parkedPoll {
       completeParkedPoll(parked.pollID, on: slot, now: now, actions: &actions)
     }
+  }
+
+  /// Gives stored event `entry` to the queue in `slot`, dropping the queue instead if it is full.
+  /// - Returns: Whether the queue took it as another user's event (to be counted against its author).
+  private mutating func hold(_ entry: Int, in slot: Int, actions: inout [Action]) -> Bool {
+    guard table.eventCount(slot) < configuration.maximumEventsPerQueue else {
+      removeQueue(slot, actions: &actions)
+      return false
+    }
+    return table.hold(entry, in: slot)
   }
 
   /// Completes a parked poll with the queue's contents, up to the poll's limit.
@@ -747,10 +755,10 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     now: Timestamp,
     actions: inout [Action]
   ) {
-    let limit = table.slots[slot]!.parkedPoll?.limit
+    let limit = table[slot: slot].parkedPoll?.limit
     parkedPolls[pollID] = nil
-    table.slots[slot]!.parkedPoll = nil
-    actions.append(.completePoll(pollID, .events(table.slots[slot]!.events(limit: limit))))
+    table[slot: slot].parkedPoll = nil
+    actions.append(.completePoll(pollID, .events(table.events(slot, limit: limit))))
     discardEndedHeartbeats()
   }
 

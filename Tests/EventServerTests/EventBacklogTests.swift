@@ -18,7 +18,7 @@ struct EventBacklogTests {
   @Test("random appends, acknowledgements and reads agree with an array model", arguments: 0..<200)
   func againstModel(seed: UInt64) {
     var random = SeededRandomNumberGenerator(seed: seed)
-    var backlog = EventBacklog<NoteBoard.Event>()
+    var backlog = EventBacklog<Envelope>()
     var model: [Envelope] = []
     var nextID = 0
     var acknowledged = -1

@@ -7,7 +7,9 @@ import UpdateMachineTesting
 @testable import EventServer
 
 /// Random interleavings of every server input, checked step by step against a trivially correct model:
-/// each queue is the full history of events pushed to it plus an acknowledgement mark.
+/// each queue is the full history of events pushed to it (with who caused each, and the mutation) plus an
+/// acknowledgement mark. The server stores each event once for all the queues holding it; the model gives
+/// each queue its own copy.
 @Suite("EventServer properties over random schedules")
 struct EventServerPropertyTests {
   @Test("the machine matches the reference model", arguments: 0..<500 as Range<UInt64>)
@@ -35,18 +37,40 @@ private struct ModelQueue {
   var owner: UserID
   var eventTypes: Set<String>?
   var idleTimeout: Duration
-  var history: [EventBody<NoteEvent>] = []
+  var history: [ModelEvent] = []
   var acknowledged = -1
   var lastContact: Timestamp
   var parked: PollID?
 
   var pending: [EventEnvelope<NoteEvent>] {
-    history.indices.dropFirst(acknowledged + 1).map { EventEnvelope(id: $0, body: history[$0]) }
+    history.indices.dropFirst(acknowledged + 1).map {
+      EventEnvelope(id: $0, body: history[$0].body, origin: history[$0].author == owner ? history[$0].origin : nil)
+    }
+  }
+
+  /// How many pending events each other user's commands put here.
+  var pendingByForeignAuthor: [UserID: Int] {
+    var counts: [UserID: Int] = [:]
+    for event in history.dropFirst(acknowledged + 1) {
+      if let author = event.author, author != owner { counts[author, default: 0] += 1 }
+    }
+    return counts
   }
 
   func accepts(_ type: String) -> Bool { eventTypes?.contains(type) ?? true }
 
   func isExpired(at now: Timestamp) -> Bool { parked == nil && lastContact.duration(to: now) >= idleTimeout }
+}
+
+/// An event as the model's queues hold it.
+private struct ModelEvent {
+  var body: EventBody<NoteEvent>
+  /// The user whose command caused it; `nil` for the server's own events.
+  var author: UserID?
+  /// The mutation that caused it, shown in the author's queues only.
+  var origin: MutationOrigin?
+  /// Which delivery it came from: the queues a command's event reached share it.
+  var delivery: Int
 }
 
 private struct ServerScheduleRun {
@@ -64,6 +88,8 @@ private struct ServerScheduleRun {
   var nextSweepAt: Timestamp
   var nextPollID: UInt64 = 0
   var noteCount = 0
+  var mutationCount: UInt64 = 0
+  var deliveryCount = 0
   var removedQueueIDs: [QueueID] = []
   var trace: [String] = []
   private let failureBox = FailureBox()
@@ -157,18 +183,41 @@ private struct ServerScheduleRun {
       event = .note(text: "n\(noteCount)")
       for recipient in Set(recipients) { notes[recipient, default: []].append("n\(noteCount)") }
     }
-    trace.append("\(now) \(sender) sends \(event) to \(recipients)")
+    // A third of the commands are mutations: their events carry the origin in the sender's own queues.
+    var origin: MutationOrigin?
+    if Int.random(in: 0..<3, using: &random) == 0 {
+      mutationCount += 1
+      origin = MutationOrigin(
+        clientID: ClientID(rawValue: "c-\(sender)"),
+        mutationID: MutationID(rawValue: mutationCount)
+      )
+    }
+    trace.append("\(now) \(sender) sends \(event) to \(recipients) origin \(String(describing: origin))")
     var expected: [Machine.Action] = []
     var seen: Set<UserID> = []
+    deliveryCount += 1
+    let delivery = deliveryCount
     for recipient in recipients where seen.insert(recipient).inserted {
       for queueID in order[recipient] ?? [] where queues[queueID]!.accepts(event.eventType) {
-        expected += push(.payload(event), to: queueID)
+        expected += push(.payload(event), to: queueID, author: sender, origin: origin, delivery: delivery)
       }
     }
     let command: NoteBoard.Command =
       if case .note(let text) = event { .post(text, to: recipients) } else { .ping(to: recipients) }
     do {
-      let actions = try machine.handle(command, from: sender, now: now)
+      let actions: [Machine.Action]
+      if let origin {
+        actions = try machine.applyMutation(
+          command,
+          from: sender,
+          clientID: origin.clientID,
+          mutationID: origin.mutationID,
+          digest: MutationDigest(of: command),
+          now: now
+        ).1
+      } else {
+        actions = try machine.handle(command, from: sender, now: now)
+      }
       check(actions == expected, "command actions \(actions) != \(expected)")
     } catch {
       check(false, "command failed: \(error)")
@@ -317,6 +366,11 @@ private struct ServerScheduleRun {
     }
     order = [:]
     for queueID in queues.keys.sorted() {
+      // A dump holds each queue's events apart: restored, each is stored on its own.
+      for index in queues[queueID]!.history.indices {
+        deliveryCount += 1
+        queues[queueID]!.history[index].delivery = deliveryCount
+      }
       queues[queueID]!.parked = nil
       queues[queueID]!.lastContact = now
       order[queues[queueID]!.owner, default: []].append(queueID)
@@ -347,11 +401,19 @@ private struct ServerScheduleRun {
     return nil
   }
 
-  mutating func push(_ body: EventBody<NoteEvent>, to queueID: QueueID) -> [Machine.Action] {
+  mutating func push(
+    _ body: EventBody<NoteEvent>,
+    to queueID: QueueID,
+    author: UserID? = nil,
+    origin: MutationOrigin? = nil,
+    delivery: Int? = nil
+  ) -> [Machine.Action] {
     // A heartbeat counts as contact; an event that wakes a parked poll does not (the client's next poll does).
     if case .heartbeat = body { queues[queueID]!.lastContact = now }
     guard queues[queueID]!.pending.count < Self.maximumEventsPerQueue else { return removeModelQueue(queueID) }
-    queues[queueID]!.history.append(body)
+    if delivery == nil { deliveryCount += 1 }
+    let event = ModelEvent(body: body, author: author, origin: origin, delivery: delivery ?? deliveryCount)
+    queues[queueID]!.history.append(event)
     guard let parked = queues[queueID]!.parked else { return [] }
     queues[queueID]!.parked = nil
     return [.completePoll(parked, .events(queues[queueID]!.pending))]
@@ -382,9 +444,17 @@ private struct ServerScheduleRun {
       check(queue.prunedThrough == model.acknowledged, "\(queueID) pruned \(queue.prunedThrough)")
       check(queue.parkedPoll?.pollID == model.parked, "\(queueID) parked \(String(describing: queue.parkedPoll))")
     }
+    var pendingByAuthor: [UserID: Int] = [:]
+    for model in queues.values { pendingByAuthor.merge(model.pendingByForeignAuthor, uniquingKeysWith: +) }
     for user in Self.users {
       check(machine.queueIDs(of: user) == (order[user] ?? []), "\(user)'s queue order")
+      let pending = machine.pendingEvents(authoredBy: user)
+      check(pending == pendingByAuthor[user, default: 0], "\(user) has \(pending) pending in others' queues")
     }
+    // Each event is stored once however many queues hold it, and only while one does.
+    let distinctPending = Set(queues.values.flatMap { $0.history.dropFirst($0.acknowledged + 1).map(\.delivery) })
+    let stored = machine.table.storedEventCount
+    check(stored == distinctPending.count, "\(stored) events stored, \(distinctPending.count) distinct pending")
     check(
       machine.application.usersWhoseLastQueueWentAway == lastQueueGone,
       "last-queue notices \(machine.application.usersWhoseLastQueueWentAway) vs \(lastQueueGone)"

@@ -153,14 +153,14 @@ extension EventServerStateMachine {
   /// Prunes through the acknowledged id (already validated) and counts the contact.
   mutating func applyAcknowledged(slot: Int, lastEventID: Int?, now: Timestamp) {
     if let lastEventID { table.prune(slot: slot, through: lastEventID) }
-    table.slots[slot]!.lastContact = now
+    table[slot: slot].lastContact = now
   }
 
   /// Queues a heartbeat in each queue (which counts as contact) and wakes its parked poll.
   mutating func applyHeartbeats(_ queueIDs: [QueueID], now: Timestamp, actions: inout [Action]) {
     for queueID in queueIDs {
       guard let slot = table.slot(of: queueID) else { continue }
-      table.slots[slot]!.lastContact = now
+      table[slot: slot].lastContact = now
       push(.heartbeat, to: slot, now: now, actions: &actions)
     }
   }
@@ -181,18 +181,18 @@ extension EventServerStateMachine {
     let clockMark = microseconds.overflow ? 0 : max(0, Int(microseconds.partialValue))
     for queueID in table.sortedIDs {
       let slot = table.slot(of: queueID)!
-      guard table.slots[slot]!.skippedIDs.count < EventQueue<Event>.maximumSkippedRanges else {
+      guard table[slot: slot].skippedIDs.count < EventQueue<Event>.maximumSkippedRanges else {
         removeQueue(slot, actions: &actions)
         continue
       }
-      let nextID = table.slots[slot]!.nextEventID
+      let nextID = table[slot: slot].nextEventID
       let skipTo = min(max(nextID + 1 << 20, clockMark), EventQueue<Event>.maximumEventID)
-      table.slots[slot]!.skipIDs(upTo: skipTo)
-      table.slots[slot]!.lastContact = now
+      table[slot: slot].skipIDs(upTo: skipTo)
+      table[slot: slot].lastContact = now
     }
     for queueID in table.sortedIDs {
       let slot = table.slot(of: queueID)!
-      if table.slots[slot]!.accepts(EventBody<Event>.restartType) {
+      if table[slot: slot].accepts(EventBody<Event>.restartType) {
         push(.restart, to: slot, now: now, actions: &actions)
       }
     }
