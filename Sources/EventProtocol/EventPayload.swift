@@ -64,6 +64,10 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
   public var origin: MutationOrigin?
 
   /// Creates a EventEnvelope from its parts.
+  ///
+  /// Inlinable so a server answering a poll from code not specialised for the payload builds each envelope
+  /// in place instead of calling across modules (and looking the envelope's layout up) per event.
+  @inlinable @inline(__always)
   public init(id: Int, body: EventBody<Payload>, origin: MutationOrigin? = nil) {
     self.id = id
     self.body = body

@@ -55,7 +55,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   public internal(set) var nextSweepAt: Timestamp
   private var random: any RandomNumberGenerator & Sendable
   /// How many pending events `user`'s commands have put in other users' queues.
-  public func pendingEvents(authoredBy user: UserID) -> Int { table.pendingByAuthor[user] ?? 0 }
+  public func pendingEvents(authoredBy user: UserID) -> Int { table.store.pendingByAuthor[user] ?? 0 }
 
   /// How many events were over ``EventServerConfiguration/maximumEventBytes`` and queued all the same (an
   /// application whose events outgrow its commands); for metrics and logs.
@@ -103,7 +103,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   /// How many queues exist (some may have expired and not been swept yet).
   /// - Complexity: O(1).
-  public var queueCount: Int { table.count }
+  public var queueCount: Int { table.store.count }
 
   /// How many polls are parked.
   /// - Complexity: O(1).
@@ -111,7 +111,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   /// The queues of `user`, oldest first.
   public func queueIDs(of user: UserID) -> [QueueID] {
-    table.slots(of: user).map { table[slot: $0].id }
+    table.store.slots(of: user).map { table.store[slot: $0].id }
   }
 
   // MARK: - Inputs
@@ -136,8 +136,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   ) -> (Registration<Application.Snapshot>, [Action]) {
     var actions: [Action] = []
     // Decided here, from what is not durable (parked polls), and recorded as decisions.
-    var remaining = Array(table.slots(of: user))
-    var evicted = remaining.filter { table[slot: $0].isExpired(at: now) }
+    var remaining = Array(table.store.slots(of: user))
+    var evicted = remaining.filter { table.store[slot: $0].isExpired(at: now) }
     remaining.removeAll { evicted.contains($0) }
     while remaining.count >= max(configuration.maximumQueuesPerUser, 1) {
       let leastRecentlyUsed = remaining.min { lhs, rhs in
@@ -147,9 +147,9 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       remaining.removeAll { $0 == leastRecentlyUsed }
     }
     var queueID = QueueID.random(using: &random)
-    while table.slot(of: queueID) != nil { queueID = QueueID.random(using: &random) }
+    while table.store.slot(of: queueID) != nil { queueID = QueueID.random(using: &random) }
     let idleTimeout = configuration.idleTimeout(forLifespan: lifespan)
-    let evictedIDs = evicted.map { table[slot: $0].id }
+    let evictedIDs = evicted.map { table.store[slot: $0].id }
     record(
       .registered(
         user: user,
@@ -211,27 +211,27 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     let slot: Int
     do throws(EventAPIError) {
       slot = try liveQueue(queueID, of: user, now: now, actions: &actions)
-      guard table[slot: slot].isIntact(acknowledging: lastEventID) else {
+      guard table.store[slot: slot].isIntact(acknowledging: lastEventID) else {
         // The client saw events of a lost incarnation under ids this queue skipped: it must re-register.
         record(.queuesRemoved(queueIDs: [queueID]), now: now)
         removeQueue(slot, actions: &actions)
         throw EventAPIError.badEventQueueID(queueID)
       }
-      try table[slot: slot].validateAcknowledgement(lastEventID)
+      try table.store[slot: slot].validateAcknowledgement(lastEventID)
     } catch {
       actions.append(.completePoll(pollID, .failed(error)))
       return actions
     }
     record(.acknowledged(queueID: queueID, lastEventID: lastEventID), now: now)
     applyAcknowledged(slot: slot, lastEventID: lastEventID, now: now)
-    if let displaced = table[slot: slot].parkedPoll {
+    if let displaced = table.store[slot: slot].parkedPoll {
       completeParkedPoll(displaced.pollID, on: slot, now: now, actions: &actions)
     }
-    if table.eventCount(slot) > 0 || dontBlock {
+    if table.store.eventCount(slot) > 0 || dontBlock {
       actions.append(.completePoll(pollID, .events(table.events(slot, limit: limit))))
     } else {
       let heartbeatAt = heartbeatDeadline(after: now)
-      table[slot: slot].parkedPoll = .init(pollID: pollID, heartbeatAt: heartbeatAt, limit: limit)
+      table.store[slot: slot].parkedPoll = .init(pollID: pollID, heartbeatAt: heartbeatAt, limit: limit)
       parkedPolls[pollID] = slot
       heartbeats.push(pollID, at: heartbeatAt)
     }
@@ -248,7 +248,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     user: UserID,
     now: Timestamp
   ) throws(EventAPIError) -> FetchAnswer<Application.FetchedItem> {
-    guard let slot = table.slot(of: queueID), table[slot: slot].user == user, !table[slot: slot].isExpired(at: now)
+    guard let slot = table.store.slot(of: queueID), table.store[slot: slot].user == user,
+      !table.store[slot: slot].isExpired(at: now)
     else { throw .badEventQueueID(queueID) }
     if let problem = request.problem { throw .badRequest(problem) }
     let page: FetchPage<Application.FetchedItem>
@@ -257,15 +258,15 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     } catch {
       throw .badRequest(error.reason)
     }
-    return FetchAnswer(queueID: queueID, lastEventID: table[slot: slot].lastEventID, request: request, page: page)
+    return FetchAnswer(queueID: queueID, lastEventID: table.store[slot: slot].lastEventID, request: request, page: page)
   }
 
   /// The caller of a parked poll went away. The poll completes as cancelled; every event stays queued.
   /// A poll that is no longer parked (already completed) is ignored.
   public mutating func pollCancelled(_ pollID: PollID, now: Timestamp) -> [Action] {
     guard let slot = parkedPolls.removeValue(forKey: pollID) else { return [] }
-    table[slot: slot].parkedPoll = nil
-    record(.acknowledged(queueID: table[slot: slot].id, lastEventID: nil), now: now)
+    table.store[slot: slot].parkedPoll = nil
+    record(.acknowledged(queueID: table.store[slot: slot].id, lastEventID: nil), now: now)
     applyAcknowledged(slot: slot, lastEventID: nil, now: now)
     discardEndedHeartbeats()
     return [.completePoll(pollID, .cancelled)]
@@ -349,15 +350,15 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       var foreignHolders = 0
       for recipient in Self.distinct(delivery.recipients) {
         if tracksPushes, notifiedSet.insert(recipient).inserted { notified.append(recipient) }
-        for slot in table.slots(of: recipient) {
-          guard table[slot: slot].accepts(eventType) else { continue }
+        for slot in table.store.slots(of: recipient) {
+          guard table.store[slot: slot].accepts(eventType) else { continue }
           if entry == nil {
             // Another user's command must not cost a queue: the event is queued all the same, and counted.
             if !fitsSizeLimit(delivery.event) { oversizeEvents += 1 }
             entry = table.add(.payload(delivery.event), author: user, origin: origin)
           }
-          let isParked = table[slot: slot].parkedPoll != nil
-          if tracksPushes, isParked, let clientID = table[slot: slot].clientID {
+          let isParked = table.store[slot: slot].parkedPoll != nil
+          if tracksPushes, isParked, let clientID = table.store[slot: slot].clientID {
             servedByPoll.insert(MutationSource(user: recipient, clientID: clientID))
           }
           if isParked, toWakeSet.insert(slot).inserted { toWake.append(slot) }
@@ -365,12 +366,12 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
         }
       }
       if let entry { table.dropIfUnheld(entry) }
-      if let user { table.countPending(foreignHolders, by: user) }
+      if let user { table.store.countPending(foreignHolders, by: user) }
     }
     // Parked polls are answered once every event of the command is queued: a client never receives half
     // of a command's events in one batch (and the rest in the next).
-    for slot in toWake where table.isOccupied(slot) {
-      if let parked = table[slot: slot].parkedPoll {
+    for slot in toWake where table.store.isOccupied(slot) {
+      if let parked = table.store[slot: slot].parkedPoll {
         completeParkedPoll(parked.pollID, on: slot, now: now, actions: &actions)
       }
     }
@@ -430,12 +431,12 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// the payload limit, the bare hint when they do not, and an empty hint when its queue has expired.
   private func composePush(for installation: MutationSource, now: Timestamp) -> PushNotification {
     let entry = pushRegistry.entries[installation]!
-    let liveSlot = Array(table.slots(of: installation.user)).reversed().first {
-      table[slot: $0].clientID == installation.clientID && !table[slot: $0].isExpired(at: now)
+    let liveSlot = Array(table.store.slots(of: installation.user)).reversed().first {
+      table.store[slot: $0].clientID == installation.clientID && !table.store[slot: $0].isExpired(at: now)
     }
     var payload = PushPayload<Event>(queueID: nil, lastEventID: nil, events: nil)
     if let liveSlot {
-      let queue = table[slot: liveSlot]
+      let queue = table.store[slot: liveSlot]
       payload = PushPayload(
         queueID: queue.id,
         lastEventID: queue.lastEventID,
@@ -508,7 +509,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     if let limit = configuration.maximumCommandBytes, let commandBytes, commandBytes > limit {
       throw .badRequest("the mutation's command is \(commandBytes) bytes; at most \(limit) are accepted")
     }
-    if let budget = configuration.maximumPendingEventsPerAuthor, table.pendingByAuthor[user, default: 0] >= budget {
+    if let budget = configuration.maximumPendingEventsPerAuthor, table.store.pendingByAuthor[user, default: 0] >= budget
+    {
       // Backpressure, not a refusal: the outbox keeps the write and sends it again later.
       throw EventAPIError(
         code: .rateLimitHit,
@@ -596,7 +598,9 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   private func receipt(for user: UserID, applied: Bool) -> MutationReceipt {
     var through: [QueueID: Int] = [:]
-    for slot in table.slots(of: user) { through[table[slot: slot].id] = table[slot: slot].lastEventID }
+    for slot in table.store.slots(of: user) {
+      through[table.store[slot: slot].id] = table.store[slot: slot].lastEventID
+    }
     return MutationReceipt(applied: applied, eventsThrough: through)
   }
 
@@ -608,7 +612,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     while let (_, pollID) = heartbeats.pop(dueAt: now) {
       // Entries of polls that already ended are skipped.
       guard let slot = parkedPolls[pollID] else { continue }
-      heartbeatQueues.append(table[slot: slot].id)
+      heartbeatQueues.append(table.store[slot: slot].id)
     }
     if !heartbeatQueues.isEmpty {
       record(.heartbeatsSent(queueIDs: heartbeatQueues), now: now)
@@ -617,7 +621,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     if now >= nextSweepAt {
       // The expiry index yields only what came due, so a sweep that finds nothing costs next to nothing; the
       // expired are removed in id order, so the application hears of them in a deterministic order.
-      let expired = table.expired(at: now).map { table[slot: $0].id }.sorted()
+      let expired = table.store.expired(at: now).map { table.store[slot: $0].id }.sorted()
       record(.swept(expired: expired), now: now)
       applySwept(expired: expired, now: now, actions: &actions)
     }
@@ -643,7 +647,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// Parked polls are not included; their connections do not survive the restart.
   public func dump() -> QueueDump<Event> {
     QueueDump(
-      queues: table.sortedIDs.map { id in
+      queues: table.store.sortedIDs.map { id in
         var queue = table[id]!
         queue.parkedPoll = nil
         return queue
@@ -660,8 +664,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   public mutating func restore(_ dump: QueueDump<Event>, now: Timestamp) throws(QueueDumpError) -> [Action] {
     try dump.validate()
     var actions: [Action] = []
-    for queueID in table.sortedIDs {
-      removeQueue(table.slot(of: queueID)!, notifyApplication: false, actions: &actions)
+    for queueID in table.store.sortedIDs {
+      removeQueue(table.store.slot(of: queueID)!, notifyApplication: false, actions: &actions)
     }
     mutationMemory = MutationMemory(records: dump.mutations)
     pushRegistry = PushRegistry(records: dump.pushes)
@@ -672,7 +676,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     }
     // Only once every queue is back: a full queue dropped here must not look like its user's last.
     for queue in dump.queues where queue.accepts(EventBody<Event>.restartType) {
-      push(.restart, to: table.slot(of: queue.id)!, now: now, actions: &actions)
+      push(.restart, to: table.store.slot(of: queue.id)!, now: now, actions: &actions)
     }
     return actions
   }
@@ -686,10 +690,10 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     now: Timestamp,
     actions: inout [Action]
   ) throws(EventAPIError) -> Int {
-    guard let slot = table.slot(of: queueID), table[slot: slot].user == user else {
+    guard let slot = table.store.slot(of: queueID), table.store[slot: slot].user == user else {
       throw .badEventQueueID(queueID)
     }
-    if table[slot: slot].isExpired(at: now) {
+    if table.store[slot: slot].isExpired(at: now) {
       record(.queuesRemoved(queueIDs: [queueID]), now: now)
       removeQueue(slot, actions: &actions)
       throw .badEventQueueID(queueID)
@@ -706,7 +710,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   /// When a queue was last used, counting a parked poll as use right now.
   private func effectiveContact(_ slot: Int, now: Timestamp) -> Timestamp {
-    table[slot: slot].parkedPoll == nil ? table[slot: slot].lastContact : now
+    table.store[slot: slot].parkedPoll == nil ? table.store[slot: slot].lastContact : now
   }
 
   /// Drops heartbeat entries of polls that have ended from the front of the heap, so ``nextDeadline`` names
@@ -732,8 +736,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     let entry = table.add(body, author: author, origin: origin)
     let isForeign = hold(entry, in: slot, actions: &actions)
     table.dropIfUnheld(entry)
-    if isForeign, let author { table.countPending(1, by: author) }
-    if wake, table.isOccupied(slot), let parked = table[slot: slot].parkedPoll {
+    if isForeign, let author { table.store.countPending(1, by: author) }
+    if wake, table.store.isOccupied(slot), let parked = table.store[slot: slot].parkedPoll {
       completeParkedPoll(parked.pollID, on: slot, now: now, actions: &actions)
     }
   }
@@ -741,11 +745,11 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// Gives stored event `entry` to the queue in `slot`, dropping the queue instead if it is full.
   /// - Returns: Whether the queue took it as another user's event (to be counted against its author).
   private mutating func hold(_ entry: Int, in slot: Int, actions: inout [Action]) -> Bool {
-    guard table.eventCount(slot) < configuration.maximumEventsPerQueue else {
+    guard table.store.eventCount(slot) < configuration.maximumEventsPerQueue else {
       removeQueue(slot, actions: &actions)
       return false
     }
-    return table.hold(entry, in: slot)
+    return table.store.hold(entry, in: slot)
   }
 
   /// Completes a parked poll with the queue's contents, up to the poll's limit.
@@ -755,9 +759,9 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     now: Timestamp,
     actions: inout [Action]
   ) {
-    let limit = table[slot: slot].parkedPoll?.limit
+    let limit = table.store[slot: slot].parkedPoll?.limit
     parkedPolls[pollID] = nil
-    table[slot: slot].parkedPoll = nil
+    table.store[slot: slot].parkedPoll = nil
     actions.append(.completePoll(pollID, .events(table.events(slot, limit: limit))))
     discardEndedHeartbeats()
   }

@@ -453,7 +453,7 @@ private struct ServerScheduleRun {
     }
     // Each event is stored once however many queues hold it, and only while one does.
     let distinctPending = Set(queues.values.flatMap { $0.history.dropFirst($0.acknowledged + 1).map(\.delivery) })
-    let stored = machine.table.storedEventCount
+    let stored = machine.table.store.storedEventCount
     check(stored == distinctPending.count, "\(stored) events stored, \(distinctPending.count) distinct pending")
     check(
       machine.application.usersWhoseLastQueueWentAway == lastQueueGone,

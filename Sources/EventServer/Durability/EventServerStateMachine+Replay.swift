@@ -58,7 +58,7 @@ extension EventServerStateMachine {
     var actions: [Action] = []
     switch entry.input {
     case .registered(let user, let queueID, let eventTypes, let idleTimeout, let clientID, let evicted):
-      guard table.slot(of: queueID) == nil else { return [] }
+      guard table.store.slot(of: queueID) == nil else { return [] }
       _ = applyRegistered(
         user: user,
         queueID: queueID,
@@ -81,13 +81,13 @@ extension EventServerStateMachine {
     case .commandHandled(let user, let command):
       actions += (try? handle(command, from: user, origin: nil, now: now)) ?? []
     case .acknowledged(let queueID, let lastEventID):
-      guard let slot = table.slot(of: queueID) else { return [] }
+      guard let slot = table.store.slot(of: queueID) else { return [] }
       applyAcknowledged(slot: slot, lastEventID: lastEventID, now: now)
     case .heartbeatsSent(let queueIDs):
       applyHeartbeats(queueIDs, now: now, actions: &actions)
     case .queuesRemoved(let queueIDs):
       for queueID in queueIDs {
-        if let slot = table.slot(of: queueID) { removeQueue(slot, actions: &actions) }
+        if let slot = table.store.slot(of: queueID) { removeQueue(slot, actions: &actions) }
       }
     case .swept(let expired):
       applySwept(expired: expired, now: now, actions: &actions)
@@ -136,7 +136,7 @@ extension EventServerStateMachine {
     actions: inout [Action]
   ) -> EventQueue<Event> {
     for id in evicted {
-      if let slot = table.slot(of: id) { removeQueue(slot, actions: &actions) }
+      if let slot = table.store.slot(of: id) { removeQueue(slot, actions: &actions) }
     }
     let queue = EventQueue<Event>(
       id: queueID,
@@ -153,14 +153,14 @@ extension EventServerStateMachine {
   /// Prunes through the acknowledged id (already validated) and counts the contact.
   mutating func applyAcknowledged(slot: Int, lastEventID: Int?, now: Timestamp) {
     if let lastEventID { table.prune(slot: slot, through: lastEventID) }
-    table[slot: slot].lastContact = now
+    table.store[slot: slot].lastContact = now
   }
 
   /// Queues a heartbeat in each queue (which counts as contact) and wakes its parked poll.
   mutating func applyHeartbeats(_ queueIDs: [QueueID], now: Timestamp, actions: inout [Action]) {
     for queueID in queueIDs {
-      guard let slot = table.slot(of: queueID) else { continue }
-      table[slot: slot].lastContact = now
+      guard let slot = table.store.slot(of: queueID) else { continue }
+      table.store[slot: slot].lastContact = now
       push(.heartbeat, to: slot, now: now, actions: &actions)
     }
   }
@@ -168,7 +168,7 @@ extension EventServerStateMachine {
   /// Removes the expired queues in id order, forgets old mutation memory and schedules the next sweep.
   mutating func applySwept(expired: [QueueID], now: Timestamp, actions: inout [Action]) {
     for queueID in expired {
-      if let slot = table.slot(of: queueID) { removeQueue(slot, actions: &actions) }
+      if let slot = table.store.slot(of: queueID) { removeQueue(slot, actions: &actions) }
     }
     mutationMemory.forget(seenBefore: now.advanced(by: configuration.mutationMemoryLifetime.saturatingNegated))
     nextSweepAt = now.advanced(by: configuration.sweepInterval)
@@ -179,20 +179,20 @@ extension EventServerStateMachine {
     var actions: [Action] = []
     let microseconds = now.sinceEpoch.components.seconds.multipliedReportingOverflow(by: 1_000_000)
     let clockMark = microseconds.overflow ? 0 : max(0, Int(microseconds.partialValue))
-    for queueID in table.sortedIDs {
-      let slot = table.slot(of: queueID)!
-      guard table[slot: slot].skippedIDs.count < EventQueue<Event>.maximumSkippedRanges else {
+    for queueID in table.store.sortedIDs {
+      let slot = table.store.slot(of: queueID)!
+      guard table.store[slot: slot].skippedIDs.count < EventQueue<Event>.maximumSkippedRanges else {
         removeQueue(slot, actions: &actions)
         continue
       }
-      let nextID = table[slot: slot].nextEventID
+      let nextID = table.store[slot: slot].nextEventID
       let skipTo = min(max(nextID + 1 << 20, clockMark), EventQueue<Event>.maximumEventID)
-      table[slot: slot].skipIDs(upTo: skipTo)
-      table[slot: slot].lastContact = now
+      table.store[slot: slot].skipIDs(upTo: skipTo)
+      table.store[slot: slot].lastContact = now
     }
-    for queueID in table.sortedIDs {
-      let slot = table.slot(of: queueID)!
-      if table[slot: slot].accepts(EventBody<Event>.restartType) {
+    for queueID in table.store.sortedIDs {
+      let slot = table.store.slot(of: queueID)!
+      if table.store[slot: slot].accepts(EventBody<Event>.restartType) {
         push(.restart, to: slot, now: now, actions: &actions)
       }
     }

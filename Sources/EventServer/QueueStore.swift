@@ -1,0 +1,260 @@
+import EventProtocol
+
+/// Where the server core keeps its queues, apart from the event bodies: records in slots of an array,
+/// found by id or by user, with an index of when each may expire, and each stored event's bookkeeping.
+///
+/// A queue keeps its slot for life, so the hot paths (fan-out, polls) index an array and change the queue in
+/// place instead of hashing its id and copying it out and back. The expiry index holds, for every live
+/// queue, at least one entry no later than the queue can expire; a sweep looks only at entries that came
+/// due, so it costs in proportion to what expires (and to queues touched since their entry was made), never
+/// to the number of queues.
+///
+/// Not generic, on purpose: the server core is generic over the application, and the servers and apps that
+/// use it call it from another module, where it is not specialised. Every call into a method of a generic
+/// type there looks the type's metadata up at run time (a hash-table lookup); a delivery or an
+/// acknowledgement that touches only this store makes none. ``QueueTable`` adds the bodies.
+struct QueueStore: Sendable {
+  /// The queues by slot; `nil` for a free slot.
+  private var slots: [StoredQueue?] = []
+  /// How many pending events each user's commands put in other users' queues, across every queue.
+  private(set) var pendingByAuthor: [UserID: Int] = [:]
+  private var freeSlots: [Int] = []
+  private var slotByID: [QueueID: Int] = [:]
+  private var slotsByUser: [UserID: UserSlots] = [:]
+  private var expiries = DeadlineHeap<QueueID>()
+  /// Each stored event's bookkeeping, by entry.
+  private(set) var shared = SharedEvents()
+
+  /// How many queues there are.
+  var count: Int { slotByID.count }
+
+  /// How many events are stored, each once however many queues hold it.
+  var storedEventCount: Int { shared.count }
+
+  /// The slot of queue `id`, if it exists.
+  func slot(of id: QueueID) -> Int? { slotByID[id] }
+
+  /// Whether a queue is in `slot` (a queue removed during a step leaves its slot free).
+  func isOccupied(_ slot: Int) -> Bool { slots[slot] != nil }
+
+  /// The record of the queue in `slot`, read and changed in place.
+  subscript(slot slot: Int) -> QueueRecord {
+    _read { yield slots[slot]!.record }
+    _modify { yield &slots[slot]!.record }
+  }
+
+  /// The events the queue in `slot` holds, as references.
+  func held(_ slot: Int) -> ArraySlice<HeldEvent> { slots[slot]!.held.live }
+
+  /// Every queue's slot, by id.
+  var slotsByID: [QueueID: Int] { slotByID }
+
+  /// The ids of every queue, sorted.
+  var sortedIDs: [QueueID] { slotByID.keys.sorted() }
+
+  /// The slots of `user`'s queues, oldest first.
+  func slots(of user: UserID) -> UserSlots {
+    slotsByUser[user] ?? UserSlots()
+  }
+
+  /// How many events the queue in `slot` holds.
+  func eventCount(_ slot: Int) -> Int { slots[slot]!.held.count }
+
+  /// The pending events of the queue in `slot` that other users' commands put there.
+  func foreignEvents(_ slot: Int) -> [ForeignQueuedEvent] {
+    let user = slots[slot]!.record.user
+    return slots[slot]!.held.live.compactMap { held in
+      shared.foreignAuthor(of: held.entry, for: user).map { ForeignQueuedEvent(id: held.id, author: $0) }
+    }
+  }
+
+  /// Adds a queue whose id is not in the store, holding `held` (entries already added, and each counted as
+  /// held by it with ``holdForInsert(_:for:)``).
+  /// - Returns: Its slot.
+  mutating func insert(_ record: QueueRecord, holding held: EventBacklog<HeldEvent>) -> Int {
+    let slot: Int
+    let stored = StoredQueue(record: record, held: held)
+    if let free = freeSlots.popLast() {
+      slot = free
+      slots[slot] = stored
+    } else {
+      slot = slots.endIndex
+      slots.append(stored)
+    }
+    slotByID[record.id] = slot
+    slotsByUser[record.user, default: UserSlots()].append(slot)
+    expiries.push(record.id, at: record.lastContact.advanced(by: record.idleTimeout))
+    return slot
+  }
+
+  /// Adds a stored event's bookkeeping, held by no queue yet. ``QueueTable`` keeps its body under the same
+  /// index.
+  mutating func addEntry(author: UserID?, origin: MutationOrigin?) -> Int {
+    shared.add(author: author, origin: origin)
+  }
+
+  /// Counts stored event `entry` as held by a queue of `user` that is not in the store yet (a restored
+  /// queue's events).
+  /// - Returns: Whether it is another user's event; it is counted against its author.
+  mutating func holdForInsert(_ entry: Int, for user: UserID) -> Bool {
+    guard shared.hold(entry, for: user) else { return false }
+    if let author = shared.entries[entry].author { pendingByAuthor[author, default: 0] += 1 }
+    return true
+  }
+
+  /// Appends stored event `entry` to the queue in `slot` with the queue's next id.
+  /// - Returns: Whether another user's command caused it: the caller counts it against its author with
+  ///   ``countPending(_:by:)``, once for all the queues it reached.
+  mutating func hold(_ entry: Int, in slot: Int) -> Bool {
+    let id = slots[slot]!.record.assignEventID()
+    slots[slot]!.held.append(HeldEvent(id: id, entry: entry))
+    return shared.hold(entry, for: slots[slot]!.record.user)
+  }
+
+  /// Counts `count` more pending events in other users' queues against `author`.
+  mutating func countPending(_ count: Int, by author: UserID) {
+    if count > 0 { pendingByAuthor[author, default: 0] += count }
+  }
+
+  /// Whether no queue holds stored event `entry`.
+  func isUnheld(_ entry: Int) -> Bool { shared.isUnheld(entry) }
+
+  /// Makes freed entry `entry` available again (its body already dropped).
+  mutating func recycle(_ entry: Int) { shared.recycle(entry) }
+
+  /// Prunes the queue in `slot` through `lastEventID`, releasing its authors' counts.
+  /// - Returns: The entries no queue holds any more: their bodies are to be dropped, then ``recycle(_:)``.
+  mutating func prune(slot: Int, through lastEventID: Int) -> [Int] {
+    guard slots[slot]!.record.markPruned(through: lastEventID) else { return [] }
+    var held = slots[slot]!.held
+    slots[slot]!.held = EventBacklog()
+    var released = ReleasedEvents(user: slots[slot]!.record.user)
+    held.removeThrough(lastEventID) { released.add($0.entry, in: &shared) }
+    slots[slot]!.held = held
+    return uncount(released)
+  }
+
+  private mutating func uncount(_ released: ReleasedEvents) -> [Int] {
+    for (author, count) in released.authorRuns {
+      pendingByAuthor[author, default: count] -= count
+      if pendingByAuthor[author] == 0 { pendingByAuthor[author] = nil }
+    }
+    return released.freed
+  }
+
+  /// Removes the queue in `slot`, releasing its events.
+  /// - Returns: Its record, whether it was its user's last, and the entries no queue holds any more (as
+  ///   from ``prune(slot:through:)``).
+  mutating func remove(slot: Int) -> (queue: QueueRecord, wasUsersLast: Bool, freed: [Int]) {
+    let stored = slots[slot]!
+    var released = ReleasedEvents(user: stored.record.user)
+    for held in stored.held.live { released.add(held.entry, in: &shared) }
+    let freed = uncount(released)
+    let queue = stored.record
+    slots[slot] = nil
+    freeSlots.append(slot)
+    slotByID[queue.id] = nil
+    slotsByUser[queue.user]!.remove(slot)
+    let wasUsersLast = slotsByUser[queue.user]!.isEmpty
+    if wasUsersLast { slotsByUser[queue.user] = nil }
+    if slotByID.isEmpty {
+      // Nothing left to index: drop the entries of queues removed before they expired.
+      expiries = DeadlineHeap()
+    }
+    return (queue, wasUsersLast, freed)
+  }
+
+  /// The slots of every queue expired at `now`, in the order they came due. Entries of queues touched since
+  /// are moved to the queue's new expiry; entries of removed queues are dropped.
+  /// - Complexity: O(*k* log *n*) for the *k* entries that came due.
+  mutating func expired(at now: Timestamp) -> [Int] {
+    var expired: [Int] = []
+    var stillLive: [(QueueID, Timestamp)] = []
+    while let (_, id) = expiries.pop(dueAt: now) {
+      guard let slot = slotByID[id], let queue = slots[slot]?.record else { continue }
+      if queue.isExpired(at: now) {
+        expired.append(slot)
+      } else {
+        // A parked poll keeps the queue alive; its idle time starts at the latest when the poll ends.
+        let from = queue.parkedPoll == nil ? queue.lastContact : now
+        stillLive.append((id, from.advanced(by: queue.idleTimeout)))
+      }
+    }
+    for (id, expiry) in stillLive { expiries.push(id, at: expiry) }
+    return expired
+  }
+}
+
+// Outside the generic table: a type nested in a generic type is generic itself, and the server's
+// unspecialised code would look its metadata up at run time on every delivery.
+
+/// One queue as the table keeps it: its record and its references to the stored events.
+struct StoredQueue: Sendable {
+  var record: QueueRecord
+  var held = EventBacklog<HeldEvent>()
+}
+
+/// The events a queue let go of, and the authors to uncount, run by run (a queue's events mostly come
+/// from few authors, so a drain hashes an author once per run, not once per event).
+struct ReleasedEvents {
+  let user: UserID
+  var freed: [Int] = []
+  var authorRuns: [(author: UserID, count: Int)] = []
+
+  init(user: UserID) {
+    self.user = user
+  }
+
+  mutating func add(_ entry: Int, in shared: inout SharedEvents) {
+    let (foreignAuthor, isFree) = shared.release(entry, by: user)
+    if isFree { freed.append(entry) }
+    guard let foreignAuthor else { return }
+    if let last = authorRuns.indices.last, authorRuns[last].author == foreignAuthor {
+      authorRuns[last].count += 1
+    } else {
+      authorRuns.append((foreignAuthor, 1))
+    }
+  }
+}
+
+/// The slots of one user's queues, oldest first; a user with one queue (the usual case) needs no array.
+struct UserSlots: Sendable, Sequence {
+  private var first: Int?
+  private var rest: [Int] = []
+
+  init() {}
+
+  var isEmpty: Bool { first == nil }
+  var count: Int { first == nil ? 0 : 1 + rest.count }
+
+  mutating func append(_ slot: Int) {
+    if first == nil { first = slot } else { rest.append(slot) }
+  }
+
+  mutating func remove(_ slot: Int) {
+    if first == slot {
+      first = rest.isEmpty ? nil : rest.removeFirst()
+    } else {
+      rest.removeAll { $0 == slot }
+    }
+  }
+
+  func makeIterator() -> Iterator {
+    Iterator(slots: self)
+  }
+
+  struct Iterator: IteratorProtocol {
+    fileprivate let slots: UserSlots
+    private var index = -1
+
+    fileprivate init(slots: UserSlots) {
+      self.slots = slots
+    }
+
+    mutating func next() -> Int? {
+      defer { index += 1 }
+      if index == -1 { return slots.first }
+      return index < slots.rest.count ? slots.rest[index] : nil
+    }
+  }
+}
