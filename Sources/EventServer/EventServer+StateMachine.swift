@@ -266,7 +266,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   public mutating func pollCancelled(_ pollID: PollID, now: Timestamp) -> [Action] {
     guard let slot = parkedPolls.removeValue(forKey: pollID) else { return [] }
     table.store[slot: slot].parkedPoll = nil
-    record(.acknowledged(queueID: table.store[slot: slot].id, lastEventID: nil), now: now)
+    let queueID = table.store[slot: slot].id
+    record(.acknowledged(queueID: queueID, lastEventID: nil), now: now)
     applyAcknowledged(slot: slot, lastEventID: nil, now: now)
     discardEndedHeartbeats()
     return [.completePoll(pollID, .cancelled)]

@@ -25,10 +25,11 @@ extension EventServerStateMachine {
     return entries
   }
 
-  /// Records one input when recording.
-  mutating func record(_ input: ServerInput<Application.Command>, now: Timestamp) {
+  /// Records one input when recording. The input is made only then: building it (a generic enum) cost a
+  /// run-time metadata lookup per request on a server that keeps no log.
+  mutating func record(_ input: @autoclosure () -> ServerInput<Application.Command>, now: Timestamp) {
     guard recorded != nil else { return }
-    recorded!.append(ServerLogEntry(time: now, input: input))
+    recorded!.append(ServerLogEntry(time: now, input: input()))
   }
 
   /// Applies a recorded input, as the live server applied it. Nothing is recorded, and the actions are
