@@ -2,11 +2,17 @@
 # Runs the PostgreSQL tests of Server/ (PostgresServerLogTests and the server over PostgreSQL) against a real
 # PostgreSQL that this script installs if missing, starts on 127.0.0.1 and stops by its pid. Without
 # EVENT_SERVER_TEST_POSTGRES_URL those tests are skipped, saying so.
-# Usage: Server/scripts/postgres-tests.sh
+# Usage: Server/scripts/postgres-tests.sh   (SANITIZE=thread: run them under ThreadSanitizer from .build/tsan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/postgres.sh
 trap remove_postgres EXIT
 start_postgres
 echo "PostgreSQL $("$(postgres_bin)/postgres" --version | awk '{print $3}') on 127.0.0.1:$postgres_port (pid $postgres_pid)"
-EVENT_SERVER_TEST_POSTGRES_URL="$postgres_url" timeout 900 swift test --filter Postgres
+if [ "${SANITIZE:-}" = thread ]; then
+  # Under ThreadSanitizer, from the build CI made with --sanitize=thread in .build/tsan.
+  EVENT_SERVER_TEST_POSTGRES_URL="$postgres_url" timeout 900 swift test --skip-build --sanitize=thread \
+    --scratch-path .build/tsan --filter Postgres
+else
+  EVENT_SERVER_TEST_POSTGRES_URL="$postgres_url" timeout 900 swift test --filter Postgres
+fi
