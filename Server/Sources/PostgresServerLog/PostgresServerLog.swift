@@ -160,21 +160,39 @@ public final class PostgresServerLog: SharedServerLog {
     }
   }
 
+  /// Appends `records`, which must follow the last stored position without a gap (the fence: another server
+  /// writing to this database makes the positions disagree, and the append fails), and notifies
+  /// ``notificationChannel``.
+  ///
+  /// One statement, so one round trip: the fence's update, the insert and the notification are parts of one
+  /// statement and commit (or fail) together in its implicit transaction. As an explicit transaction (begin,
+  /// update, insert, notify, commit) it took five round trips per group commit, which bounded the rate of
+  /// acknowledged writes more than PostgreSQL's own commit did.
   public func append(_ records: [StoredRecord]) async throws(ServerLogError) {
     guard let first = records.first?.position, let last = records.last?.position else { return }
-    let fenced = try await transaction { connection -> Bool in
-      let rows = try await connection.query(
+    let positions = records.map { Int64($0.position) }
+    let bytes = records.map { ByteBuffer(bytes: $0.bytes) }
+    let lastText = String(last)
+    let fenced = try await withDeadline {
+      // A position already taken fails the whole statement: positions are never overwritten.
+      let rows = try await self.client.query(
         """
-        UPDATE event_log_meta SET last_position = \(Int64(last))
-        WHERE id = 1 AND last_position = \(Int64(first) - 1) RETURNING last_position
+        WITH fence AS (
+          UPDATE event_log_meta SET last_position = \(Int64(last))
+          WHERE id = 1 AND last_position = \(Int64(first) - 1) RETURNING last_position
+        ), inserted AS (
+          INSERT INTO event_log (position, record)
+          SELECT * FROM unnest(\(positions)::bigint[], \(bytes)::bytea[]) WHERE EXISTS (SELECT 1 FROM fence)
+          RETURNING position
+        )
+        SELECT count(*) FROM inserted
+        CROSS JOIN (SELECT pg_notify(\(Self.notificationChannel), \(lastText)) FROM fence) AS notified
         """,
         logger: self.logger
       )
-      var updated = false
-      for try await _ in rows.decode(Int64.self) { updated = true }
-      guard updated else { return false }
-      try await self.insert(records, on: connection)
-      return true
+      var inserted: Int64 = 0
+      for try await count in rows.decode(Int64.self) { inserted = count }
+      return inserted == Int64(records.count)
     }
     guard fenced else {
       throw .storage(

@@ -200,6 +200,13 @@ struct PostgresServerLogTests {
     let range = try #require(try await log.appendAssigningPositions([Data("a".utf8), Data("b".utf8)]))
     while positions.last != range.upperBound, let next = await iterator.next() { positions.append(next) }
     #expect(positions.last == range.upperBound)
+    // A single server's append (one statement: fence, insert, notify) notifies as well.
+    let next = range.upperBound + 1
+    try await log.append([
+      StoredRecord(position: next, bytes: Data("c".utf8)), .init(position: next + 1, bytes: Data("d".utf8)),
+    ])
+    while positions.last != next + 1, let heard = await iterator.next() { positions.append(heard) }
+    #expect(positions.last == next + 1)
     #expect(positions == positions.sorted())
     listening.cancel()
     try await listening.value
