@@ -27,16 +27,30 @@ rss() { awk '/VmRSS/ {print $2}' "/proc/$server_pid/status"; }
 echo "== dont_block polls, $connections keep-alive connections, $seconds s (cores: $(nproc))"
 timeout 120 "$bin/event-server-load" rate --port "$port" --connections "$connections" --seconds "$seconds"
 
-before=$(rss)
-echo "== $users parked long-polls (server RSS before: $before kB)"
-timeout 300 "$bin/event-server-load" parked --port "$port" --users "$users" --hold 4 &
-load_pid=$!
-# Read the server's memory while the polls are held (the load tool prints when all are parked).
-for _ in $(seq 1 600); do
-  if ! kill -0 "$load_pid" 2>/dev/null; then break; fi
-  sleep 0.5
-  peak=$(rss); if [ "${peak:-0}" -gt "${max:-0}" ]; then max=$peak; fi
-done
-wait "$load_pid"
-echo "server RSS with $users parked: ${max} kB; per parked poll (with its queue and connection): $(( (max - before) * 1024 / users )) B"
+# hold_and_measure MODE: runs the load tool's MODE (parked | idle) for $users users and prints the server's
+# resident memory growth per user while it holds them.
+hold_and_measure() {
+  local before max=0 peak load_pid
+  before=$(rss)
+  timeout 300 "$bin/event-server-load" "$1" --port "$port" --users "$users" --hold 4 &
+  load_pid=$!
+  # Read the server's memory while the connections are held (the load tool prints when all are in place).
+  for _ in $(seq 1 600); do
+    if ! kill -0 "$load_pid" 2>/dev/null; then break; fi
+    sleep 0.5
+    peak=$(rss); if [ "${peak:-0}" -gt "$max" ]; then max=$peak; fi
+  done
+  wait "$load_pid"
+  echo "server RSS $before kB before, $max kB with $users users ($1); per user: $(( (max - before) * 1024 / users )) B"
+}
+echo "== $users parked long-polls"
+hold_and_measure parked
+stop_server
+# The same users on a fresh server, registered on connections that then stay idle: what a parked poll costs
+# beyond its connection and queue is the difference.
+rm -rf "$work/data"
+start_server "$bin/event-server" --port "$port" --keys-file "$work/keys" --data-dir "$work/data" \
+  --snapshot-interval 0 --rate-burst 1000000 --rate-per-second 1000000
+echo "== $users users on idle keep-alive connections (registered, no poll)"
+hold_and_measure idle
 stop_server

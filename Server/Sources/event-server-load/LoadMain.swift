@@ -10,6 +10,8 @@ import Synchronization
 /// - `parked`: registers `--users` users (`load-<i>` with key `load-key-<i>`), one connection each, and parks
 ///   one long-poll per user; then holds them for `--hold` seconds (the caller reads the server's memory
 ///   meanwhile) and checks none was answered early.
+/// - `idle`: the same registrations on their connections, but no poll: the connections stay open, idle,
+///   for `--hold` seconds. What `parked` holds beyond this is the parked request itself.
 /// - `rate`: `--connections` keep-alive connections send `dont_block` polls back to back for `--seconds`;
 ///   prints the polls answered per second.
 @main
@@ -21,6 +23,8 @@ struct LoadMain {
     do {
       switch arguments.mode {
       case .parked: try await parked(group: group, port: port, users: arguments.users, hold: arguments.hold)
+      case .idle:
+        try await parked(group: group, port: port, users: arguments.users, hold: arguments.hold, polls: false)
       case .rate:
         try await rate(group: group, port: port, connections: arguments.connections, seconds: arguments.seconds)
       }
@@ -31,7 +35,14 @@ struct LoadMain {
     try? await group.shutdownGracefully()
   }
 
-  static func parked(group: MultiThreadedEventLoopGroup, port: Int, users: Int, hold: Int) async throws {
+  /// Registers `users` users, one connection each, and (when `polls`) parks a long-poll on each; holds them.
+  static func parked(
+    group: MultiThreadedEventLoopGroup,
+    port: Int,
+    users: Int,
+    hold: Int,
+    polls: Bool = true
+  ) async throws {
     var connections: [Connection] = []
     let answered = AnsweredCount()
     let began = ContinuousClock.now
@@ -44,12 +55,15 @@ struct LoadMain {
       guard registered.status == 200, let queue = registered.field("queue_id") else {
         throw LoadError("register of \(user) answered \(registered.status): \(registered.body.prefix(200))")
       }
-      connection.send(.get("/api/v1/events?queue_id=\(queue)&last_event_id=-1", user: user))
-        .whenComplete { _ in answered.add() }
+      if polls {
+        connection.send(.get("/api/v1/events?queue_id=\(queue)&last_event_id=-1", user: user))
+          .whenComplete { _ in answered.add() }
+      }
       connections.append(connection)
-      if (index + 1) % 1_000 == 0 { print("parked \(index + 1) of \(users)") }
+      if (index + 1) % 1_000 == 0 { print("\(polls ? "parked" : "registered") \(index + 1) of \(users)") }
     }
-    print("parked \(users) long-polls in \(began.duration(to: .now)); holding \(hold) s")
+    let what = polls ? "parked \(users) long-polls" : "registered \(users) users on idle connections"
+    print("\(what) in \(began.duration(to: .now)); holding \(hold) s")
     try await Task.sleep(for: .seconds(hold))
     let early = answered.value
     print("answered early: \(early)")
@@ -218,21 +232,22 @@ struct LoadArguments: ParsableCommand {
     discussion: """
       parked: registers --users users (load-<i>, key load-key-<i>: see Server/scripts/load.sh), one \
       connection each, parks one long-poll per user, holds them --hold seconds and checks none was answered \
-      early. rate: --connections keep-alive connections send dont_block polls back to back for --seconds.
+      early. idle: the same without the polls (the connections held open, idle). rate: --connections \
+      keep-alive connections send dont_block polls back to back for --seconds.
       """
   )
 
   enum Mode: String, ExpressibleByArgument, CaseIterable {
-    case parked, rate
+    case parked, idle, rate
   }
 
-  @Argument(help: "parked | rate")
+  @Argument(help: "parked | idle | rate")
   var mode: Mode
   @Option(help: "The server's port on 127.0.0.1.")
   var port: Int
-  @Option(help: "parked: users, one parked poll each.")
+  @Option(help: "parked, idle: users, one connection (and parked poll) each.")
   var users = 5_000
-  @Option(help: "parked: seconds to hold the polls.")
+  @Option(help: "parked, idle: seconds to hold the connections.")
   var hold = 3
   @Option(help: "rate: keep-alive connections.")
   var connections = 8
