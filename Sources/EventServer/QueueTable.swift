@@ -44,6 +44,9 @@ struct QueueTable<Event: EventPayload>: Sendable {
       // The author is what decides both the budget and where the origin shows: another user for a foreign
       // event, the queue's user for one carrying its origin.
       var author: UserID? = event.origin == nil ? nil : queue.user
+      // A foreign record naming no held event (only a hand-made dump has one) is skipped, not let stop the
+      // rest from matching.
+      while let first = foreign.first, first.id < event.id { foreign.removeFirst() }
       if let first = foreign.first, first.id == event.id {
         author = first.author
         foreign.removeFirst()

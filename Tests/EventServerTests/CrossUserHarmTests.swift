@@ -102,6 +102,25 @@ struct CrossUserHarmTests {
     #expect(machine.pendingEvents(authoredBy: bob) == 0)
   }
 
+  @Test("a restored queue counts each held event of another user once, even past a record naming no held event")
+  func restoredForeignCounts() throws {
+    var machine = makeMachine()
+    _ = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0)
+    for text in ["a", "b", "c"] { _ = try machine.handle(.post(text, to: [alice]), from: bob, now: t0) }
+    #expect(machine.pendingEvents(authoredBy: bob) == 3)
+    let queue = try #require(machine.dump().queues.first)
+    // A hand-made dump: the middle event gone, its record of who queued it left behind.
+    let edited = EventQueue(
+      record: queue.record,
+      events: queue.events.filter { $0.id != 1 },
+      foreignEvents: queue.foreignEvents
+    )
+    var restored = makeMachine()
+    _ = try restored.restore(QueueDump(queues: [edited]), now: t0)
+    #expect(restored.pendingEvents(authoredBy: bob) == 2)
+    #expect(restored.queue(queue.id)?.foreignEvents.map(\.id) == [0, 2])
+  }
+
   @Test("mutation ids outside 1...2^53-1 are refused, as the spec says", arguments: [UInt64(0), 1 << 53, .max])
   func mutationIDBounds(id: UInt64) throws {
     var machine = makeMachine()
