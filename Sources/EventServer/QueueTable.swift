@@ -82,6 +82,9 @@ struct QueueTable<Event: EventPayload>: Sendable {
     let user = store[slot: slot].user
     let held = store.held(slot)
     let taken = limit.map { held.prefix(max($0, 1)) } ?? held
+    // Not through the initializer below when empty: for no elements it writes the count into the one empty
+    // array every thread shares (ThreadSanitizer reports the write racing with other threads' reads).
+    guard !taken.isEmpty else { return [] }
     let shared = store.shared
     // Written in place into the answer's storage: appending one by one ran the array's unspecialised code,
     // with its metadata lookups, per event (W3's poll of 100,000 events).
