@@ -4,13 +4,13 @@ import EventProtocol
 ///
 /// The server keeps each event once, however many queues hold it (``QueueStore``); a queue read from it
 /// (``EventServerStateMachine/queue(_:)``, a dump) is this value, with its own copy of its events, so
-/// nothing done to one queue's value reaches another's. Acknowledging events costs only what it drops
-/// (``EventBacklog``).
+/// nothing done to one queue's value reaches another's. In the store, acknowledging events costs only what
+/// it drops (``EventBacklog``).
 public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   /// Everything but the events (what the server keeps per queue).
   var record: QueueRecord
-  /// Where the events are kept (acknowledging one moves a head index; see ``EventBacklog``).
-  private(set) var backlog = EventBacklog<EventEnvelope<Event>>()
+  /// The events, in increasing id order.
+  private var backlog = EventBacklog<EventEnvelope<Event>>()
   /// The pending events another user's command put here, with their author, in id order: what bounds how
   /// much of this queue one other user can fill (``EventServerConfiguration/maximumPendingEventsPerAuthor``).
   public private(set) var foreignEvents: [ForeignEvent] = []
@@ -87,19 +87,6 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   /// The id of the last event the queue has assigned; `-1` before the first.
   public var lastEventID: Int { record.lastEventID }
 
-  /// Removes every event with an id up to `lastEventID`.
-  /// - Returns: The authors of the other users' events removed.
-  /// - Complexity: O(log *n*) plus amortised O(1) per event removed, and O(*f*) in the other users' events
-  ///   held.
-  mutating func prune(through lastEventID: Int) -> ArraySlice<ForeignEvent> {
-    guard record.markPruned(through: lastEventID) else { return [] }
-    backlog.removeThrough(lastEventID)
-    let foreignKept = foreignEvents.firstIndex { $0.id > lastEventID } ?? foreignEvents.endIndex
-    let removed = foreignEvents[..<foreignKept]
-    foreignEvents.removeFirst(foreignKept)
-    return removed
-  }
-
   /// The first `limit` events not yet acknowledged (all of them when `limit` is `nil`).
   /// - Complexity: O(`limit`) (see ``events`` for all of them).
   public func events(limit: Int?) -> [EventEnvelope<Event>] {
@@ -109,18 +96,6 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   /// How many events are not yet acknowledged.
   /// - Complexity: O(1).
   public var eventCount: Int { backlog.count }
-
-  /// Appends an event with the next id.
-  /// - Returns: Whether another user's command put it here (it counts against its author).
-  /// - Complexity: Amortized O(1).
-  @discardableResult
-  mutating func append(_ body: EventBody<Event>, origin: MutationOrigin? = nil, author: UserID? = nil) -> Bool {
-    let id = record.assignEventID()
-    let isForeign = author.map { $0 != user } ?? false
-    if isForeign, let author { foreignEvents.append(ForeignEvent(id: id, author: author)) }
-    backlog.append(EventEnvelope(id: id, body: body, origin: origin))
-    return isForeign
-  }
 
   private enum CodingKeys: String, CodingKey {
     case id

@@ -49,9 +49,7 @@ struct SharedEvents: Sendable, Equatable {
   ///   index must then be passed to ``recycle(_:)`` once its body is dropped).
   mutating func release(_ index: Int, by user: UserID) -> (foreignAuthor: UserID?, isFree: Bool) {
     entries[index].holders -= 1
-    let entry = entries[index]
-    let foreignAuthor = entry.author.flatMap { $0 == user ? nil : $0 }
-    return (foreignAuthor, entry.holders == 0)
+    return (foreignAuthor(of: index, for: user), entries[index].holders == 0)
   }
 
   /// Whether no queue holds event `index`.

@@ -189,17 +189,22 @@ struct EventServerStateMachineTests {
     let again = machine.poll(PollID(2), queueID: queueID, user: alice, lastEventID: 0, dontBlock: false, now: later)
     #expect(again == first.map { _ in .completePoll(PollID(2), .events([note(1, "b"), note(2, "c")])) })
 
-    var expected = EventQueue<NoteEvent>(
+    let record = QueueRecord(
       id: queueID,
       user: alice,
       clientID: nil,
       eventTypes: nil,
       idleTimeout: .seconds(600),
-      now: t0
+      nextEventID: 3,
+      prunedThrough: 0,
+      lastContact: later,
+      skippedIDs: []
     )
-    for text in ["a", "b", "c"] { expected.append(.payload(.note(text: text)), author: bob) }
-    _ = expected.prune(through: 0)
-    expected.lastContact = later
+    let expected = EventQueue<NoteEvent>(
+      record: record,
+      events: [note(1, "b"), note(2, "c")],
+      foreignEvents: [ForeignQueuedEvent(id: 1, author: bob), ForeignQueuedEvent(id: 2, author: bob)]
+    )
     #expect(machine.queues[queueID] == expected)
   }
 
@@ -392,7 +397,7 @@ struct EventServerStateMachineTests {
     #expect(actions == [])
     var expectedAll = machine.queues[all]!
     expectedAll.lastContact = restartedAt
-    expectedAll.append(.restart)
+    expectedAll = expectedAll.appending(.restart)
     var expectedNotesOnly = machine.queues[notesOnly]!
     expectedNotesOnly.lastContact = restartedAt
     #expect(restarted.queues == [all: expectedAll, notesOnly: expectedNotesOnly])
@@ -434,4 +439,17 @@ struct EventServerStateMachineTests {
 
 extension Timestamp {
   fileprivate static func + (lhs: Timestamp, rhs: Duration) -> Timestamp { lhs.advanced(by: rhs) }
+}
+
+extension EventQueue {
+  /// This queue with `body` queued under its next id, as the server queues one of its own events.
+  fileprivate func appending(_ body: EventBody<Event>) -> EventQueue {
+    var record = record
+    let id = record.assignEventID()
+    return EventQueue(
+      record: record,
+      events: events + [EventEnvelope(id: id, body: body)],
+      foreignEvents: foreignEvents
+    )
+  }
 }
