@@ -60,15 +60,25 @@ struct RawHTTP {
     var description: String
   }
 
-  /// Sends `request` to 127.0.0.1:`port` and reads until the server closes (at most 20 s).
+  /// Sends `request` to 127.0.0.1:`port` and reads until the server closes, within ``exchangeDeadline``.
+  ///
+  /// Every write and read has a deadline of its own (a blocked socket call returns after at most 5 s), and
+  /// the whole exchange one: a server that stops reading a body it has refused (and waits for the client to
+  /// close) leaves the client to stop sending and read the answer already written, as an HTTP client that
+  /// reads while it writes would.
   private static func exchange(_ request: Data, port: Int) throws -> Data {
-    guard let socket = loopbackSocket(from: "127.0.0.1", to: port, receiveTimeoutSeconds: 20) else {
+    guard let socket = loopbackSocket(from: "127.0.0.1", to: port, receiveTimeoutSeconds: 5) else {
       throw Failure(description: "cannot connect to port \(port)")
     }
     defer { close(socket) }
+    var sendTimeout = timeval(tv_sec: 5, tv_usec: 0)
+    setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &sendTimeout, socklen_t(MemoryLayout<timeval>.size))
+    let clock = ContinuousClock()
+    let deadline = clock.now + exchangeDeadline
     var sent = 0
-    while sent < request.count {
-      // The server may answer (413) and close before the whole body is sent: stop sending then.
+    while sent < request.count, clock.now < deadline {
+      // The server may answer (413) and close, or stop reading, before the whole body is sent: stop
+      // sending then (the send fails, or times out) and read what it answered.
       let count = request.withUnsafeBytes {
         Glibc.send(socket, $0.baseAddress! + sent, request.count - sent, Int32(MSG_NOSIGNAL))
       }
@@ -77,12 +87,31 @@ struct RawHTTP {
     }
     var response = Data()
     var buffer = [UInt8](repeating: 0, count: 65_536)
-    while true {
+    while clock.now < deadline {
       let count = recv(socket, &buffer, buffer.count, 0)
-      if count <= 0 { break }
-      response.append(contentsOf: buffer[..<count])
+      if count > 0 {
+        response.append(contentsOf: buffer[..<count])
+      } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        break  // Closed by the server, or reset.
+      } else if hasWholeAnswer(response) {
+        break  // The answer is complete and the server keeps the connection open: done.
+      }
     }
     return response
+  }
+
+  /// How long one exchange may take in all: the tests' servers answer in milliseconds, so reaching it means
+  /// the server is stuck, and the test fails on a missing answer rather than hanging.
+  private static let exchangeDeadline = Duration.seconds(30)
+
+  /// Whether `response` holds a whole answer: its head and a body of the `Content-Length` it names.
+  private static func hasWholeAnswer(_ response: Data) -> Bool {
+    guard let end = response.range(of: Data("\r\n\r\n".utf8)) else { return false }
+    let head = String(decoding: response[..<end.lowerBound], as: UTF8.self).lowercased()
+    guard let line = head.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") }),
+      let length = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
+    else { return false }
+    return response.count - end.upperBound >= length
   }
 
   private static func parse(_ response: Data) throws -> Answer {

@@ -49,11 +49,13 @@ final class CancellableDataTask: Sendable {
           }
         }
         identifier.withLock { $0 = task.taskIdentifier }
-        let handle = TaskHandle(task)
         // Started under the lock, so a cancellation either finds it running (and cancels it) or comes first
-        // (and it never starts: its completion handler never runs, so the continuation is resumed here).
+        // (and it never starts: its completion handler never runs, so the continuation is resumed here). The
+        // handle is made under the lock too, since the lock is what hands it to the cancelling thread
+        // (ThreadSanitizer sees no `Mutex`: .ci/tsan-suppressions.txt).
         let started = stage.withLock { stage -> Bool in
           guard case .notStarted = stage else { return false }
+          let handle = TaskHandle(task)
           stage = .running(handle)
           handle.task.resume()
           return true
