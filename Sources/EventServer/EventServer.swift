@@ -393,7 +393,9 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
 
   /// Hands what the last input recorded to the log, and performs its actions once the log is durable through
   /// it (at once for a server without a log, or when nothing waits to be written): no answer, and no push,
-  /// reveals an effect that a crash could still undo.
+  /// reveals an effect that a crash could still undo. A single server's poll that only acknowledges waits
+  /// for the newest record that decided anything (``GroupCommit/enqueue(_:acknowledgementsOnly:)``), not
+  /// for its own acknowledgement: losing that redelivers events the client skips by id.
   /// - Returns: The log position the input's effects need (0 without a log).
   @discardableResult
   func finish(_ actions: [Machine.Action]) -> UInt64 {
@@ -412,8 +414,13 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
         return UInt64.max
       }
     }
+    // A single server's poll answer waits for the events it reveals, not for its own acknowledgement (a
+    // cluster node keeps waiting for its own: other nodes keep its queue alive by the recorded contact).
+    let acknowledgementsOnly =
+      durability!.shared == nil && !entries.isEmpty
+      && entries.allSatisfy { if case .acknowledged = $0.input { true } else { false } }
     // Mutated in place: the gated list and the pending records are not copied per request.
-    let (position, write) = durability!.commit.enqueue(frames)
+    let (position, write) = durability!.commit.enqueue(frames, acknowledgementsOnly: acknowledgementsOnly)
     durability!.recordsSinceSnapshot += frames.count
     var snapshotWrite: GroupCommit.Write?
     if durability!.shared == nil, durability!.recordsSinceSnapshot >= durability!.snapshotEvery,

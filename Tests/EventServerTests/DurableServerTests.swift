@@ -135,6 +135,57 @@ struct DurableServerTests {
     #expect(try await poll.value.map(\.body) == [.payload(.note(text: "hi"))])
   }
 
+  @Test(
+    "a poll's answer waits for the events it reveals, not for its own acknowledgement; a lost acknowledgement only redelivers"
+  )
+  func pollWaitsForWhatItReveals() async throws {
+    let log = HeldServerLog()
+    let server = try await start(log)
+    let registration = try await server.register(user: bob)
+    try await server.handle(.post("a", to: [bob]), from: alice)
+    let base = await server.durablePosition
+    log.hold()
+    // Its acknowledgement (base + 1) is held in the log; its event's command is durable: answered now.
+    let first = try await server.events(queueID: registration.queueID, user: bob, lastEventID: -1, dontBlock: true)
+    #expect(first.map(\.body) == [.payload(.note(text: "a"))])
+    await log.waitForHeldWrite()
+    // A command (base + 2) queued behind the held write: a poll that reveals its event waits for it.
+    let write = Task { try await server.handle(.post("b", to: [bob]), from: alice) }
+    await server.waitUntilAppended(through: base + 2)
+    let answered = Finished()
+    let second = Task {
+      let events = try await server.events(
+        queueID: registration.queueID,
+        user: bob,
+        lastEventID: first[0].id,
+        dontBlock: true
+      )
+      answered.set()
+      return events
+    }
+    await server.waitUntilAppended(through: base + 3)
+    #expect(!answered.value)
+    log.release()
+    try await write.value
+    let revealed = try await second.value
+    #expect(revealed.map(\.body) == [.payload(.note(text: "b"))])
+
+    // A crash loses the second poll's acknowledgement (base + 3), which was never waited for: the client
+    // goes on from the last id it got, with no error and nothing shown twice.
+    let stored = log.inner.stored
+    let crashed = InMemoryServerLog(
+      StoredLog(snapshot: stored.snapshot, records: stored.records.filter { $0.position <= base + 2 })
+    )
+    let restarted = try await start(crashed)
+    let after = try await restarted.events(
+      queueID: registration.queueID,
+      user: bob,
+      lastEventID: revealed[0].id,
+      dontBlock: true
+    )
+    #expect(after.allSatisfy { $0.id > revealed[0].id && $0.body != .payload(.note(text: "b")) })
+  }
+
   @Test("requests arriving during a write share the next one")
   func groupCommitShell() async throws {
     let log = HeldServerLog()
@@ -176,9 +227,12 @@ struct DurableServerTests {
     }
     let seen = try await server!.events(queueID: registration.queueID, user: bob, lastEventID: -1, dontBlock: true)
     #expect(seen.map(\.id) == [0, 1, 2])
-    server = nil  // killed: no shutdown, no snapshot
+    // Killed: no shutdown, no snapshot; what the log holds now is what the restart finds (the poll's
+    // acknowledgement may still be on its way: its answer did not wait for it).
+    let disk = InMemoryServerLog(log.stored)
+    server = nil
 
-    let restarted = try await start(log, clock: clock)
+    let restarted = try await start(disk, clock: clock)
     #expect(await restarted.application.notes[bob] == ["n1", "n2", "n3"])
     // The client resumes its queue without registering; the restart's event comes after a jump in ids.
     let after = try await restarted.events(queueID: registration.queueID, user: bob, lastEventID: 2, dontBlock: true)

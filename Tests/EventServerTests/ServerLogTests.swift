@@ -137,4 +137,14 @@ struct ServerLogTests {
     #expect(commit.enqueue([Data([5])]).1 == nil)
     #expect(commit.durable == 7)
   }
+
+  @Test("group commit: acknowledgements' answers wait for the last decision, not for themselves")
+  func acknowledgementsWaitForLastDecision() {
+    var commit = GroupCommit(durable: 4)
+    #expect(commit.enqueue([Data([1])], acknowledgementsOnly: true).0 == 4)
+    #expect(commit.enqueue([Data([2])]).0 == 6)
+    #expect(commit.enqueue([Data([3]), Data([4])], acknowledgementsOnly: true).0 == 6)
+    #expect(commit.appended == 8)
+    #expect(commit.lastDecision == 6)
+  }
 }

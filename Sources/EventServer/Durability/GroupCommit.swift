@@ -25,6 +25,9 @@ public struct GroupCommit: Sendable, Equatable {
 
   /// The last position given to a record.
   public private(set) var appended: UInt64
+  /// The last position given to a record that decided more than a poll's acknowledgement (every event a
+  /// queue holds was queued by such a record, at or before this position).
+  public private(set) var lastDecision: UInt64
   /// The last position known durable.
   public private(set) var durable: UInt64
   /// Why writing stopped, once a write failed: nothing is durable past ``durable`` and nothing more will be.
@@ -37,19 +40,27 @@ public struct GroupCommit: Sendable, Equatable {
   public init(durable: UInt64) {
     self.appended = durable
     self.durable = durable
+    self.lastDecision = durable
   }
 
   /// Whether a write is under way.
   public var isWriting: Bool { inFlight != nil }
 
   /// Gives the next positions to framed records.
-  /// - Returns: The last position given (``appended``), and a write to start when none is under way.
-  public mutating func enqueue(_ frames: [Data]) -> (UInt64, Write?) {
+  /// - Parameters:
+  ///   - frames: One input's records.
+  ///   - acknowledgementsOnly: Whether the records only acknowledge polls (their effects are pruned events
+  ///     and a contact time: a crash that loses them redelivers events the client skips by id).
+  /// - Returns: The position the input's answers must wait for: the last position given (``appended``), or,
+  ///   for acknowledgements only, ``lastDecision`` (what any answer can reveal was decided by then); and a
+  ///   write to start when none is under way.
+  public mutating func enqueue(_ frames: [Data], acknowledgementsOnly: Bool = false) -> (UInt64, Write?) {
     for frame in frames {
       appended += 1
       pending.append(StoredRecord(position: appended, bytes: frame))
     }
-    return (appended, startIfIdle())
+    if !acknowledgementsOnly { lastDecision = appended }
+    return (lastDecision, startIfIdle())
   }
 
   /// Asks for a snapshot that includes everything enqueued so far (`bytes` must hold the state at
@@ -99,6 +110,7 @@ public struct GroupCommit: Sendable, Equatable {
     precondition(inFlight == nil && pending.isEmpty, "adopt(through:) during a turn")
     appended = max(appended, position)
     durable = max(durable, position)
+    lastDecision = max(lastDecision, position)
   }
 
   private mutating func startIfIdle() -> Write? {
