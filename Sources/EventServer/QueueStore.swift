@@ -19,20 +19,29 @@ struct QueueStore: Sendable {
   /// How many pending events each user's commands put in other users' queues, across every queue.
   private(set) var pendingByAuthor: [UserID: Int] = [:]
   private var freeSlots: [Int] = []
-  private var slotByID: [QueueID: Int] = [:]
-  private var slotsByUser: [UserID: UserSlots] = [:]
+  /// The slot of each queue, by its id (read from the slot's record).
+  private var idIndex = SlotIndex()
+  /// The slot of each user's oldest queue, by user; the others follow it through ``StoredQueue/nextOfUser``.
+  private var userIndex = SlotIndex()
   private var expiries = DeadlineHeap<QueueID>()
   /// Each stored event's bookkeeping, by entry.
   private(set) var shared = SharedEvents()
 
   /// How many queues there are.
-  var count: Int { slotByID.count }
+  var count: Int { idIndex.count }
 
   /// How many events are stored, each once however many queues hold it.
   var storedEventCount: Int { shared.count }
 
   /// The slot of queue `id`, if it exists.
-  func slot(of id: QueueID) -> Int? { slotByID[id] }
+  func slot(of id: QueueID) -> Int? {
+    idIndex.find(hash: id.hashValue) { slots[$0]!.record.id == id }
+  }
+
+  /// The slot of `user`'s oldest queue, if they have one.
+  private func firstSlot(of user: UserID) -> Int? {
+    userIndex.find(hash: user.hashValue) { slots[$0]!.record.user == user }
+  }
 
   /// Whether a queue is in `slot` (a queue removed during a step leaves its slot free).
   func isOccupied(_ slot: Int) -> Bool { slots[slot] != nil }
@@ -47,14 +56,24 @@ struct QueueStore: Sendable {
   func held(_ slot: Int) -> ArraySlice<HeldEvent> { slots[slot]!.held.live }
 
   /// Every queue's slot, by id.
-  var slotsByID: [QueueID: Int] { slotByID }
+  var slotsByID: [QueueID: Int] {
+    var result: [QueueID: Int] = [:]
+    for (slot, stored) in slots.enumerated() { if let stored { result[stored.record.id] = slot } }
+    return result
+  }
 
   /// The ids of every queue, sorted.
-  var sortedIDs: [QueueID] { slotByID.keys.sorted() }
+  var sortedIDs: [QueueID] { slots.compactMap { $0?.record.id }.sorted() }
 
   /// The slots of `user`'s queues, oldest first.
   func slots(of user: UserID) -> UserSlots {
-    slotsByUser[user] ?? UserSlots()
+    var result = UserSlots()
+    var next = firstSlot(of: user)
+    while let slot = next {
+      result.append(slot)
+      next = slots[slot]!.nextOfUser
+    }
+    return result
   }
 
   /// How many events the queue in `slot` holds.
@@ -81,8 +100,13 @@ struct QueueStore: Sendable {
       slot = slots.endIndex
       slots.append(stored)
     }
-    slotByID[record.id] = slot
-    slotsByUser[record.user, default: UserSlots()].append(slot)
+    idIndex.insert(slot: slot, hash: record.id.hashValue)
+    if var last = firstSlot(of: record.user) {
+      while let next = slots[last]!.nextOfUser { last = next }
+      slots[last]!.nextOfUser = slot
+    } else {
+      userIndex.insert(slot: slot, hash: record.user.hashValue)
+    }
     expiries.push(record.id, at: record.lastContact.advanced(by: record.idleTimeout))
     return slot
   }
@@ -151,13 +175,24 @@ struct QueueStore: Sendable {
     for held in stored.held.live { released.add(held.entry, in: &shared) }
     let freed = uncount(released)
     let queue = stored.record
+    idIndex.remove(slot: slot, hash: queue.id.hashValue)
+    var wasUsersLast = false
+    let first = firstSlot(of: queue.user)!
+    if first == slot {
+      if let next = stored.nextOfUser {
+        userIndex.replace(slot: slot, with: next, hash: queue.user.hashValue)
+      } else {
+        userIndex.remove(slot: slot, hash: queue.user.hashValue)
+        wasUsersLast = true
+      }
+    } else {
+      var previous = first
+      while slots[previous]!.nextOfUser != slot { previous = slots[previous]!.nextOfUser! }
+      slots[previous]!.nextOfUser = stored.nextOfUser
+    }
     slots[slot] = nil
     freeSlots.append(slot)
-    slotByID[queue.id] = nil
-    slotsByUser[queue.user]!.remove(slot)
-    let wasUsersLast = slotsByUser[queue.user]!.isEmpty
-    if wasUsersLast { slotsByUser[queue.user] = nil }
-    if slotByID.isEmpty {
+    if idIndex.count == 0 {
       // Nothing left to index: drop the entries of queues removed before they expired.
       expiries = DeadlineHeap()
     }
@@ -171,7 +206,7 @@ struct QueueStore: Sendable {
     var expired: [Int] = []
     var stillLive: [(QueueID, Timestamp)] = []
     while let (_, id) = expiries.pop(dueAt: now) {
-      guard let slot = slotByID[id], let queue = slots[slot]?.record else { continue }
+      guard let slot = slot(of: id), let queue = slots[slot]?.record else { continue }
       if queue.isExpired(at: now) {
         expired.append(slot)
       } else {
@@ -192,6 +227,17 @@ struct QueueStore: Sendable {
 struct StoredQueue: Sendable {
   var record: QueueRecord
   var held = EventBacklog<HeldEvent>()
+  /// The slot of the same user's next queue (by age), if any.
+  var nextOfUser: Int? {
+    get { nextOfUserPlusOne == 0 ? nil : Int(nextOfUserPlusOne) - 1 }
+    set { nextOfUserPlusOne = newValue.map { UInt32($0 + 1) } ?? 0 }
+  }
+  private var nextOfUserPlusOne: UInt32 = 0
+
+  init(record: QueueRecord, held: EventBacklog<HeldEvent>) {
+    self.record = record
+    self.held = held
+  }
 }
 
 /// The events a queue let go of, and the authors to uncount, run by run (a queue's events mostly come
@@ -229,14 +275,6 @@ struct UserSlots: Sendable, Sequence {
 
   mutating func append(_ slot: Int) {
     if first == nil { first = slot } else { rest.append(slot) }
-  }
-
-  mutating func remove(_ slot: Int) {
-    if first == slot {
-      first = rest.isEmpty ? nil : rest.removeFirst()
-    } else {
-      rest.removeAll { $0 == slot }
-    }
   }
 
   func makeIterator() -> Iterator {
