@@ -40,8 +40,7 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   }
   /// The poll waiting on this queue, if any. Not part of a dump: connections do not survive a restart.
   public internal(set) var parkedPoll: ParkedPoll? {
-    get { record.parkedPoll }
-    set { record.parkedPoll = newValue }
+    didSet { record.hasParkedPoll = parkedPoll != nil }
   }
   /// Event ids this queue skipped when the server recovered from durable state: a lost incarnation of the
   /// server (one whose last records never became durable, or whose state an operator rolled back) may have
@@ -68,8 +67,15 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   }
 
   /// A queue of `record` holding `events`, `foreignEvents` of them queued by other users' commands.
-  init(record: QueueRecord, events: [EventEnvelope<Event>], foreignEvents: [ForeignEvent]) {
+  init(
+    record: QueueRecord,
+    parkedPoll: ParkedPoll? = nil,
+    events: [EventEnvelope<Event>],
+    foreignEvents: [ForeignEvent]
+  ) {
     self.record = record
+    self.record.hasParkedPoll = parkedPoll != nil
+    self.parkedPoll = parkedPoll
     self.backlog = EventBacklog(events)
     self.foreignEvents = foreignEvents
   }

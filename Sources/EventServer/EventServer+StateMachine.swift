@@ -224,14 +224,14 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     }
     record(.acknowledged(queueID: queueID, lastEventID: lastEventID), now: now)
     applyAcknowledged(slot: slot, lastEventID: lastEventID, now: now)
-    if let displaced = table.store[slot: slot].parkedPoll {
+    if let displaced = table.store[parkedPollOf: slot] {
       completeParkedPoll(displaced.pollID, on: slot, now: now, actions: &actions)
     }
     if table.store.eventCount(slot) > 0 || dontBlock {
       actions.append(.completePoll(pollID, .events(table.events(slot, limit: limit))))
     } else {
       let heartbeatAt = heartbeatDeadline(after: now)
-      table.store[slot: slot].parkedPoll = .init(pollID: pollID, heartbeatAt: heartbeatAt, limit: limit)
+      table.store[parkedPollOf: slot] = .init(pollID: pollID, heartbeatAt: heartbeatAt, limit: limit)
       parkedPolls[pollID] = slot
       heartbeats.push(pollID, at: heartbeatAt)
     }
@@ -265,7 +265,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// A poll that is no longer parked (already completed) is ignored.
   public mutating func pollCancelled(_ pollID: PollID, now: Timestamp) -> [Action] {
     guard let slot = parkedPolls.removeValue(forKey: pollID) else { return [] }
-    table.store[slot: slot].parkedPoll = nil
+    table.store[parkedPollOf: slot] = nil
     let queueID = table.store[slot: slot].id
     record(.acknowledged(queueID: queueID, lastEventID: nil), now: now)
     applyAcknowledged(slot: slot, lastEventID: nil, now: now)
@@ -358,7 +358,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
             if !fitsSizeLimit(delivery.event) { oversizeEvents += 1 }
             entry = table.add(.payload(delivery.event), author: user, origin: origin)
           }
-          let isParked = table.store[slot: slot].parkedPoll != nil
+          let isParked = table.store[slot: slot].hasParkedPoll
           if tracksPushes, isParked, let clientID = table.store[slot: slot].clientID {
             servedByPoll.insert(MutationSource(user: recipient, clientID: clientID))
           }
@@ -372,7 +372,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     // Parked polls are answered once every event of the command is queued: a client never receives half
     // of a command's events in one batch (and the rest in the next).
     for slot in toWake where table.store.isOccupied(slot) {
-      if let parked = table.store[slot: slot].parkedPoll {
+      if let parked = table.store[parkedPollOf: slot] {
         completeParkedPoll(parked.pollID, on: slot, now: now, actions: &actions)
       }
     }
@@ -711,7 +711,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   /// When a queue was last used, counting a parked poll as use right now.
   private func effectiveContact(_ slot: Int, now: Timestamp) -> Timestamp {
-    table.store[slot: slot].parkedPoll == nil ? table.store[slot: slot].lastContact : now
+    table.store[slot: slot].hasParkedPoll ? now : table.store[slot: slot].lastContact
   }
 
   /// Drops heartbeat entries of polls that have ended from the front of the heap, so ``nextDeadline`` names
@@ -738,7 +738,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     let isForeign = hold(entry, in: slot, actions: &actions)
     table.dropIfUnheld(entry)
     if isForeign, let author { table.store.countPending(1, by: author) }
-    if wake, table.store.isOccupied(slot), let parked = table.store[slot: slot].parkedPoll {
+    if wake, table.store.isOccupied(slot), let parked = table.store[parkedPollOf: slot] {
       completeParkedPoll(parked.pollID, on: slot, now: now, actions: &actions)
     }
   }
@@ -760,17 +760,17 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     now: Timestamp,
     actions: inout [Action]
   ) {
-    let limit = table.store[slot: slot].parkedPoll?.limit
+    let limit = table.store[parkedPollOf: slot]?.limit
     parkedPolls[pollID] = nil
-    table.store[slot: slot].parkedPoll = nil
+    table.store[parkedPollOf: slot] = nil
     actions.append(.completePoll(pollID, .events(table.events(slot, limit: limit))))
     discardEndedHeartbeats()
   }
 
   /// Removes a queue, failing its parked poll, and tells the application when it was the user's last.
   mutating func removeQueue(_ slot: Int, notifyApplication: Bool = true, actions: inout [Action]) {
-    let (queue, wasUsersLast) = table.remove(slot: slot)
-    if let parked = queue.parkedPoll {
+    let (queue, parkedPoll, wasUsersLast) = table.remove(slot: slot)
+    if let parked = parkedPoll {
       parkedPolls[parked.pollID] = nil
       actions.append(.completePoll(parked.pollID, .failed(.badEventQueueID(queue.id))))
       discardEndedHeartbeats()

@@ -24,8 +24,8 @@ struct QueueRecord: Sendable, Equatable {
   private(set) var prunedThrough = -1
   /// The last time a request touched the queue (or a parked poll on it ended).
   var lastContact: Timestamp
-  /// The poll waiting on this queue, if any.
-  var parkedPoll: ParkedLongPoll?
+  /// Whether a poll waits on this queue (``QueueStore`` keeps the poll itself: most queues have none).
+  var hasParkedPoll = false
   /// Event ids skipped at a recovery (see ``EventQueue/skippedIDs``); in increasing order.
   private(set) var skippedIDs: [Range<Int>] = []
 
@@ -72,7 +72,7 @@ struct QueueRecord: Sendable, Equatable {
 
   /// Whether the queue has outlived its idle timeout at `now`. A queue with a parked poll never expires.
   func isExpired(at now: Timestamp) -> Bool {
-    parkedPoll == nil && lastContact.duration(to: now) >= idleTimeout
+    !hasParkedPoll && lastContact.duration(to: now) >= idleTimeout
   }
 
   /// The id of the last event the queue has assigned; `-1` before the first.

@@ -26,6 +26,8 @@ struct QueueStore: Sendable {
   private var expiries = DeadlineHeap<QueueID>()
   /// Each stored event's bookkeeping, by entry.
   private(set) var shared = SharedEvents()
+  /// The poll parked on each queue that has one, by slot.
+  private var parkedPolls: [Int: ParkedLongPoll] = [:]
 
   /// How many queues there are.
   var count: Int { idIndex.count }
@@ -50,6 +52,15 @@ struct QueueStore: Sendable {
   subscript(slot slot: Int) -> QueueRecord {
     _read { yield slots[slot]!.record }
     _modify { yield &slots[slot]!.record }
+  }
+
+  /// The poll parked on the queue in `slot`, if any.
+  subscript(parkedPollOf slot: Int) -> ParkedLongPoll? {
+    get { slots[slot]!.record.hasParkedPoll ? parkedPolls[slot] : nil }
+    set {
+      slots[slot]!.record.hasParkedPoll = newValue != nil
+      parkedPolls[slot] = newValue
+    }
   }
 
   /// The events the queue in `slot` holds, as references.
@@ -92,6 +103,8 @@ struct QueueStore: Sendable {
   /// - Returns: Its slot.
   mutating func insert(_ record: QueueRecord, holding held: EventBacklog<HeldEvent>) -> Int {
     let slot: Int
+    var record = record
+    record.hasParkedPoll = false
     let stored = StoredQueue(record: record, held: held)
     if let free = freeSlots.popLast() {
       slot = free
@@ -167,9 +180,11 @@ struct QueueStore: Sendable {
   }
 
   /// Removes the queue in `slot`, releasing its events.
-  /// - Returns: Its record, whether it was its user's last, and the entries no queue holds any more (as
-  ///   from ``prune(slot:through:)``).
-  mutating func remove(slot: Int) -> (queue: QueueRecord, wasUsersLast: Bool, freed: [Int]) {
+  /// - Returns: Its record, its parked poll, whether it was its user's last, and the entries no queue holds
+  ///   any more (as from ``prune(slot:through:)``).
+  mutating func remove(
+    slot: Int
+  ) -> (queue: QueueRecord, parkedPoll: ParkedLongPoll?, wasUsersLast: Bool, freed: [Int]) {
     let stored = slots[slot]!
     var released = ReleasedEvents(user: stored.record.user)
     for held in stored.held.live { released.add(held.entry, in: &shared) }
@@ -190,13 +205,15 @@ struct QueueStore: Sendable {
       while slots[previous]!.nextOfUser != slot { previous = slots[previous]!.nextOfUser! }
       slots[previous]!.nextOfUser = stored.nextOfUser
     }
+    let parkedPoll = self[parkedPollOf: slot]
+    if parkedPoll != nil { parkedPolls[slot] = nil }
     slots[slot] = nil
     freeSlots.append(slot)
     if idIndex.count == 0 {
       // Nothing left to index: drop the entries of queues removed before they expired.
       expiries = DeadlineHeap()
     }
-    return (queue, wasUsersLast, freed)
+    return (queue, parkedPoll, wasUsersLast, freed)
   }
 
   /// The slots of every queue expired at `now`, in the order they came due. Entries of queues touched since
@@ -211,7 +228,7 @@ struct QueueStore: Sendable {
         expired.append(slot)
       } else {
         // A parked poll keeps the queue alive; its idle time starts at the latest when the poll ends.
-        let from = queue.parkedPoll == nil ? queue.lastContact : now
+        let from = queue.hasParkedPoll ? now : queue.lastContact
         stillLive.append((id, from.advanced(by: queue.idleTimeout)))
       }
     }

@@ -30,6 +30,7 @@ struct QueueTable<Event: EventPayload>: Sendable {
   private func queue(in slot: Int) -> EventQueue<Event> {
     EventQueue(
       record: store[slot: slot],
+      parkedPoll: store[parkedPollOf: slot],
       events: events(slot, limit: nil),
       foreignEvents: store.foreignEvents(slot)
     )
@@ -113,10 +114,10 @@ struct QueueTable<Event: EventPayload>: Sendable {
 
   /// Removes the queue in `slot`, freeing the events no other queue holds.
   /// - Returns: Its record, and whether it was its user's last.
-  mutating func remove(slot: Int) -> (queue: QueueRecord, wasUsersLast: Bool) {
-    let (queue, wasUsersLast, freed) = store.remove(slot: slot)
+  mutating func remove(slot: Int) -> (queue: QueueRecord, parkedPoll: ParkedLongPoll?, wasUsersLast: Bool) {
+    let (queue, parkedPoll, wasUsersLast, freed) = store.remove(slot: slot)
     free(freed)
-    return (queue, wasUsersLast)
+    return (queue, parkedPoll, wasUsersLast)
   }
 
   /// Drops the bodies of `entries`, which no queue holds, and makes the entries available again.
