@@ -58,6 +58,27 @@ public struct Timestamp: InstantProtocol, Codable, Hashable, Sendable, CustomStr
     Date(timeIntervalSince1970: sinceEpoch.inSeconds)
   }
 
+  /// The timestamp in nanoseconds since the epoch (toward zero), for compact storage: a time beyond the 64-bit
+  /// range (±292 years), ``distantPast`` and ``distantFuture`` among them, is `Int64.min` or `Int64.max`.
+  @inlinable
+  public var nanosecondsSinceEpoch: Int64 {
+    let nanoseconds = sinceEpoch.attoseconds / 1_000_000_000
+    if nanoseconds >= Int128(Int64.max) { return .max }
+    if nanoseconds <= Int128(Int64.min) { return .min }
+    return Int64(nanoseconds)
+  }
+
+  /// The timestamp `nanoseconds` after the epoch; `Int64.min` and `Int64.max` stand for ``distantPast`` and
+  /// ``distantFuture`` (``nanosecondsSinceEpoch``'s saturated values).
+  @inlinable
+  public init(nanosecondsSinceEpoch nanoseconds: Int64) {
+    switch nanoseconds {
+    case .min: self = .distantPast
+    case .max: self = .distantFuture
+    default: self.init(sinceEpoch: .nanoseconds(nanoseconds))
+    }
+  }
+
   // Both comparisons are `@inlinable`: deadline heaps in other modules compare timestamps on every step, and
   // calls across the module boundary (the synthesized `==` among them) were most of a simulator heap's pop.
   @inlinable

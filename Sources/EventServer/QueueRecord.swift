@@ -120,27 +120,20 @@ struct QueueRecord: Sendable, Equatable {
 
 /// Times as the queue records keep them: 64-bit nanoseconds instead of `Duration`'s 128-bit attoseconds, so a
 /// hundred thousand idle queues each save 16 bytes. Beyond ±292 years a value saturates; a timestamp there is
-/// kept as ``Timestamp/distantPast`` or ``Timestamp/distantFuture``.
+/// kept as ``Timestamp/distantPast`` or ``Timestamp/distantFuture`` (``Timestamp/nanosecondsSinceEpoch``).
 enum CompactTime {
   /// `duration` in nanoseconds (toward zero), saturating at `Int64`'s bounds.
   static func nanoseconds(_ duration: Duration) -> Int64 {
-    let nanoseconds = duration.attoseconds / 1_000_000_000
-    if nanoseconds >= Int128(Int64.max) { return .max }
-    if nanoseconds <= Int128(Int64.min) { return .min }
-    return Int64(nanoseconds)
+    Timestamp(sinceEpoch: duration).nanosecondsSinceEpoch
   }
 
   /// `timestamp` in nanoseconds since the epoch; `Int64.min` and `Int64.max` stand for the extremes.
   static func nanoseconds(_ timestamp: Timestamp) -> Int64 {
-    nanoseconds(timestamp.sinceEpoch)
+    timestamp.nanosecondsSinceEpoch
   }
 
   /// The timestamp `nanoseconds` after the epoch (the extremes for `Int64.min` and `Int64.max`).
   static func timestamp(_ nanoseconds: Int64) -> Timestamp {
-    switch nanoseconds {
-    case .min: .distantPast
-    case .max: .distantFuture
-    default: Timestamp(sinceEpoch: .nanoseconds(nanoseconds))
-    }
+    Timestamp(nanosecondsSinceEpoch: nanoseconds)
   }
 }
