@@ -37,7 +37,12 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   var durability: Durability?
 
   /// A durable server's log, its group commit, and what waits for it.
-  struct Durability {
+  ///
+  /// A class, owned by the actor alone and never handed out: the actor reads and changes it in place dozens
+  /// of times per request, and as an optional struct nested in the generic actor each read through
+  /// `durability!` copied the whole of it (retaining every reference it holds) in the server's
+  /// unspecialised code.
+  final class Durability {
     let log: any ServerLog
     var commit: GroupCommit
     /// Encodes a snapshot of the machine at a position (the application is `Codable` for durable servers).
@@ -57,6 +62,18 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     var snapshotFailure: ServerLogError?
     /// A cluster node's side (``EventServer/joining(_:application:configuration:clock:anchor:random:pushGateway:replication:)``).
     var shared: SharedState?
+
+    init(
+      log: any ServerLog,
+      commit: GroupCommit,
+      encodeSnapshot: @escaping @Sendable (Machine, UInt64) throws(ServerLogError) -> Data,
+      snapshotEvery: Int
+    ) {
+      self.log = log
+      self.commit = commit
+      self.encodeSnapshot = encodeSnapshot
+      self.snapshotEvery = snapshotEvery
+    }
   }
 
   /// Creates a server.

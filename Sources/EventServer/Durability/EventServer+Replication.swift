@@ -49,7 +49,7 @@ extension EventServer where Application: Codable {
     )
     if let torn = report.tornPosition { throw .damaged(position: torn) }
     machine.startRecording()
-    var durability = Durability(
+    let durability = Durability(
       log: log,
       commit: GroupCommit(durable: report.lastPosition),
       encodeSnapshot: { (machine, position) throws(ServerLogError) in try machine.snapshot(position: position).encoded()
