@@ -52,8 +52,9 @@ struct VideoClientMain {
         guard case .delivered(let delivered) = event else { continue }
         let local = FileBlobStore(directory: options.stateDirectory.appendingPathComponent("blobs"))
         let bytes = try? await local.read(delivered.localKey, offset: 0, length: delivered.video.size)
-        if let bytes, Recording.isValid(bytes) { await verified.add() }
+        // Marked viewed before it counts: the client stops only once its "viewed" writes are sent.
         await device.markViewed(delivered.video.id)
+        if let bytes, Recording.isValid(bytes) { await verified.add() }
       }
     }
     for index in 0..<options.count {
@@ -64,7 +65,11 @@ struct VideoClientMain {
     while ContinuousClock.now < deadline {
       let snapshot = await device.machine.snapshot
       outgoingViewed = snapshot.confirmedState?.outgoing.filter { $0.status == .viewed }.count ?? 0
-      if outgoingViewed == options.count, await verified.value >= options.expect { break }
+      // Done when the peer has viewed everything sent, everything received is verified, and every write of
+      // ours (a "viewed" among them) has been acknowledged: stopping earlier would leave the peer waiting.
+      if outgoingViewed == options.count, await verified.value >= options.expect, snapshot.pendingMutations.isEmpty {
+        break
+      }
       try? await Task.sleep(for: .milliseconds(100))
     }
     viewer.cancel()
