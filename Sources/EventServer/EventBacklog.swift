@@ -10,7 +10,13 @@ import EventProtocol
 struct EventBacklog<Element: IdentifiedByEventID>: Sendable {
   private var storage: [Element] = []
   /// The index in ``storage`` of the first event not yet acknowledged.
-  private var head = 0
+  private var head: Int {
+    get { Int(headIndex) }
+    set { headIndex = Int32(newValue) }
+  }
+  /// ``head`` in 32 bits (a backlog of 2³¹ events would take 32 GB), so a queue's slot, with the same
+  /// user's next queue beside it, fits in 16 bytes.
+  private var headIndex: Int32 = 0
 
   /// An empty backlog.
   init() {}
