@@ -1,6 +1,5 @@
 /// A min-heap of items ordered by time, then by the order they were pushed, so equal times come out in the
-/// order they went in (and a seeded run stays deterministic). Times are kept to the nanosecond, and beyond
-/// ±292 years as the extremes (``Timestamp/nanosecondsSinceEpoch``).
+/// order they went in (and a seeded run stays deterministic).
 ///
 /// The server keeps its heartbeat deadlines and queue expiries in one, and the simulation its scheduled
 /// happenings: finding the earliest is O(1), adding or taking one O(log *n*).
@@ -18,18 +17,13 @@
 public struct DeadlineHeap<Item> {
   @usableFromInline
   struct Entry {
-    /// The time, in nanoseconds since the epoch (``Timestamp/nanosecondsSinceEpoch``): half the size of a
-    /// `Timestamp`, and compared in one instruction.
-    @usableFromInline var nanoseconds: Int64
+    @usableFromInline var time: Timestamp
     @usableFromInline var sequence: UInt64
     @usableFromInline var item: Item
 
     @inlinable
-    var time: Timestamp { Timestamp(nanosecondsSinceEpoch: nanoseconds) }
-
-    @inlinable
     init(time: Timestamp, sequence: UInt64, item: Item) {
-      self.nanoseconds = time.nanosecondsSinceEpoch
+      self.time = time
       self.sequence = sequence
       self.item = item
     }
@@ -102,8 +96,8 @@ public struct DeadlineHeap<Item> {
   /// in place, so the items (the simulation's are references) are not copied, retained and released.
   @inlinable
   static func entry(_ a: Int, isBefore b: Int, in heap: UnsafeMutableBufferPointer<Entry>) -> Bool {
-    let timeA = heap[a].nanoseconds
-    let timeB = heap[b].nanoseconds
+    let timeA = heap[a].time
+    let timeB = heap[b].time
     return timeA < timeB || (timeA == timeB && heap[a].sequence < heap[b].sequence)
   }
 
@@ -111,7 +105,7 @@ public struct DeadlineHeap<Item> {
   /// - Complexity: O(log *n*).
   @inlinable
   public mutating func pop(dueAt now: Timestamp) -> (time: Timestamp, item: Item)? {
-    guard let first = entries.first, first.nanoseconds <= now.nanosecondsSinceEpoch else { return nil }
+    guard let time = nextTime, time <= now else { return nil }
     return pop()
   }
 }

@@ -23,7 +23,7 @@ struct QueueStore: Sendable {
   private var idIndex = SlotIndex()
   /// The slot of each user's oldest queue, by user; the others follow it through ``StoredQueue/nextOfUser``.
   private var userIndex = SlotIndex()
-  private var expiries = DeadlineHeap<QueueID>()
+  private var expiries = ExpiryIndex()
   /// Each stored event's bookkeeping, by entry.
   private(set) var shared = SharedEvents()
   /// The poll parked on each queue that has one, by slot.
@@ -120,7 +120,7 @@ struct QueueStore: Sendable {
     } else {
       userIndex.insert(slot: slot, hash: record.user.hashValue)
     }
-    expiries.push(record.id, at: record.lastContact.advanced(by: record.idleTimeout))
+    expiries.file(record.id, at: record.lastContact.advanced(by: record.idleTimeout))
     return slot
   }
 
@@ -211,7 +211,7 @@ struct QueueStore: Sendable {
     freeSlots.append(slot)
     if idIndex.count == 0 {
       // Nothing left to index: drop the entries of queues removed before they expired.
-      expiries = DeadlineHeap()
+      expiries = ExpiryIndex()
     }
     return (queue, parkedPoll, wasUsersLast, freed)
   }
@@ -222,7 +222,7 @@ struct QueueStore: Sendable {
   mutating func expired(at now: Timestamp) -> [Int] {
     var expired: [Int] = []
     var stillLive: [(QueueID, Timestamp)] = []
-    while let (_, id) = expiries.pop(dueAt: now) {
+    while let id = expiries.takeDue(at: now) {
       guard let slot = slot(of: id), let queue = slots[slot]?.record else { continue }
       if queue.isExpired(at: now) {
         expired.append(slot)
@@ -232,7 +232,7 @@ struct QueueStore: Sendable {
         stillLive.append((id, from.advanced(by: queue.idleTimeout)))
       }
     }
-    for (id, expiry) in stillLive { expiries.push(id, at: expiry) }
+    for (id, expiry) in stillLive { expiries.file(id, at: expiry) }
     return expired
   }
 }

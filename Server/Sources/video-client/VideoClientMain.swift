@@ -73,14 +73,22 @@ struct VideoClientMain {
       try? await Task.sleep(for: .milliseconds(100))
     }
     viewer.cancel()
-    let metrics = await device.machine.snapshot.metrics
+    let final = await device.machine.snapshot
+    let metrics = final.metrics
+    let notViewed = (final.confirmedState?.outgoing ?? []).filter { $0.status != .viewed }
+      .map { "\($0.id.rawValue) \($0.status)" }
     await device.stop()
     let received = await verified.value
     let succeeded = outgoingViewed == options.count && received >= options.expect
     return Outcome(
       summary: "\(options.user): sent \(options.count), viewed by \(options.peer) \(outgoingViewed); "
         + "received and verified \(received) of \(options.expect); registers \(metrics.registers), "
-        + "polls \(metrics.polls), failures \(metrics.failures) — \(succeeded ? "converged" : "NOT converged")",
+        + "polls \(metrics.polls), failures \(metrics.failures), writes refused \(final.rejectedMutations.count)"
+        + final.rejectedMutations.map { " (\($0.mutation): \($0.reason))" }.joined()
+        + " — \(succeeded ? "converged" : "NOT converged")"
+        + (succeeded
+          ? ""
+          : "; writes pending \(final.pendingMutations.count), not viewed: \(notViewed.joined(separator: ", "))"),
       succeeded: succeeded
     )
   }
