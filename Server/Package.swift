@@ -202,6 +202,7 @@ let package = Package(
         .product(name: "HummingbirdTesting", package: "hummingbird"),
         "VideoBlobRoutes",
         "SQLiteServerLog",
+        .product(name: "SQLiteNIO", package: "sqlite-nio"),
         "PostgresServerLog",
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),

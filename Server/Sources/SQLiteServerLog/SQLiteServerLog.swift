@@ -98,22 +98,34 @@ public final class SQLiteServerLog: ServerLog {
 
   public func append(_ records: [StoredRecord]) async throws(ServerLogError) {
     guard !records.isEmpty else { return }
+    // A group that fits one statement is written by that statement alone: SQLite runs it as its own
+    // transaction (all rows or none, one sync), one call to the database instead of three. A larger group
+    // needs several statements and an explicit transaction around them.
+    if records.count <= Self.rowsPerStatement {
+      try await insert(records[...])
+      return
+    }
     try await transaction { () async throws(ServerLogError) in
       var start = 0
       while start < records.count {
-        let chunk = records[start..<min(start + Self.rowsPerStatement, records.count)]
-        let placeholders = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
-        var binds: [SQLiteData] = []
-        binds.reserveCapacity(chunk.count * 2)
-        for record in chunk {
-          binds.append(.integer(Int(record.position)))
-          binds.append(.blob(ByteBuffer(bytes: record.bytes)))
-        }
-        // A position already taken fails the whole write: positions are never overwritten.
-        _ = try await run("INSERT INTO log (position, record) VALUES \(placeholders)", binds)
-        start += chunk.count
+        let end = min(start + Self.rowsPerStatement, records.count)
+        try await insert(records[start..<end])
+        start = end
       }
     }
+  }
+
+  /// One `INSERT` of `chunk`; a position already taken fails the whole statement: positions are never
+  /// overwritten.
+  private func insert(_ chunk: ArraySlice<StoredRecord>) async throws(ServerLogError) {
+    let placeholders = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
+    var binds: [SQLiteData] = []
+    binds.reserveCapacity(chunk.count * 2)
+    for record in chunk {
+      binds.append(.integer(Int(record.position)))
+      binds.append(.blob(ByteBuffer(bytes: record.bytes)))
+    }
+    _ = try await run("INSERT INTO log (position, record) VALUES \(placeholders)", binds)
   }
 
   public func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) {
