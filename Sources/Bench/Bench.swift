@@ -12,7 +12,7 @@ struct Bench {
       W1   fan-out: 1,000 queues, 100,000 events to 10 queues each, drained every 1,000 events
       W2   idle queues: 100,000 registrations, bytes per queue, sweeps
       W3   catch-up: one queue of 100,000 events drained in one poll, in process and through JSON
-      W4   wake latency: 1,000 parked long-polls woken one by one
+      W4   wake latency: 1,000 parked long-polls woken one by one, beside the same hand-over on a bare actor
       C1   client: an UpdateMachine draining 100,000 events (memory store, file store, through JSON), and
            the save after a one-event batch when the state holds 10,000 videos
       G1   growth: a backlog drained in polls of 1,000 and a sweep of expired queues at 10 k, 100 k and

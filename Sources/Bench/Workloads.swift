@@ -222,40 +222,6 @@ struct Workloads {
     report("W3", "bounded_poll_through_json", boundedJSON, "ms")
   }
 
-  // MARK: - W4
-
-  /// 1,000 parked long-polls on the actor; one event to each in turn; time to the poller resuming.
-  func wakeLatency() async {
-    let count = quick ? 200 : 1_000
-    let server = EventServer(application: StatusBoard(users: count), configuration: .init(), clock: ContinuousClock())
-    var queues: [QueueID] = []
-    for index in 0..<count { queues.append((try! await server.register(user: UserID("u\(index)"))).queueID) }
-    let (resumed, continuation) = AsyncStream.makeStream(of: (Int, ContinuousClock.Instant).self)
-    for (index, queue) in queues.enumerated() {
-      Task.detached {
-        _ = try? await server.events(queueID: queue, user: UserID("u\(index)"), lastEventID: -1)
-        continuation.yield((index, ContinuousClock.now))
-      }
-    }
-    await server.waitForParkedPolls(count: count)
-    var latencies: [Double] = []
-    var iterator = resumed.makeAsyncIterator()
-    for index in 0..<count {
-      let pushed = ContinuousClock.now
-      do {
-        try await server.handle(.one(index: index, to: UserID("u\(index)")), from: "u0")
-      } catch {
-        fail("W4: \(error)")
-      }
-      guard let (woken, at) = await iterator.next(), woken == index else { fail("W4: the wrong poller woke") }
-      latencies.append((at - pushed).inSeconds * 1_000_000)
-    }
-    await server.shutdown()
-    let sorted = latencies.sorted()
-    print("W4 wake_p50 \(String(format: "%.4g", sorted[sorted.count / 2])) µs")
-    print("W4 wake_p99 \(String(format: "%.4g", sorted[min(sorted.count - 1, sorted.count * 99 / 100)])) µs")
-  }
-
   // MARK: - C1
 
   /// The save after a one-event batch when the state holds 10,000 videos: the journal entry a machine appends

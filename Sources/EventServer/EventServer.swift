@@ -31,6 +31,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   private var pollFailures: [PollID: ServerLogError] = [:]
   private var timer: Task<Void, Never>?
   private var timerDeadline: Timestamp?
+  /// How many timer tasks this server has started (tests check that a deadline moving later starts none).
+  private(set) var timerTasksStarted = 0
   private var isShutDown = false
   var nextFailureWaiterID = 0
   /// The durable side, when the server keeps an input log; `nil` for a server in memory only.
@@ -381,6 +383,12 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
 
   private func timerFired() {
     timerDeadline = nil
+    // The timer was set for a deadline that has since moved later (``rescheduleTimer()`` keeps it): nothing is
+    // due yet, so no decision is taken (on a cluster node it would cost a turn); it is set again.
+    if machine.nextDeadline > timeline.now() {
+      rescheduleTimer()
+      return
+    }
     guard durability?.shared != nil else {
       timerDecided(finish(machine.timerFired(now: timeline.now())), at: timeline.now())
       return
@@ -501,9 +509,13 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     var deadline = machine.nextDeadline
     // After a failed turn, a cluster node's timer waits until turns are tried again.
     if let until = durability?.shared?.failFastUntil { deadline = max(deadline, until) }
-    guard deadline != timerDeadline else { return }
+    // A timer set for no later than the deadline stays: if it fires before anything is due it sets itself
+    // again. Replacing it whenever the deadline moved later (every poll answered moves the earliest heartbeat)
+    // started a task and cancelled, and so woke, the sleeping one on every request.
+    if let current = timerDeadline, current <= deadline { return }
     timer?.cancel()
     timerDeadline = deadline
+    timerTasksStarted += 1
     timer = Task { [timeline, weak self] in
       do {
         try await timeline.sleep(until: deadline)

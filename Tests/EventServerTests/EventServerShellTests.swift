@@ -52,6 +52,34 @@ struct EventServerShellTests {
     #expect(try await events.value == [EventEnvelope(id: 0, body: .heartbeat)])
   }
 
+  @Test("an answered poll moves the next deadline later without a new timer task; the later deadline still fires")
+  func timerKeptWhenDeadlineMovesLater() async throws {
+    let (server, clock) = makeServer()
+    let start = clock.now
+    let (alicesQueue, alicesPoll) = try await parkAlicesPoll(on: server)
+    let alicesHeartbeat = try #require(await server.queue(alicesQueue)?.parkedPoll?.heartbeatAt)
+    clock.advance(to: start.advanced(by: .seconds(20)))
+    let bobsQueue = try await server.register(user: bob).queueID
+    let bobsPoll = Task { try await server.events(queueID: bobsQueue, user: bob, lastEventID: -1) }
+    await server.waitForParkedPolls(count: 2)
+    let bobsHeartbeat = try #require(await server.queue(bobsQueue)?.parkedPoll?.heartbeatAt)
+    #expect(alicesHeartbeat < bobsHeartbeat)
+    let timersBefore = await server.timerTasksStarted
+
+    // Answering Alice's poll moves the earliest deadline from her heartbeat to a later one.
+    try await server.handle(.post("hello", to: [alice]), from: bob)
+    #expect(try await alicesPoll.value.count == 1)
+    #expect(await server.timerTasksStarted == timersBefore)
+
+    // The timer set for Alice's heartbeat fires with nothing due and sets itself again; Bob's comes on time.
+    clock.advance(to: alicesHeartbeat)
+    clock.advance(to: start.advanced(by: .seconds(60)))
+    await server.waitForTimerFiring(atOrAfter: start.advanced(by: .seconds(60)))
+    #expect(await server.parkedPollCount == 1)
+    clock.advance(to: bobsHeartbeat)
+    #expect(try await bobsPoll.value == [EventEnvelope(id: 0, body: .heartbeat)])
+  }
+
   @Test("a second poll on the queue completes the first")
   func secondPollCompletesFirst() async throws {
     let (server, _) = makeServer()
