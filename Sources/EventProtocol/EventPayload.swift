@@ -59,9 +59,15 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
   /// The event's id within its queue.
   public var id: Int
   /// What the event carries.
-  public var body: EventBody<Payload>
+  public var body: EventBody<Payload> {
+    didSet { encodedPayload = nil }
+  }
   /// The mutation that produced the event, in the queues of the user who sent it; `nil` otherwise.
   public var origin: MutationOrigin?
+  /// The payload's members as the server's size check encoded them, written again verbatim when this
+  /// envelope is encoded by the package's own coder (``WireJSON``) instead of encoding the payload again.
+  /// Not part of the envelope's value: equality ignores it, and changing ``body`` drops it.
+  @usableFromInline package var encodedPayload: EncodedMembers?
 
   /// Creates a EventEnvelope from its parts.
   ///
@@ -72,6 +78,15 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
     self.id = id
     self.body = body
     self.origin = origin
+  }
+
+  /// Creates an envelope carrying its payload's members already encoded (the server's answers).
+  @inlinable @inline(__always)
+  package init(id: Int, body: EventBody<Payload>, origin: MutationOrigin?, encodedPayload: EncodedMembers?) {
+    self.id = id
+    self.body = body
+    self.origin = origin
+    self.encodedPayload = encodedPayload
   }
 
   public init(from decoder: any Decoder) throws {
@@ -89,12 +104,23 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
 
   public func encode(to encoder: any Encoder) throws {
     if case .payload(let payload) = body {
-      try payload.encode(to: encoder)
+      if let encodedPayload, let json = encoder as? JSONValueEncoder {
+        try json.splice(encodedPayload)
+      } else {
+        try payload.encode(to: encoder)
+      }
     }
     var container = encoder.container(keyedBy: EnvelopeCodingKeys.self)
     try container.encode(id, forKey: .id)
     try container.encode(body.type, forKey: .type)
     try container.encodeIfPresent(origin, forKey: .origin)
+  }
+}
+
+extension EventEnvelope {
+  /// Envelopes are equal when their id, body and origin are (however they would be encoded).
+  public static func == (lhs: Self, rhs: Self) -> Bool {
+    lhs.id == rhs.id && lhs.body == rhs.body && lhs.origin == rhs.origin
   }
 }
 

@@ -355,8 +355,9 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
           guard table.store[slot: slot].accepts(eventType) else { continue }
           if entry == nil {
             // Another user's command must not cost a queue: the event is queued all the same, and counted.
-            if !fitsSizeLimit(delivery.event) { oversizeEvents += 1 }
-            entry = table.add(.payload(delivery.event), author: user, origin: origin)
+            let (fits, encoded) = measure(delivery.event)
+            if !fits { oversizeEvents += 1 }
+            entry = table.add(.payload(delivery.event), author: user, origin: origin, encodedPayload: encoded)
           }
           let isParked = table.store[slot: slot].hasParkedPoll
           if tracksPushes, isParked, let clientID = table.store[slot: slot].clientID {
@@ -467,16 +468,21 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     return users.filter { seen.insert($0).inserted }
   }
 
-  /// Whether `event`, inside the envelope a poll answers it in, is within the size limit. Measured in its
-  /// envelope because that is what travels (a payload may encode only there: a top-level empty keyed
-  /// container does not); an event that cannot be encoded at all is not a size, and counts as fitting (the
-  /// application's defect, found by its tests, not a reason to drop anyone's queue).
-  private func fitsSizeLimit(_ event: Event) -> Bool {
-    guard let limit = configuration.maximumEventBytes else { return true }
-    // Unsorted: the order of the keys does not change the size, and sorting them was a seventh of the check.
-    guard let bytes = try? WireJSON.encode(EventEnvelope(id: Int.max, body: .payload(event)), sortedKeys: false)
-    else { return true }
-    return bytes.count <= limit
+  /// Whether `event`, inside the envelope a poll answers it in, is within the size limit, and its payload's
+  /// members as JSON, which answers carrying it then copy instead of encoding it again. Measured as its
+  /// envelope would be (a payload may encode only there: a top-level empty keyed container does not); an
+  /// event that cannot be encoded at all is not a size, and counts as fitting (the application's defect,
+  /// found by its tests, not a reason to drop anyone's queue). Without a size limit nothing is encoded.
+  private func measure(_ event: Event) -> (fits: Bool, encoded: EncodedMembers?) {
+    guard let limit = configuration.maximumEventBytes else { return (true, nil) }
+    guard let encoded = try? EncodedMembers.encoding(event) else {
+      // Not an object (or not encodable alone): measured in its envelope, the old way.
+      guard
+        let bytes = try? WireJSON.encode(EventEnvelope(id: Int.max, body: .payload(event)), sortedKeys: false)
+      else { return (true, nil) }
+      return (bytes.count <= limit, nil)
+    }
+    return (encoded.envelopeSize(eventType: event.eventType) <= limit, encoded)
   }
 
   /// A client's outbox sends a mutation. It is applied at most once per (user, client, mutation id): a

@@ -13,6 +13,9 @@ struct QueueTable<Event: EventPayload>: Sendable {
   /// Each stored event's body, by entry (a bare heartbeat for a free entry: not optional, because reading
   /// a generic optional's case costs a run-time call per event in the server's unspecialised code).
   private var bodies: [EventBody<Event>] = []
+  /// Each stored event's payload as the size check encoded it, by entry (`nil` when it was not measured):
+  /// a poll's answer carries it, so encoding the answer copies it instead of encoding the payload again.
+  private var encoded: [EncodedMembers?] = []
 
   /// The queue `id` with its events, if it exists.
   /// - Complexity: O(*n*) in its events.
@@ -65,10 +68,22 @@ struct QueueTable<Event: EventPayload>: Sendable {
   ///   - author: The user whose command caused it (`nil` for the application's deadlines and the server's
   ///     own events): in other users' queues it counts against them.
   ///   - origin: The mutation that caused it, shown in `author`'s own queues only.
+  ///   - encodedPayload: The payload's members as JSON, when they were encoded (to measure them).
   /// - Returns: Its entry.
-  mutating func add(_ body: EventBody<Event>, author: UserID?, origin: MutationOrigin?) -> Int {
+  mutating func add(
+    _ body: EventBody<Event>,
+    author: UserID?,
+    origin: MutationOrigin?,
+    encodedPayload: EncodedMembers? = nil
+  ) -> Int {
     let entry = store.addEntry(author: author, origin: origin)
-    if entry == bodies.endIndex { bodies.append(body) } else { bodies[entry] = body }
+    if entry == bodies.endIndex {
+      bodies.append(body)
+      encoded.append(encodedPayload)
+    } else {
+      bodies[entry] = body
+      encoded[entry] = encodedPayload
+    }
     return entry
   }
 
@@ -97,7 +112,8 @@ struct QueueTable<Event: EventPayload>: Sendable {
             to: EventEnvelope(
               id: event.id,
               body: bodies[event.entry],
-              origin: shared.origin(of: event.entry, for: user)
+              origin: shared.origin(of: event.entry, for: user),
+              encodedPayload: encoded[event.entry]
             )
           )
           next += 1
@@ -129,7 +145,13 @@ struct QueueTable<Event: EventPayload>: Sendable {
     bodies.withUnsafeMutableBufferPointer { bodies in
       for entry in entries { bodies[entry] = empty }
     }
-    for entry in entries { store.recycle(entry) }
-    if store.storedEventCount == 0 { bodies.removeAll() }
+    for entry in entries {
+      encoded[entry] = nil
+      store.recycle(entry)
+    }
+    if store.storedEventCount == 0 {
+      bodies.removeAll()
+      encoded.removeAll()
+    }
   }
 }

@@ -7,7 +7,7 @@ import Testing
 // mutated documents, the same verdict (valid or not) and the same values.
 
 /// A random source for values and documents.
-private struct Draw {
+struct Draw {
   var random: SeededRandomNumberGenerator
 
   init(seed: UInt64) { random = SeededRandomNumberGenerator(seed: seed) }
@@ -49,7 +49,7 @@ private struct Draw {
 }
 
 /// A value exercising every shape a synthesized `Codable` produces.
-private struct Sample: Codable, Equatable {
+struct Sample: Codable, Equatable {
   enum Shape: Codable, Equatable {
     case dot
     case circle(radius: Double)
@@ -120,7 +120,7 @@ private struct Sample: Codable, Equatable {
 }
 
 extension Sample.Inner {
-  fileprivate init(draw: inout Draw) {
+  init(draw: inout Draw) {
     name = draw.key()
     tags = (0..<draw.int(0...3)).map { _ in draw.string() }
     weight = draw.chance(50) ? Float(draw.int(-1000...1000)) / 8 : nil
@@ -176,7 +176,7 @@ private func eventsReply(_ draw: inout Draw) -> EventsReply<ItemEvent> {
   return EventsReply(events: events, queueID: draw.chance(70) ? QueueID(rawValue: draw.key()) : nil)
 }
 
-private func foundationSorted(_ value: some Encodable) throws -> [UInt8] {
+func foundationSorted(_ value: some Encodable) throws -> [UInt8] {
   let encoder = JSONEncoder()
   encoder.outputFormatting = [.sortedKeys]
   return [UInt8](try encoder.encode(value))

@@ -52,8 +52,13 @@ final class JSONOutput {
   /// False when the top-level value asked for no container (`JSONEncoder` refuses such a value).
   @exclusivity(unchecked) private(set) var askedForContainer = true
 
-  init(sortsKeys: Bool, capacity: Int = 256) {
+  /// With ``sortsKeys``, whether the top-level object is left in the order its members were written (its
+  /// members are to be spliced into another object, which sorts them there).
+  let leavesTopLevelUnsorted: Bool
+
+  init(sortsKeys: Bool, leavesTopLevelUnsorted: Bool = false, capacity: Int = 256) {
     self.sortsKeys = sortsKeys
+    self.leavesTopLevelUnsorted = leavesTopLevelUnsorted
     bytes.reserveCapacity(capacity)
   }
 
@@ -82,7 +87,9 @@ final class JSONOutput {
         if open.isEmpty { askedForContainer = false }
         bytes.append(contentsOf: [UInt8(ascii: "{"), UInt8(ascii: "}")])
       case .object:
-        if sortsKeys && value.count > 1 { sortMembers(from: value.membersBase) }
+        if sortsKeys && value.count > 1 && !(leavesTopLevelUnsorted && open.isEmpty) {
+          sortMembers(from: value.membersBase)
+        }
         memberStarts.removeSubrange(value.membersBase...)
         bytes.append(UInt8(ascii: "}"))
       case .array: bytes.append(UInt8(ascii: "]"))
@@ -151,6 +158,22 @@ final class JSONOutput {
     memberStarts.append(bytes.count)
     write(key)
     bytes.append(UInt8(ascii: ":"))
+  }
+
+  /// Starts `count` members written at once into the object `serial` at `depth` (``splice(_:at:serial:)``):
+  /// the separator before them; each must then be registered with ``registerMember(at:)``.
+  /// - Returns: What to add to an offset in the spliced object's own bytes (its first member at 1) for its
+  ///   place in ``bytes``.
+  func beginSplice(at depth: Int, serial: UInt32, count: Int) throws -> Int {
+    try enter(depth, serial)
+    if open[depth].count > 0 { bytes.append(UInt8(ascii: ",")) }
+    open[depth].count += count
+    return bytes.count - 1
+  }
+
+  /// Registers a spliced member whose key's opening quote is at `offset`, for the object's key sort.
+  func registerMember(at offset: Int) {
+    memberStarts.append(offset)
   }
 
   /// Starts an element of the array `serial` at `depth` and returns its index.
@@ -287,6 +310,19 @@ final class JSONOutput {
     var text = value.description
     if text.hasSuffix(".0") { text.removeLast(2) }
     bytes.append(contentsOf: text.utf8)
+  }
+
+  /// How many bytes ``write(_:)-(String)`` writes for `value`: its UTF-8, its quotes and its escapes.
+  static func quotedLength(of value: String) -> Int {
+    var length = 2
+    for byte in value.utf8 {
+      switch byte {
+      case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), 0x08, 0x0C, 0x0A, 0x0D, 0x09: length += 2
+      case ..<0x20: length += 6
+      default: length += 1
+      }
+    }
+    return length
   }
 
   /// Writes a string, quoted and escaped as `JSONEncoder` escapes it (including `/` as `\/`).

@@ -1,0 +1,91 @@
+/// The members of a JSON object encoded once, to be written again verbatim into other objects.
+///
+/// The server measures each event against its size limit by encoding it; keeping those bytes lets every
+/// answer that carries the event copy them instead of running the payload's `encode(to:)` again (the issue's
+/// "the size check must stop encoding each event a second time"). Nested objects are written with sorted
+/// keys and the top-level members are registered for the sort of the object they are spliced into
+/// (``JSONOutput/splice(_:at:serial:)``), so that object comes out exactly as if the value had been encoded
+/// in place.
+@usableFromInline package final class EncodedMembers: Sendable {
+  /// The whole object, braces included.
+  let object: [UInt8]
+  /// Where each top-level member (its key's opening quote) starts in ``object``.
+  let memberStarts: [Int32]
+
+  private init(object: [UInt8], memberStarts: [Int32]) {
+    self.object = object
+    self.memberStarts = memberStarts
+  }
+
+  /// The bytes of the members alone, with the commas between them and without the braces.
+  var members: ArraySlice<UInt8> { object[1..<(object.count - 1)] }
+
+  /// The size of the envelope these members travel in, at its largest without an origin:
+  /// `{members,"id":9223372036854775807,"type":"eventType"}`, as the server's size limit counts it.
+  package func envelopeSize(eventType: String) -> Int {
+    let separator = memberStarts.isEmpty ? 0 : 1
+    // `"id":` and Int.max's 19 digits, a comma, `"type":`.
+    return object.count + separator + 24 + 1 + 7 + JSONOutput.quotedLength(of: eventType)
+  }
+
+  /// Encodes `value` and keeps its members: the keys of every nested object sorted, the members themselves in
+  /// the order `value` wrote them (an object they are spliced into sorts them with its own).
+  /// - Returns: `nil` when `value` does not encode as a JSON object (an array or a single value cannot be
+  ///   spliced into one).
+  /// - Throws: What encoding `value` throws.
+  package static func encoding<Value: Encodable>(_ value: Value) throws -> EncodedMembers? {
+    let output = JSONOutput(sortsKeys: true, leavesTopLevelUnsorted: true)
+    try output.encodeValue(value, key: nil)
+    let object = output.bytes
+    guard object.count >= 2, object.first == UInt8(ascii: "{"), object.last == UInt8(ascii: "}") else { return nil }
+    return EncodedMembers(object: object, memberStarts: topLevelMemberStarts(object))
+  }
+
+  /// Where each member of the object `bytes` (valid JSON, as ``JSONOutput`` writes it: no whitespace) starts.
+  private static func topLevelMemberStarts(_ bytes: [UInt8]) -> [Int32] {
+    guard bytes.count > 2 else { return [] }
+    var starts: [Int32] = [1]
+    var depth = 0
+    var inString = false
+    var index = 1
+    let end = bytes.count - 1
+    while index < end {
+      let byte = bytes[index]
+      if inString {
+        if byte == UInt8(ascii: "\\") {
+          index += 1
+        } else if byte == UInt8(ascii: "\"") {
+          inString = false
+        }
+      } else {
+        switch byte {
+        case UInt8(ascii: "\""): inString = true
+        case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+        case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
+        case UInt8(ascii: ","): if depth == 0 { starts.append(Int32(index + 1)) }
+        default: break
+        }
+      }
+      index += 1
+    }
+    return starts
+  }
+}
+
+extension JSONOutput {
+  /// Writes `encoded`'s members into the object `serial` at `depth`, as if each had been encoded there: each
+  /// is registered for the object's key sort.
+  func splice(_ encoded: EncodedMembers, at depth: Int, serial: UInt32) throws {
+    guard !encoded.memberStarts.isEmpty else { return }
+    let shift = try beginSplice(at: depth, serial: serial, count: encoded.memberStarts.count)
+    bytes.append(contentsOf: encoded.members)
+    for start in encoded.memberStarts { registerMember(at: shift + Int(start)) }
+  }
+}
+
+extension JSONValueEncoder {
+  /// Makes this value an object and writes `encoded`'s members into it (see ``JSONOutput/splice(_:at:serial:)``).
+  func splice(_ encoded: EncodedMembers) throws {
+    try output.splice(encoded, at: depth, serial: output.beginObject(at: depth))
+  }
+}
