@@ -6,16 +6,16 @@
 /// keys and the top-level members are registered for the sort of the object they are spliced into
 /// (``JSONOutput/splice(_:at:serial:)``), so that object comes out exactly as if the value had been encoded
 /// in place.
-@usableFromInline package final class EncodedMembers: Sendable {
-  /// The whole object, braces included.
+@usableFromInline package struct EncodedMembers: Sendable {
+  /// The whole object, braces included: one allocation per event, as the size check's bytes always were.
   let object: [UInt8]
-  /// Where each top-level member (its key's opening quote) starts in ``object``.
-  let memberStarts: [Int32]
 
-  private init(object: [UInt8], memberStarts: [Int32]) {
+  private init(object: [UInt8]) {
     self.object = object
-    self.memberStarts = memberStarts
   }
+
+  /// Whether the object has no members.
+  var isEmpty: Bool { object.count <= 2 }
 
   /// The bytes of the members alone, with the commas between them and without the braces.
   var members: ArraySlice<UInt8> { object[1..<(object.count - 1)] }
@@ -23,7 +23,7 @@
   /// The size of the envelope these members travel in, at its largest without an origin:
   /// `{members,"id":9223372036854775807,"type":"eventType"}`, as the server's size limit counts it.
   package func envelopeSize(eventType: String) -> Int {
-    let separator = memberStarts.isEmpty ? 0 : 1
+    let separator = isEmpty ? 0 : 1
     // `"id":` and Int.max's 19 digits, a comma, `"type":`.
     return object.count + separator + 24 + 1 + 7 + JSONOutput.quotedLength(of: eventType)
   }
@@ -38,19 +38,21 @@
     try output.encodeValue(value, key: nil)
     let object = output.bytes
     guard object.count >= 2, object.first == UInt8(ascii: "{"), object.last == UInt8(ascii: "}") else { return nil }
-    return EncodedMembers(object: object, memberStarts: topLevelMemberStarts(object))
+    return EncodedMembers(object: object)
   }
 
-  /// Where each member of the object `bytes` (valid JSON, as ``JSONOutput`` writes it: no whitespace) starts.
-  private static func topLevelMemberStarts(_ bytes: [UInt8]) -> [Int32] {
-    guard bytes.count > 2 else { return [] }
-    var starts: [Int32] = [1]
+  /// Calls `body` with where each top-level member (its key's opening quote) starts in ``object``, in order.
+  /// The object is valid JSON as ``JSONOutput`` writes it (no whitespace), so a comma outside strings at the
+  /// object's own level is what separates members.
+  func forEachMemberStart(_ body: (Int) -> Void) {
+    guard !isEmpty else { return }
+    body(1)
     var depth = 0
     var inString = false
     var index = 1
-    let end = bytes.count - 1
+    let end = object.count - 1
     while index < end {
-      let byte = bytes[index]
+      let byte = object[index]
       if inString {
         if byte == UInt8(ascii: "\\") {
           index += 1
@@ -62,13 +64,12 @@
         case UInt8(ascii: "\""): inString = true
         case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
         case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
-        case UInt8(ascii: ","): if depth == 0 { starts.append(Int32(index + 1)) }
+        case UInt8(ascii: ","): if depth == 0 { body(index + 1) }
         default: break
         }
       }
       index += 1
     }
-    return starts
   }
 }
 
@@ -76,10 +77,15 @@ extension JSONOutput {
   /// Writes `encoded`'s members into the object `serial` at `depth`, as if each had been encoded there: each
   /// is registered for the object's key sort.
   func splice(_ encoded: EncodedMembers, at depth: Int, serial: UInt32) throws {
-    guard !encoded.memberStarts.isEmpty else { return }
-    let shift = try beginSplice(at: depth, serial: serial, count: encoded.memberStarts.count)
+    guard !encoded.isEmpty else { return }
+    let shift = try beginSplice(at: depth, serial: serial)
     bytes.append(contentsOf: encoded.members)
-    for start in encoded.memberStarts { registerMember(at: shift + Int(start)) }
+    var count = 0
+    encoded.forEachMemberStart { start in
+      registerMember(at: shift + start)
+      count += 1
+    }
+    endSplice(at: depth, count: count)
   }
 }
 

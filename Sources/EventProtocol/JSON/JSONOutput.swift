@@ -160,15 +160,20 @@ final class JSONOutput {
     bytes.append(UInt8(ascii: ":"))
   }
 
-  /// Starts `count` members written at once into the object `serial` at `depth` (``splice(_:at:serial:)``):
-  /// the separator before them; each must then be registered with ``registerMember(at:)``.
+  /// Starts members written at once into the object `serial` at `depth` (``splice(_:at:serial:)``): the
+  /// separator before them. Each must then be registered with ``registerMember(at:)``, and their number given
+  /// to ``endSplice(at:count:)``.
   /// - Returns: What to add to an offset in the spliced object's own bytes (its first member at 1) for its
   ///   place in ``bytes``.
-  func beginSplice(at depth: Int, serial: UInt32, count: Int) throws -> Int {
+  func beginSplice(at depth: Int, serial: UInt32) throws -> Int {
     try enter(depth, serial)
     if open[depth].count > 0 { bytes.append(UInt8(ascii: ",")) }
-    open[depth].count += count
     return bytes.count - 1
+  }
+
+  /// Counts the `count` members a splice wrote into the object at `depth`.
+  func endSplice(at depth: Int, count: Int) {
+    open[depth].count += count
   }
 
   /// Registers a spliced member whose key's opening quote is at `offset`, for the object's key sort.
