@@ -126,7 +126,7 @@ extension EventEnvelope {
 
 /// The envelope's own keys. Outside the generic type on purpose: a nested type of a generic type is itself
 /// generic, and looking its metadata up at run time was a tenth of decoding a batch (`perf`, Bench W3).
-private enum EnvelopeCodingKeys: String, CodingKey {
+enum EnvelopeCodingKeys: String, CodingKey {
   case id
   case type
   case origin

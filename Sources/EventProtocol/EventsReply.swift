@@ -16,6 +16,10 @@ public struct EventsReply<Payload: EventPayload>: Sendable, Equatable, Codable {
   }
 
   public init(from decoder: any Decoder) throws {
+    if let tapeDecoder = decoder as? JSONTapeDecoder, tapeDecoder.nestedKeys.isEmpty {
+      self = try tapeDecoder.decodeEventsReply()
+      return
+    }
     let container = try decoder.container(keyedBy: EventsReplyCodingKeys.self)
     self.events = try container.decode([EventEnvelope<Payload>].self, forKey: .events)
     for (previous, next) in zip(events, events.dropFirst()) where next.id <= previous.id {
@@ -25,6 +29,7 @@ public struct EventsReply<Payload: EventPayload>: Sendable, Equatable, Codable {
   }
 
   public func encode(to encoder: any Encoder) throws {
+    if let json = encoder as? JSONValueEncoder { return try json.encodeEventsReply(self) }
     var container = encoder.container(keyedBy: EventsReplyCodingKeys.self)
     try container.encode("success", forKey: .result)
     try container.encode("", forKey: .message)
@@ -34,7 +39,7 @@ public struct EventsReply<Payload: EventPayload>: Sendable, Equatable, Codable {
 }
 
 /// The reply's keys, outside the generic type (see `EnvelopeCodingKeys`).
-private enum EventsReplyCodingKeys: String, CodingKey {
+enum EventsReplyCodingKeys: String, CodingKey {
   case result
   case message = "msg"
   case events

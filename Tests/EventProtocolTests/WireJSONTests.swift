@@ -128,7 +128,7 @@ extension Sample.Inner {
 }
 
 /// Two flat event cases with the envelope's fields beside them, as the protocol sends them.
-private struct Renamed: Codable, Sendable, Equatable {
+struct Renamed: Codable, Sendable, Equatable {
   var itemID: String
   var title: String
   private enum CodingKeys: String, CodingKey {
@@ -137,7 +137,7 @@ private struct Renamed: Codable, Sendable, Equatable {
   }
 }
 
-private struct Moved: Codable, Sendable, Equatable {
+struct Moved: Codable, Sendable, Equatable {
   var itemID: String
   var position: Int
   private enum CodingKeys: String, CodingKey {
@@ -146,13 +146,13 @@ private struct Moved: Codable, Sendable, Equatable {
   }
 }
 
-private enum ItemEvent: TaggedEventPayload {
+enum ItemEvent: TaggedEventPayload {
   case renamed(Renamed)
   case moved(Moved)
   static let cases = [EventCase("item_renamed", Self.renamed), EventCase("item_moved", Self.moved)]
 }
 
-private func eventsReply(_ draw: inout Draw) -> EventsReply<ItemEvent> {
+func eventsReply(_ draw: inout Draw) -> EventsReply<ItemEvent> {
   var id = draw.int(-1...5)
   let events = (0..<draw.int(0...8)).map { _ -> EventEnvelope<ItemEvent> in
     id += draw.int(1...3)

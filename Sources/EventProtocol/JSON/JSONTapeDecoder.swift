@@ -33,6 +33,38 @@ struct JSONTapeDecoder: Decoder {
 }
 
 extension JSONTape {
+  /// The index of the value of the member called `name` in the object at `object`; the first when the
+  /// object repeats it. An object of more than 16 members is looked up through a table made on first use.
+  func member(named name: String, of object: UInt32) -> UInt32? {
+    let count = self[object].count
+    if count > 16 {
+      if let table = memberTables[object] { return table[name] }
+      var table: [String: UInt32] = [:]
+      var member = object + 1
+      for _ in 0..<count {
+        let name = string(at: member)
+        if table[name] == nil { table[name] = member + 1 }
+        member = self[member + 1].next
+      }
+      memberTables[object] = table
+      return table[name]
+    }
+    var member = object + 1
+    for _ in 0..<count {
+      if string(at: member, equals: name) { return member + 1 }
+      member = self[member + 1].next
+    }
+    return nil
+  }
+
+  /// The error `JSONDecoder` throws for a member `key` the object at `path` does not have.
+  static func keyNotFound(_ key: some CodingKey, path: [any CodingKey]) -> DecodingError {
+    .keyNotFound(
+      key,
+      .init(codingPath: path, debugDescription: "No value associated with key \(key) (\"\(key.stringValue)\").")
+    )
+  }
+
   // MARK: Values of each type
 
   func mismatch(_ type: Any.Type, at index: UInt32, path: [any CodingKey]) -> DecodingError {
@@ -181,36 +213,10 @@ struct JSONObjectDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
   private func find(_ key: Key) -> UInt32? { find(named: key.stringValue) }
 
   /// The index of the value of the member called `name`; the first when the object repeats it.
-  private func find(named name: String) -> UInt32? {
-    let object = decoder.index
-    let count = tape[object].count
-    if count > 16 {
-      if let table = tape.memberTables[object] { return table[name] }
-      var table: [String: UInt32] = [:]
-      var member = object + 1
-      for _ in 0..<count {
-        let name = tape.string(at: member)
-        if table[name] == nil { table[name] = member + 1 }
-        member = tape[member + 1].next
-      }
-      tape.memberTables[object] = table
-      return table[name]
-    }
-    var member = object + 1
-    for _ in 0..<count {
-      if tape.string(at: member, equals: name) { return member + 1 }
-      member = tape[member + 1].next
-    }
-    return nil
-  }
+  private func find(named name: String) -> UInt32? { tape.member(named: name, of: decoder.index) }
 
   private func value(_ key: Key) throws -> UInt32 {
-    guard let index = find(key) else {
-      throw DecodingError.keyNotFound(
-        key,
-        .init(codingPath: codingPath, debugDescription: "No value associated with key \(key) (\"\(key.stringValue)\").")
-      )
-    }
+    guard let index = find(key) else { throw JSONTape.keyNotFound(key, path: codingPath) }
     return index
   }
 

@@ -1,0 +1,159 @@
+/// A poll's answer (``EventsReply``) through the package's own coder without `Codable`'s containers for the
+/// reply and its envelopes: the envelopes' `id`, `type` and `origin` are read off the tape and written into
+/// the output directly, and each payload goes to its own `init(from:)` or `encode(to:)` once (or, when the
+/// server's size check kept its bytes, is spliced in).
+///
+/// The bytes written and the values and errors read are those of the `Codable` path (`EventsReply`'s and
+/// `EventEnvelope`'s `init(from:)` and `encode(to:)`, which Foundation's coders still take); `EventBatchCodingTests`
+/// compares the two. What it saves, per event: a keyed container and its box for the envelope, the generic
+/// array's element-by-element `Decodable` calls, and the run-time metadata lookups each of those makes in
+/// code that is not specialised for the payload (`docs/performance.md`, "Envelopes without containers").
+extension JSONTapeDecoder {
+  /// Decodes an ``EventsReply`` from the object this decoder is on.
+  func decodeEventsReply<Payload: EventPayload>() throws -> EventsReply<Payload> {
+    guard tape[index].kind == .object else { throw tape.mismatch([String: Int].self, at: index, path: codingPath) }
+    guard let eventsIndex = tape.member(named: EventsReplyCodingKeys.events.stringValue, of: index) else {
+      throw JSONTape.keyNotFound(EventsReplyCodingKeys.events, path: codingPath)
+    }
+    var disorder: (previous: Int, next: Int)?
+    let events: [EventEnvelope<Payload>] = try tape.decodeEnvelopes(
+      at: eventsIndex,
+      key: EventsReplyCodingKeys.events,
+      decoder: self,
+      firstDisorder: &disorder
+    )
+    if let disorder {
+      throw EventAPIError.malformedResponse(
+        "event id \(disorder.next) after \(disorder.previous): ids must strictly increase"
+      )
+    }
+    var queueID: QueueID?
+    if let queueIndex = tape.member(named: EventsReplyCodingKeys.queueID.stringValue, of: index),
+      tape[queueIndex].kind != .null
+    {
+      queueID = try tape.decodeValue(QueueID.self, at: queueIndex, key: EventsReplyCodingKeys.queueID, decoder: self)
+    }
+    return EventsReply(events: events, queueID: queueID)
+  }
+}
+
+extension JSONTape {
+  /// Decodes the array at `array`, the value of `decoder`'s member `key`, as envelopes, with the coding path
+  /// an `Array`'s `init(from:)` would give each, and notes the first id that does not increase.
+  fileprivate func decodeEnvelopes<Payload: EventPayload>(
+    at array: UInt32,
+    key: some CodingKey,
+    decoder: JSONTapeDecoder,
+    firstDisorder: inout (previous: Int, next: Int)?
+  ) throws -> [EventEnvelope<Payload>] {
+    path.removeSubrange(min(decoder.depth, path.count)...)
+    path.append(key)
+    defer { path.removeLast() }
+    guard self[array].kind == .array else { throw mismatch([Int].self, at: array, path: Array(path)) }
+    let count = Int(self[array].count)
+    var envelopes: [EventEnvelope<Payload>] = []
+    envelopes.reserveCapacity(count)
+    var element = array + 1
+    var previousID: Int?
+    for position in 0..<count {
+      let envelope: EventEnvelope<Payload>
+      do {
+        path.append(JSONIndexKey(intValue: position))
+        defer { path.removeLast() }
+        envelope = try EventEnvelope<Payload>(tape: self, at: element, depth: path.count)
+      }
+      if let previousID, envelope.id <= previousID, firstDisorder == nil {
+        firstDisorder = (previousID, envelope.id)
+      }
+      previousID = envelope.id
+      envelopes.append(envelope)
+      element = self[element].next
+    }
+    return envelopes
+  }
+}
+
+extension EventEnvelope {
+  /// Decodes the envelope at `object`, whose coding path is the tape's first `depth` keys.
+  fileprivate init(tape: JSONTape, at object: UInt32, depth: Int) throws {
+    let decoder = JSONTapeDecoder(tape: tape, index: object, depth: depth)
+    guard tape[object].kind == .object else {
+      throw tape.mismatch([String: Int].self, at: object, path: decoder.codingPath)
+    }
+    guard let idIndex = tape.member(named: EnvelopeCodingKeys.id.stringValue, of: object) else {
+      throw JSONTape.keyNotFound(EnvelopeCodingKeys.id, path: decoder.codingPath)
+    }
+    let id = try tape.decodeInteger(Int.self, at: idIndex, path: decoder.codingPath + [EnvelopeCodingKeys.id])
+    var origin: MutationOrigin?
+    if let originIndex = tape.member(named: EnvelopeCodingKeys.origin.stringValue, of: object),
+      tape[originIndex].kind != .null
+    {
+      origin = try tape.decodeValue(
+        MutationOrigin.self,
+        at: originIndex,
+        key: EnvelopeCodingKeys.origin,
+        decoder: decoder
+      )
+    }
+    guard let typeIndex = tape.member(named: EnvelopeCodingKeys.type.stringValue, of: object) else {
+      throw JSONTape.keyNotFound(EnvelopeCodingKeys.type, path: decoder.codingPath)
+    }
+    let type = try tape.decodeString(at: typeIndex, path: decoder.codingPath + [EnvelopeCodingKeys.type])
+    let body: EventBody<Payload>
+    switch type {
+    case EventBody<Payload>.heartbeatType: body = .heartbeat
+    case EventBody<Payload>.restartType: body = .restart
+    case _ where Payload.knownEventTypes.contains(type): body = .payload(try Payload(from: decoder))
+    default: body = .unknown(type: type)
+    }
+    self.init(id: id, body: body, origin: origin)
+  }
+}
+
+extension JSONValueEncoder {
+  /// Writes `reply` as this value: the members `EventsReply.encode(to:)` writes, in the same order.
+  func encodeEventsReply<Payload: EventPayload>(_ reply: EventsReply<Payload>) throws {
+    let serial = output.beginObject(at: depth)
+    try output.beginMember(EventsReplyCodingKeys.result.stringValue, at: depth, serial: serial)
+    output.write("success")
+    try output.beginMember(EventsReplyCodingKeys.message.stringValue, at: depth, serial: serial)
+    output.write("")
+    try output.beginMember(EventsReplyCodingKeys.events.stringValue, at: depth, serial: serial)
+    let arrayDepth = output.pushValue(key: EventsReplyCodingKeys.events)
+    let arraySerial = output.beginArray(at: arrayDepth)
+    try reply.events.withUnsafeBufferPointer { envelopes in
+      for position in envelopes.indices {
+        _ = try output.beginElement(at: arrayDepth, serial: arraySerial)
+        let envelopeDepth = output.pushValue(key: JSONIndexKey(intValue: position))
+        try JSONValueEncoder(output: output, depth: envelopeDepth).encodeEnvelope(envelopes[position])
+        output.closeValues(downTo: envelopeDepth)
+      }
+    }
+    output.closeValues(downTo: arrayDepth)
+    if let queueID = reply.queueID {
+      try output.beginMember(EventsReplyCodingKeys.queueID.stringValue, at: depth, serial: serial)
+      try output.encodeValue(queueID, key: EventsReplyCodingKeys.queueID)
+    }
+  }
+
+  /// Writes `envelope` as this value: the payload's members (spliced when the size check kept them), then
+  /// `id`, `type` and `origin`, as `EventEnvelope.encode(to:)` writes them.
+  func encodeEnvelope<Payload: EventPayload>(_ envelope: EventEnvelope<Payload>) throws {
+    if case .payload(let payload) = envelope.body {
+      if let encoded = envelope.encodedPayload {
+        try splice(encoded)
+      } else {
+        try payload.encode(to: self)
+      }
+    }
+    let serial = output.beginObject(at: depth)
+    try output.beginMember(EnvelopeCodingKeys.id.stringValue, at: depth, serial: serial)
+    output.write(Int64(envelope.id))
+    try output.beginMember(EnvelopeCodingKeys.type.stringValue, at: depth, serial: serial)
+    output.write(envelope.body.type)
+    if let origin = envelope.origin {
+      try output.beginMember(EnvelopeCodingKeys.origin.stringValue, at: depth, serial: serial)
+      try output.encodeValue(origin, key: EnvelopeCodingKeys.origin)
+    }
+  }
+}
