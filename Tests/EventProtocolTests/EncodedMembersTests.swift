@@ -34,6 +34,17 @@ private struct Shout: EventPayload {
   }
 }
 
+/// An event whose top-level members are any keys at all: some sort before, between and after the envelope's
+/// `id`, `origin` and `type`, some have escapes, some are those very keys.
+private struct KeyedEvent: EventPayload {
+  static let knownEventTypes: Set<String> = ["keyed"]
+  var eventType: String { "keyed" }
+  var fields: [String: Int]
+  init(fields: [String: Int]) { self.fields = fields }
+  init(from decoder: any Decoder) throws { fields = try [String: Int](from: decoder) }
+  func encode(to encoder: any Encoder) throws { try fields.encode(to: encoder) }
+}
+
 // Property tests of the encoded members the server keeps for each event (its size check's encoding) and
 // splices into every answer: the bytes are the ones encoding the payload in place writes, and Foundation's.
 @Suite("EncodedMembers: a payload encoded once and spliced into envelopes")
@@ -66,6 +77,37 @@ struct EncodedMembersTests {
     // Unsorted output (records, snapshots) holds the same values.
     let unsorted = try WireJSON.encode(splicedReply, sortedKeys: false)
     #expect(try JSONDecoder().decode(EventsReply<SampleEvent>.self, from: Data(unsorted)) == reply)
+  }
+
+  @Test("an envelope's keys merged among its payload's: the bytes sorting them writes", arguments: 0..<300)
+  func mergedKeys(seed: UInt64) throws {
+    var draw = Draw(seed: seed)
+    let reserved = ["id", "origin", "type"]
+    let near = ["", "a", "i", "ia", "id0", "ie", "o", "origin_", "p", "t", "typ", "types", "z", "_", "I", "é"]
+    var fields: [String: Int] = [:]
+    for _ in 0..<draw.int(0...7) {
+      let key =
+        switch draw.int(0...9) {
+        case 0: reserved[draw.int(0...2)]
+        case 1, 2: draw.key()
+        default: near[draw.int(0...near.count - 1)]
+        }
+      fields[key] = draw.int(-5...5)
+    }
+    let payload = KeyedEvent(fields: fields)
+    let origin =
+      draw.chance(50)
+      ? MutationOrigin(clientID: ClientID(rawValue: draw.key()), mutationID: MutationID(rawValue: 2)) : nil
+    let plain = EventEnvelope(id: draw.int(0...99), body: .payload(payload), origin: origin)
+    var spliced = plain
+    let encoded = try #require(try EncodedMembers.encoding(payload))
+    spliced.encodedPayload = encoded
+    let next = EventEnvelope<KeyedEvent>(id: plain.id + 1, body: .heartbeat)
+    let ours = try WireJSON.encode(EventsReply(events: [spliced, next], queueID: nil))
+    #expect(ours == (try WireJSON.encode(EventsReply(events: [plain, next], queueID: nil))), "seed \(seed)")
+    if Set(fields.keys).isDisjoint(with: reserved) {
+      #expect(ours == (try foundationSorted(EventsReply(events: [plain, next], queueID: nil))), "seed \(seed)")
+    }
   }
 
   @Test("the envelope size the server limits is the size of the envelope encoded in place", arguments: 0..<200)

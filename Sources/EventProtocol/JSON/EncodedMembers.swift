@@ -41,34 +41,62 @@
     return EncodedMembers(object: object)
   }
 
-  /// Calls `body` with where each top-level member (its key's opening quote) starts in ``object``, in order.
-  /// The object is valid JSON as ``JSONOutput`` writes it (no whitespace), so a comma outside strings at the
-  /// object's own level is what separates members.
-  func forEachMemberStart(_ body: (Int) -> Void) {
-    guard !isEmpty else { return }
-    body(1)
-    var depth = 0
-    var inString = false
-    var index = 1
-    let end = object.count - 1
-    while index < end {
-      let byte = object[index]
-      if inString {
-        if byte == UInt8(ascii: "\\") {
+  /// Where each top-level member of ``object`` starts (its key's opening quote), where its key ends (the
+  /// closing quote) and where the member ends (the comma or closing brace after it), found in one pass: the
+  /// object is JSON as ``JSONOutput`` writes it (no whitespace), so a comma outside strings at the object's
+  /// own level is what separates members.
+  /// - Parameter members: Emptied, then filled in order.
+  /// - Returns: Whether the keys, compared as written, are in order, and whether any has an escape.
+  func findMembers(into members: inout [(start: Int, end: Int, keyEnd: Int)]) -> (sorted: Bool, escaped: Bool) {
+    members.removeAll(keepingCapacity: true)
+    guard !isEmpty else { return (true, false) }
+    return object.withUnsafeBufferPointer { object in
+      let end = object.count - 1
+      var sorted = true
+      var escaped = false
+      var index = 1
+      while true {
+        let start = index
+        index += 1
+        while object[index] != UInt8(ascii: "\"") {
+          if object[index] == UInt8(ascii: "\\") {
+            escaped = true
+            index += 1
+          }
           index += 1
-        } else if byte == UInt8(ascii: "\"") {
-          inString = false
         }
-      } else {
-        switch byte {
-        case UInt8(ascii: "\""): inString = true
-        case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
-        case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
-        case UInt8(ascii: ","): if depth == 0 { body(index + 1) }
-        default: break
+        let keyEnd = index
+        if sorted, let last = members.last {
+          let previous = UnsafeBufferPointer(rebasing: object[(last.start + 1)..<last.keyEnd])
+          sorted = !UnsafeBufferPointer(rebasing: object[(start + 1)..<keyEnd]).lexicographicallyPrecedes(previous)
         }
+        // Past the colon and the value, to the comma or the closing brace at this level.
+        var depth = 0
+        var inString = false
+        index += 2
+        while index < end {
+          let byte = object[index]
+          if inString {
+            if byte == UInt8(ascii: "\\") {
+              index += 1
+            } else if byte == UInt8(ascii: "\"") {
+              inString = false
+            }
+          } else if byte == UInt8(ascii: "\"") {
+            inString = true
+          } else if byte == UInt8(ascii: "{") || byte == UInt8(ascii: "[") {
+            depth += 1
+          } else if byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") {
+            depth -= 1
+          } else if byte == UInt8(ascii: ","), depth == 0 {
+            break
+          }
+          index += 1
+        }
+        members.append((start, index, keyEnd))
+        if index >= end { return (sorted, escaped) }
+        index += 1
       }
-      index += 1
     }
   }
 }
@@ -80,12 +108,12 @@ extension JSONOutput {
     guard !encoded.isEmpty else { return }
     let shift = try beginSplice(at: depth, serial: serial)
     bytes.append(contentsOf: encoded.members)
-    var count = 0
-    encoded.forEachMemberStart { start in
-      registerMember(at: shift + start)
-      count += 1
-    }
-    endSplice(at: depth, count: count)
+    var members = mergingMembers
+    mergingMembers = []
+    defer { mergingMembers = members }
+    _ = encoded.findMembers(into: &members)
+    for member in members { registerMember(at: shift + member.start) }
+    endSplice(at: depth, count: members.count)
   }
 }
 

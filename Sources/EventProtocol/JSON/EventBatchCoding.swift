@@ -139,6 +139,11 @@ extension JSONValueEncoder {
   /// Writes `envelope` as this value: the payload's members (spliced when the size check kept them), then
   /// `id`, `type` and `origin`, as `EventEnvelope.encode(to:)` writes them.
   func encodeEnvelope<Payload: EventPayload>(_ envelope: EventEnvelope<Payload>) throws {
+    if output.sortsKeys, let encoded = envelope.encodedPayload,
+      try output.writeEnvelope(encoded, id: envelope.id, type: envelope.body.type, origin: envelope.origin)
+    {
+      return try output.beginSingleValue(at: depth)
+    }
     if case .payload(let payload) = envelope.body {
       if let encoded = envelope.encodedPayload {
         try splice(encoded)
@@ -155,5 +160,78 @@ extension JSONValueEncoder {
       try output.beginMember(EnvelopeCodingKeys.origin.stringValue, at: depth, serial: serial)
       try output.encodeValue(origin, key: EnvelopeCodingKeys.origin)
     }
+  }
+}
+
+extension JSONOutput {
+  /// The envelope's own keys, in their order.
+  private static let envelopeKeys: [[UInt8]] = [Array("id".utf8), Array("origin".utf8), Array("type".utf8)]
+
+  /// Writes an envelope whose payload's members were kept (``EncodedMembers``): `{`, those members in key
+  /// order with `id`, `origin` and `type` merged in where their keys sort, `}`. These are the bytes sorting
+  /// the envelope's members when it closes writes, without moving any bytes twice: the payload's few members
+  /// are ordered as offsets (already in order, the usual case, this is one comparison each), then copied.
+  /// A payload key equal to one of the envelope's (which a payload must not use) comes first, where the
+  /// sort, which is stable, puts it.
+  /// - Returns: `false`, having written nothing, when a payload key has an escape (keys then compare
+  ///   unescaped); the envelope is then written and sorted as any object.
+  func writeEnvelope(_ encoded: EncodedMembers, id: Int, type: String, origin: MutationOrigin?) throws -> Bool {
+    let object = encoded.object
+    var members = mergingMembers
+    mergingMembers = []
+    defer { mergingMembers = members }
+    let (sorted, escaped) = encoded.findMembers(into: &members)
+    if escaped { return false }
+    if !sorted {
+      // Insertion sort, stable: a member moves only past keys greater than its own.
+      for unsorted in members.indices.dropFirst() {
+        let member = members[unsorted]
+        var place = unsorted
+        while place > 0,
+          object[(member.start + 1)..<member.keyEnd].lexicographicallyPrecedes(
+            object[(members[place - 1].start + 1)..<members[place - 1].keyEnd]
+          )
+        {
+          members[place] = members[place - 1]
+          place -= 1
+        }
+        members[place] = member
+      }
+    }
+    bytes.append(UInt8(ascii: "{"))
+    var nextKey = 0
+    var first = true
+    func separate() {
+      if !first { bytes.append(UInt8(ascii: ",")) }
+      first = false
+    }
+    /// Writes the envelope's members whose keys sort before `key` (all that are left when it is `nil`).
+    func writeEnvelopeMembers(before key: ArraySlice<UInt8>?) throws {
+      while nextKey < Self.envelopeKeys.count {
+        if nextKey == 1 && origin == nil {
+          nextKey += 1
+          continue
+        }
+        if let key, !Self.envelopeKeys[nextKey].lexicographicallyPrecedes(key) { return }
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: Self.envelopeKeys[nextKey])
+        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        switch nextKey {
+        case 0: write(Int64(id))
+        case 1: try encodeValue(origin, key: EnvelopeCodingKeys.origin)
+        default: write(type)
+        }
+        nextKey += 1
+      }
+    }
+    for member in members {
+      try writeEnvelopeMembers(before: object[(member.start + 1)..<member.keyEnd])
+      separate()
+      bytes.append(contentsOf: object[member.start..<member.end])
+    }
+    try writeEnvelopeMembers(before: nil)
+    bytes.append(UInt8(ascii: "}"))
+    return true
   }
 }

@@ -49,6 +49,9 @@ final class JSONOutput {
     []
   /// Where ``sortMembers(from:)`` reorders an object's members.
   @exclusivity(unchecked) private var scratch: [UInt8] = []
+  /// The members of a payload being merged into its envelope (`writeEnvelope`; reused): where each starts,
+  /// ends and where its key ends, in key order.
+  @exclusivity(unchecked) var mergingMembers: [(start: Int, end: Int, keyEnd: Int)] = []
   /// False when the top-level value asked for no container (`JSONEncoder` refuses such a value).
   @exclusivity(unchecked) private(set) var askedForContainer = true
 
