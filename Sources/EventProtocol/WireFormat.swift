@@ -94,9 +94,11 @@ public enum WireFormat {
   }
 
   /// A success body: the reply's fields beside `"result": "success"` and an empty `msg`, as a server sends
-  /// it (``decode(_:from:)`` reads it back).
+  /// it (``decode(_:from:)`` reads it back). The protocol's own replies (``Registration``, ``EventsReply``,
+  /// ``FetchAnswer``) already carry both and are encoded as they are: each key once.
   public static func encodeSuccess(_ reply: some Encodable) throws -> Data {
-    try encode(Success(reply: reply))
+    if reply is any CarriesResult { return try encode(reply) }
+    return try encode(Success(reply: reply))
   }
 
   private struct Success<Reply: Encodable>: Encodable {
@@ -115,3 +117,11 @@ public enum WireFormat {
     }
   }
 }
+
+/// A reply whose `encode(to:)` writes `"result": "success"` and `"msg"` itself, so that
+/// ``WireFormat/encodeSuccess(_:)`` must not add them a second time.
+protocol CarriesResult {}
+
+extension EventsReply: CarriesResult {}
+extension Registration: CarriesResult {}
+extension FetchAnswer: CarriesResult {}

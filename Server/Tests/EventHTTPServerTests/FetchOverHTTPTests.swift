@@ -50,7 +50,7 @@ struct FetchOverHTTPTests {
     try await live.stop()
   }
 
-  @Test("a fetch with a bad anchor, a bad narrow, another user's conversation or an unknown queue is a 400")
+  @Test("a bad anchor, narrow, conversation or queue is a 400; answers name result and msg once")
   func badFetches() async throws {
     let live = try await LiveServer.start()
     defer { live.removeData() }
@@ -74,6 +74,18 @@ struct FetchOverHTTPTests {
     ])
     #expect(good.status == 200)
     #expect(good.text.contains("\"last_event_id\":-1") && good.text.contains("\"found_newest\":true"))
+    // Each success body names `result` and `msg` once (they were written twice: SuccessBodyTests).
+    let events = try await http.send(
+      "GET",
+      "api/v1/events",
+      query: ["queue_id": queueID, "last_event_id": "-1", "dont_block": "true"],
+      as: "alice"
+    )
+    #expect(events.status == 200)
+    for body in [String(decoding: registered.body, as: UTF8.self), events.text, good.text] {
+      #expect(body.components(separatedBy: #""result":"#).count == 2, "\(body)")
+      #expect(body.components(separatedBy: #""msg":"#).count == 2, "\(body)")
+    }
     let badAnchor = try await fetch(["queue_id": queueID, "anchor": "middle"])
     #expect(badAnchor.status == 400 && badAnchor.code == "BAD_REQUEST")
     let badNarrow = try await fetch(["queue_id": queueID, "anchor": "newest", "narrow": "dm:bob"])
