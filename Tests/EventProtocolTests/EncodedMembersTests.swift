@@ -105,9 +105,8 @@ struct EncodedMembersTests {
     let next = EventEnvelope<KeyedEvent>(id: plain.id + 1, body: .heartbeat)
     let ours = try WireJSON.encode(EventsReply(events: [spliced, next], queueID: nil))
     #expect(ours == (try WireJSON.encode(EventsReply(events: [plain, next], queueID: nil))), "seed \(seed)")
-    if Set(fields.keys).isDisjoint(with: reserved) {
-      #expect(ours == (try foundationSorted(EventsReply(events: [plain, next], queueID: nil))), "seed \(seed)")
-    }
+    // A payload key that is the envelope's own is replaced by the envelope's, as Foundation does.
+    #expect(ours == (try foundationSorted(EventsReply(events: [plain, next], queueID: nil))), "seed \(seed)")
   }
 
   @Test("the envelope size the server limits is the size of the envelope encoded in place", arguments: 0..<200)

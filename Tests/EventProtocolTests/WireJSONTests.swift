@@ -326,6 +326,30 @@ struct WireJSONTests {
     }
   }
 
+  @Test("a key encoded twice keeps its last value, as Foundation's sorted output does", arguments: 0..<100)
+  func repeatedKeysEncoded(seed: UInt64) throws {
+    struct Key: CodingKey {
+      var stringValue: String
+      var intValue: Int? { nil }
+      init(stringValue: String) { self.stringValue = stringValue }
+      init?(intValue: Int) { nil }
+    }
+    /// Writes its pairs in order into one keyed container, repeating keys as the pairs do.
+    struct Repeats: Encodable {
+      var writes: [(key: String, value: Int)]
+      func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        for write in writes { try container.encode(write.value, forKey: Key(stringValue: write.key)) }
+      }
+    }
+    var draw = Draw(seed: seed)
+    let values = (0..<draw.int(1...3)).map { _ in
+      Repeats(writes: (0..<draw.int(0...8)).map { _ in (draw.key(), draw.int(-9...9)) })
+    }
+    let ours = String(decoding: try WireJSON.encode(values), as: UTF8.self)
+    #expect(ours == String(decoding: try foundationSorted(values), as: UTF8.self), "seed \(seed)")
+  }
+
   @Test("a large object finds every key, the first of repeated ones")
   func largeObject() throws {
     let members = (0..<500).map { "\"k\($0)\":\($0)" } + ["\"k7\":-1"]

@@ -171,8 +171,8 @@ extension JSONOutput {
   /// order with `id`, `origin` and `type` merged in where their keys sort, `}`. These are the bytes sorting
   /// the envelope's members when it closes writes, without moving any bytes twice: the payload's few members
   /// are ordered as offsets (already in order, the usual case, this is one comparison each), then copied.
-  /// A payload key equal to one of the envelope's (which a payload must not use) comes first, where the
-  /// sort, which is stable, puts it.
+  /// A key written twice keeps its last value, as sorting does (and `JSONEncoder`): a payload's own repeated
+  /// key its last, a payload key equal to one of the envelope's (which a payload must not use) the envelope's.
   /// - Returns: `false`, having written nothing, when a payload key has an escape (keys then compare
   ///   unescaped); the envelope is then written and sorted as any object.
   func writeEnvelope(_ encoded: EncodedMembers, id: Int, type: String, origin: MutationOrigin?) throws -> Bool {
@@ -206,13 +206,16 @@ extension JSONOutput {
       first = false
     }
     /// Writes the envelope's members whose keys sort before `key` (all that are left when it is `nil`).
-    func writeEnvelopeMembers(before key: ArraySlice<UInt8>?) throws {
+    /// - Returns: Whether the envelope's next member has the key `key` (and replaces the payload's).
+    func writeEnvelopeMembers(before key: ArraySlice<UInt8>?) throws -> Bool {
       while nextKey < Self.envelopeKeys.count {
         if nextKey == 1 && origin == nil {
           nextKey += 1
           continue
         }
-        if let key, !Self.envelopeKeys[nextKey].lexicographicallyPrecedes(key) { return }
+        if let key, !Self.envelopeKeys[nextKey].lexicographicallyPrecedes(key) {
+          return Self.envelopeKeys[nextKey].elementsEqual(key)
+        }
         separate()
         bytes.append(UInt8(ascii: "\""))
         bytes.append(contentsOf: Self.envelopeKeys[nextKey])
@@ -224,13 +227,20 @@ extension JSONOutput {
         }
         nextKey += 1
       }
+      return false
     }
-    for member in members {
-      try writeEnvelopeMembers(before: object[(member.start + 1)..<member.keyEnd])
+    for (position, member) in members.enumerated() {
+      let key = object[(member.start + 1)..<member.keyEnd]
+      if try writeEnvelopeMembers(before: key) { continue }
+      if position + 1 < members.count,
+        key.elementsEqual(object[(members[position + 1].start + 1)..<members[position + 1].keyEnd])
+      {
+        continue
+      }
       separate()
       bytes.append(contentsOf: object[member.start..<member.end])
     }
-    try writeEnvelopeMembers(before: nil)
+    _ = try writeEnvelopeMembers(before: nil)
     bytes.append(UInt8(ascii: "}"))
     return true
   }

@@ -220,11 +220,14 @@ final class JSONOutput {
       let end = index + 1 < memberStarts.count ? memberStarts[index + 1] - 1 : bytes.count
       members.append((memberStarts[index]..<end, keyRange(at: memberStarts[index])))
     }
+    // Stable: members with the same key stay in the order they were written, and the last one is kept, as
+    // `JSONEncoder` keeps the last value encoded for a key.
     members.sort { precedes($0.key, $1.key) }
     let regionStart = memberStarts[base]
     scratch.removeAll(keepingCapacity: true)
     for (position, member) in members.enumerated() {
-      if position > 0 { scratch.append(UInt8(ascii: ",")) }
+      if position + 1 < members.count, !precedes(member.key, members[position + 1].key) { continue }
+      if !scratch.isEmpty { scratch.append(UInt8(ascii: ",")) }
       scratch.append(contentsOf: bytes[member.range])
     }
     bytes.replaceSubrange(regionStart..<bytes.count, with: scratch)
