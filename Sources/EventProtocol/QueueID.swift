@@ -33,10 +33,18 @@ public struct QueueID: RawRepresentable, Hashable, Comparable, Codable, CodingKe
   /// Fifteen ASCII characters is the longest string Swift stores inline, so an id costs no allocation of its
   /// own: the server keeps one per queue, and looks one up per request.
   public static func random(using generator: inout some RandomNumberGenerator) -> QueueID {
-    let alphabet = Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
-    let bytes = (0..<15).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &generator)] }
-    return QueueID(rawValue: String(decoding: bytes, as: UTF8.self))
+    QueueID(
+      rawValue: String(unsafeUninitializedCapacity: 15) { characters in
+        for index in 0..<15 {
+          characters[index] = alphabet[Int.random(in: 0..<alphabet.count, using: &generator)]
+        }
+        return 15
+      }
+    )
   }
+
+  /// The characters of a random id.
+  private static let alphabet: [UInt8] = Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
 
   public static func < (lhs: QueueID, rhs: QueueID) -> Bool {
     lhs.rawValue < rhs.rawValue
