@@ -323,17 +323,20 @@ final class JSONOutput {
     bytes.append(contentsOf: text.utf8)
   }
 
+  /// How many bytes each byte of a string takes once written inside quotes, as `JSONEncoder` escapes it: 2 for
+  /// `\"`, `\\`, `\/` and the control characters with a short escape, 6 for the other control characters
+  /// (`\u00XX`), 1 for the rest. ``write(_:)-(String)`` escapes exactly the bytes this counts as more than 1.
+  private static let writtenLengths: [UInt8] = (0...255).map { byte in
+    switch UInt8(byte) {
+    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), 0x08, 0x0C, 0x0A, 0x0D, 0x09: 2
+    case ..<0x20: 6
+    default: 1
+    }
+  }
+
   /// How many bytes ``write(_:)-(String)`` writes for `value`: its UTF-8, its quotes and its escapes.
   static func quotedLength(of value: String) -> Int {
-    var length = 2
-    for byte in value.utf8 {
-      switch byte {
-      case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), 0x08, 0x0C, 0x0A, 0x0D, 0x09: length += 2
-      case ..<0x20: length += 6
-      default: length += 1
-      }
-    }
-    return length
+    value.utf8.reduce(2) { $0 + Int(writtenLengths[Int($1)]) }
   }
 
   /// Writes a string, quoted and escaped as `JSONEncoder` escapes it (including `/` as `\/`).
@@ -344,8 +347,7 @@ final class JSONOutput {
       var runStart = 0
       for index in 0..<utf8.count {
         let byte = utf8[index]
-        guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "/")
-        else { continue }
+        guard Self.writtenLengths[Int(byte)] > 1 else { continue }
         if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
         runStart = index + 1
         bytes.append(UInt8(ascii: "\\"))
