@@ -55,12 +55,13 @@ extension JSONTape {
     envelopes.reserveCapacity(count)
     var element = array + 1
     var previousID: Int?
+    var types = EnvelopeTypes(known: Payload.knownEventTypes)
     for position in 0..<count {
       let envelope: EventEnvelope<Payload>
       do {
         path.append(JSONIndexKey(intValue: position))
         defer { path.removeLast() }
-        envelope = try EventEnvelope<Payload>(tape: self, at: element, depth: path.count)
+        envelope = try EventEnvelope<Payload>(tape: self, at: element, depth: path.count, types: &types)
       }
       if let previousID, envelope.id <= previousID, firstDisorder == nil {
         firstDisorder = (previousID, envelope.id)
@@ -73,9 +74,18 @@ extension JSONTape {
   }
 }
 
+/// What the envelopes' `type`s make of them, the last one remembered: a batch's events are mostly of one or a
+/// few types, so most envelopes need neither their type's text nor a lookup in the payload's known types.
+private struct EnvelopeTypes {
+  /// The payload's `knownEventTypes`, read once per batch.
+  let known: Set<String>
+  /// The last type seen, and whether its envelope carries a payload.
+  var last: (type: String, isPayload: Bool)?
+}
+
 extension EventEnvelope {
   /// Decodes the envelope at `object`, whose coding path is the tape's first `depth` keys.
-  fileprivate init(tape: JSONTape, at object: UInt32, depth: Int) throws {
+  fileprivate init(tape: JSONTape, at object: UInt32, depth: Int, types: inout EnvelopeTypes) throws {
     let decoder = JSONTapeDecoder(tape: tape, index: object, depth: depth)
     guard tape[object].kind == .object else {
       throw tape.mismatch([String: Int].self, at: object, path: decoder.codingPath)
@@ -98,13 +108,26 @@ extension EventEnvelope {
     guard let typeIndex = tape.member(named: EnvelopeCodingKeys.type.stringValue, of: object) else {
       throw JSONTape.keyNotFound(EnvelopeCodingKeys.type, path: decoder.codingPath)
     }
-    let type = try tape.decodeString(at: typeIndex, path: decoder.codingPath + [EnvelopeCodingKeys.type])
+    let type: String
+    let isPayload: Bool
+    if let last = types.last, tape[typeIndex].kind == .string, tape.string(at: typeIndex, equals: last.type) {
+      (type, isPayload) = last
+    } else {
+      type = try tape.decodeString(at: typeIndex, path: decoder.codingPath + [EnvelopeCodingKeys.type])
+      isPayload =
+        type != EventBody<Payload>.heartbeatType && type != EventBody<Payload>.restartType
+        && types.known.contains(type)
+      types.last = (type, isPayload)
+    }
     let body: EventBody<Payload>
-    switch type {
-    case EventBody<Payload>.heartbeatType: body = .heartbeat
-    case EventBody<Payload>.restartType: body = .restart
-    case _ where Payload.knownEventTypes.contains(type): body = .payload(try Payload(from: decoder))
-    default: body = .unknown(type: type)
+    if isPayload {
+      body = .payload(try Payload(from: decoder))
+    } else {
+      switch type {
+      case EventBody<Payload>.heartbeatType: body = .heartbeat
+      case EventBody<Payload>.restartType: body = .restart
+      default: body = .unknown(type: type)
+      }
     }
     self.init(id: id, body: body, origin: origin)
   }
