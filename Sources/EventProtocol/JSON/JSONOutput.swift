@@ -343,30 +343,32 @@ final class JSONOutput {
   func write(_ value: String) {
     var value = value
     value.withUTF8 { utf8 in
-      bytes.append(UInt8(ascii: "\""))
-      var runStart = 0
-      for index in 0..<utf8.count {
-        let byte = utf8[index]
-        guard Self.writtenLengths[Int(byte)] > 1 else { continue }
-        if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
-        runStart = index + 1
-        bytes.append(UInt8(ascii: "\\"))
-        switch byte {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): bytes.append(byte)
-        case 0x08: bytes.append(UInt8(ascii: "b"))
-        case 0x0C: bytes.append(UInt8(ascii: "f"))
-        case 0x0A: bytes.append(UInt8(ascii: "n"))
-        case 0x0D: bytes.append(UInt8(ascii: "r"))
-        case 0x09: bytes.append(UInt8(ascii: "t"))
-        default:
-          bytes.append(contentsOf: [
-            UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), Self.hexDigits[Int(byte >> 4)],
-            Self.hexDigits[Int(byte & 0xF)],
-          ])
+      Self.writtenLengths.withUnsafeBufferPointer { writtenLengths in
+        bytes.append(UInt8(ascii: "\""))
+        var runStart = 0
+        for index in 0..<utf8.count {
+          let byte = utf8[index]
+          guard writtenLengths[Int(byte)] > 1 else { continue }
+          if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
+          runStart = index + 1
+          bytes.append(UInt8(ascii: "\\"))
+          switch byte {
+          case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): bytes.append(byte)
+          case 0x08: bytes.append(UInt8(ascii: "b"))
+          case 0x0C: bytes.append(UInt8(ascii: "f"))
+          case 0x0A: bytes.append(UInt8(ascii: "n"))
+          case 0x0D: bytes.append(UInt8(ascii: "r"))
+          case 0x09: bytes.append(UInt8(ascii: "t"))
+          default:
+            bytes.append(contentsOf: [
+              UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), Self.hexDigits[Int(byte >> 4)],
+              Self.hexDigits[Int(byte & 0xF)],
+            ])
+          }
         }
+        if runStart < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
+        bytes.append(UInt8(ascii: "\""))
       }
-      if runStart < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
-      bytes.append(UInt8(ascii: "\""))
     }
   }
 }
