@@ -90,6 +90,11 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
   }
 
   public init(from decoder: any Decoder) throws {
+    // The package's own coder reads the envelope's members off its tape (`EventBatchCoding.swift`).
+    if let tapeDecoder = decoder as? JSONTapeDecoder, tapeDecoder.nestedKeys.isEmpty {
+      self = try tapeDecoder.decodeEnvelope()
+      return
+    }
     let container = try decoder.container(keyedBy: EnvelopeCodingKeys.self)
     self.id = try container.decode(Int.self, forKey: .id)
     self.origin = try container.decodeIfPresent(MutationOrigin.self, forKey: .origin)
@@ -103,13 +108,9 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
   }
 
   public func encode(to encoder: any Encoder) throws {
-    if case .payload(let payload) = body {
-      if let encodedPayload, let json = encoder as? JSONValueEncoder {
-        try json.splice(encodedPayload)
-      } else {
-        try payload.encode(to: encoder)
-      }
-    }
+    // The package's own coder writes the members directly, splicing the kept payload (`EventBatchCoding.swift`).
+    if let json = encoder as? JSONValueEncoder { return try json.encodeEnvelope(self, asWholeValue: false) }
+    if case .payload(let payload) = body { try payload.encode(to: encoder) }
     var container = encoder.container(keyedBy: EnvelopeCodingKeys.self)
     try container.encode(id, forKey: .id)
     try container.encode(body.type, forKey: .type)

@@ -29,7 +29,7 @@ private struct Surrounded: Encodable {
 
 /// What a decoding failed with, in terms both coders share: the error's case, its coding path, and for the
 /// protocol's own error its message.
-private func outcome(_ decode: () throws -> EventsReply<ItemEvent>) -> String {
+private func outcome(_ decode: () throws -> some Any) -> String {
   do {
     return "value \(try decode())"
   } catch let error as DecodingError {
@@ -100,6 +100,15 @@ struct EventBatchCodingTests {
     let text = String(decoding: bytes, as: UTF8.self)
     #expect(direct == throughContainers, "seed \(seed): \(text)")
     #expect(direct == foundation, "seed \(seed): \(text)")
+    // The events alone, as an array of envelopes: each envelope through its own `init(from:)`.
+    if let events = tree["events"] {
+      let array = try JSONSerialization.data(withJSONObject: ["r": events], options: [.sortedKeys])
+      let alone = outcome { try WireJSON.decode([String: [EventEnvelope<ItemEvent>]].self, from: [UInt8](array)) }
+      let aloneByFoundation = outcome {
+        try JSONDecoder().decode([String: [EventEnvelope<ItemEvent>]].self, from: array)
+      }
+      #expect(alone == aloneByFoundation, "seed \(seed): \(String(decoding: array, as: UTF8.self))")
+    }
   }
 
   @Test("a batch written inside another object: Foundation's bytes, sorted or not", arguments: 0..<100)
@@ -107,6 +116,8 @@ struct EventBatchCodingTests {
     var draw = Draw(seed: seed)
     let value = Surrounded(reply: eventsReply(&draw))
     #expect(try WireJSON.encode(value) == (try foundationSorted(value)), "seed \(seed)")
+    // The envelopes alone, each through its own `encode(to:)`.
+    #expect(try WireJSON.encode(value.reply.events) == (try foundationSorted(value.reply.events)), "seed \(seed)")
     // Unsorted, the members come in the order the `Codable` path writes them: the reply's own first.
     let unsorted = String(decoding: try WireJSON.encode(value, sortedKeys: false), as: UTF8.self)
     #expect(unsorted.hasPrefix(#"{"first":1,"reply":{"result":"success","msg":"","events":["#), "seed \(seed)")

@@ -83,6 +83,15 @@ private struct EnvelopeTypes {
   var last: (type: String, isPayload: Bool)?
 }
 
+extension JSONTapeDecoder {
+  /// Decodes an ``EventEnvelope`` from the object this decoder is on (an envelope decoded alone, outside a
+  /// poll's answer).
+  func decodeEnvelope<Payload: EventPayload>() throws -> EventEnvelope<Payload> {
+    var types = EnvelopeTypes(known: Payload.knownEventTypes)
+    return try EventEnvelope(tape: tape, at: index, depth: depth, types: &types)
+  }
+}
+
 extension EventEnvelope {
   /// Decodes the envelope at `object`, whose coding path is the tape's first `depth` keys.
   fileprivate init(tape: JSONTape, at object: UInt32, depth: Int, types: inout EnvelopeTypes) throws {
@@ -148,7 +157,10 @@ extension JSONValueEncoder {
       for position in envelopes.indices {
         _ = try output.beginElement(at: arrayDepth, serial: arraySerial)
         let envelopeDepth = output.pushValue(key: JSONIndexKey(intValue: position))
-        try JSONValueEncoder(output: output, depth: envelopeDepth).encodeEnvelope(envelopes[position])
+        try JSONValueEncoder(output: output, depth: envelopeDepth).encodeEnvelope(
+          envelopes[position],
+          asWholeValue: true
+        )
         output.closeValues(downTo: envelopeDepth)
       }
     }
@@ -160,9 +172,12 @@ extension JSONValueEncoder {
   }
 
   /// Writes `envelope` as this value: the payload's members (spliced when the size check kept them), then
-  /// `id`, `type` and `origin`, as `EventEnvelope.encode(to:)` writes them.
-  func encodeEnvelope<Payload: EventPayload>(_ envelope: EventEnvelope<Payload>) throws {
-    if output.sortsKeys, let encoded = envelope.encodedPayload,
+  /// `id`, `type` and `origin`, as `EventEnvelope`'s `Codable` path writes them.
+  /// - Parameter asWholeValue: Whether nothing else is written into this value, so that an envelope with kept
+  ///   bytes can be written whole, its keys merged in order, and the value closed (a poll's answer). An
+  ///   envelope encoded through its own `encode(to:)` is left an open object, as `Codable` leaves it.
+  func encodeEnvelope<Payload: EventPayload>(_ envelope: EventEnvelope<Payload>, asWholeValue: Bool) throws {
+    if asWholeValue, output.sortsKeys, let encoded = envelope.encodedPayload,
       try output.writeEnvelope(encoded, id: envelope.id, type: envelope.body.type, origin: envelope.origin)
     {
       return try output.beginSingleValue(at: depth)
