@@ -1,7 +1,9 @@
 """Drives a live event-server (notes app) with Zulip's own Python client (PyPI `zulip`): construct the client
 (it reads /api/v1/server_settings), register with event_types null and an empty narrow, long-poll the events
 another user's write produced, refuse a non-empty narrow clearly, deregister (queue_id in the DELETE's form
-body, as the client sends it), and find the queue gone. Usage: zulip_client_check.py PORT"""
+body, as the client sends it), and find the queue gone; a client with a wrong key is constructed (server_settings
+needs no key, as in Zulip) and its first request is a clear UNAUTHORIZED; a query sent through requests' params=
+(spaces as `+`) is read as sent. Usage: zulip_client_check.py PORT"""
 import sys
 
 import requests
@@ -38,4 +40,22 @@ assert gone["result"] == "success", gone
 after = alice.get_events(queue_id=queue_id, last_event_id=last_event_id)
 assert after["result"] == "error" and after["code"] == "BAD_EVENT_QUEUE_ID", after
 
+# A wrong key: the constructor (server_settings) succeeds, the first real request says UNAUTHORIZED.
+wrong = zulip.Client(email="alice", api_key="not-alice-key", site=site)
+assert wrong.zulip_version, "server_settings refused a client with a wrong key"
+refused = wrong.register(event_types=None)
+assert refused["result"] == "error" and refused["code"] == "UNAUTHORIZED", refused
+
+# A query through requests' params=: a value with spaces is sent with `+`, and read back as spaces (an unknown
+# queue whose id has a space in it is named in the answer as sent).
+spaced = requests.get(
+    f"{site}/api/v1/events",
+    params={"queue_id": "no such queue", "last_event_id": -1, "dont_block": "true"},
+    auth=("alice", "alice-key-1"),
+    timeout=10,
+)
+assert "+" in spaced.request.url, spaced.request.url
+assert spaced.json().get("queue_id") == "no such queue", spaced.text
+
+print("zulip client: wrong key refused as UNAUTHORIZED after construction; `+` in a query read as a space: ok")
 print("zulip client: server_settings, register (event_types null, narrow []), long-poll, narrow refused, deregister: ok")

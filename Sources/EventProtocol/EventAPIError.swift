@@ -20,6 +20,7 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
       case unauthorized
       case malformedResponse
       case mutationIDReused
+      case serviceUnavailable
       case other(String)
     }
 
@@ -43,6 +44,20 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
     /// reused (a restored backup, a counter that went backwards). The client takes a new client id and
     /// sends the write again.
     public static let mutationIDReused = Code(.mutationIDReused)
+    /// The server could not do it this time (its store is failing, it is stopping): nothing was changed or
+    /// acknowledged, and the same request is to be sent again later (after ``EventAPIError/retryAfter``
+    /// when given). Always with a `5xx` status; never a reason to drop a write.
+    public static let serviceUnavailable = Code(.serviceUnavailable)
+
+    /// Whether the code tells a client to give the request up (drop the write, register again, stop):
+    /// `BAD_REQUEST`, `BAD_EVENT_QUEUE_ID`, `MUTATION_ID_REUSED`, `UNAUTHORIZED`. A server never sends one
+    /// of these with a `5xx` status.
+    public var meansGiveUp: Bool {
+      switch base {
+      case .badRequest, .badEventQueueID, .mutationIDReused, .unauthorized: true
+      case .rateLimitHit, .malformedResponse, .serviceUnavailable, .other: false
+      }
+    }
 
     /// The code as the wire spells it (`"BAD_EVENT_QUEUE_ID"`, …).
     public var wireValue: String {
@@ -53,6 +68,7 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
       case .unauthorized: "UNAUTHORIZED"
       case .malformedResponse: "MALFORMED_RESPONSE"
       case .mutationIDReused: "MUTATION_ID_REUSED"
+      case .serviceUnavailable: "SERVICE_UNAVAILABLE"
       case .other(let value): value
       }
     }
@@ -66,6 +82,7 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
       case "UNAUTHORIZED", "UNAUTHORIZED_PRINCIPAL": self.init(.unauthorized)
       case "MALFORMED_RESPONSE": self.init(.malformedResponse)
       case "MUTATION_ID_REUSED": self.init(.mutationIDReused)
+      case "SERVICE_UNAVAILABLE": self.init(.serviceUnavailable)
       default: self.init(.other(wireValue))
       }
     }
@@ -126,6 +143,14 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
       code: .mutationIDReused,
       message: "Mutation \(mutationID) was already used by this client for a different write"
     )
+  }
+
+  /// The server cannot serve the request this time (`503`); the client sends it again later.
+  /// - Parameters:
+  ///   - message: What failed, without internals.
+  ///   - retryAfter: How long to wait first, when the server knows.
+  public static func serviceUnavailable(_ message: String, retryAfter: Duration? = nil) -> EventAPIError {
+    EventAPIError(code: .serviceUnavailable, message: message, retryAfter: retryAfter)
   }
 
   /// A response body that could not be decoded.

@@ -2,6 +2,7 @@ import EventProtocol
 import Foundation
 import SampleApps
 import Testing
+import UpdateMachineTesting
 
 @testable import EventServer
 
@@ -46,24 +47,97 @@ struct ServerLogTests {
     }
   }
 
-  @Test("a torn last record is ignored and reported; its predecessors are replayed")
+  @Test("a torn last record is ignored and reported where the storage can tear one; its predecessors are replayed")
   func tornTail() throws {
-    var stored = StoredLog(snapshot: nil, records: try records([entry("a"), entry("b"), entry("c")]))
+    var stored = StoredLog(
+      snapshot: nil,
+      records: try records([entry("a"), entry("b"), entry("c")]),
+      lastRecordCanTear: true
+    )
     stored.records[2].bytes = stored.records[2].bytes.dropLast(3)
     let (machine, report) = try rebuild(stored)
     #expect(machine.application.notes[bob] == ["a", "b"])
     #expect(report == LogRecoveryReport(snapshotPosition: 0, replayed: 2, lastPosition: 2, tornPosition: 3))
   }
 
-  @Test("a damaged checksum: at the end it is a torn write; with records after it the log is refused")
+  @Test("a damaged checksum: at the end of a file it is a torn write; with records after it the log is refused")
   func damagedChecksum() throws {
-    var stored = StoredLog(snapshot: nil, records: try records([entry("a"), entry("b"), entry("c")]))
+    var stored = StoredLog(
+      snapshot: nil,
+      records: try records([entry("a"), entry("b"), entry("c")]),
+      lastRecordCanTear: true
+    )
     stored.records[1].bytes[stored.records[1].bytes.count - 2] ^= 0x20
     #expect(throws: ServerLogError.damaged(position: 2)) { try rebuild(stored) }
     stored.records.removeLast()
     let (machine, report) = try rebuild(stored)
     #expect(machine.application.notes[bob] == ["a"])
     #expect(report.tornPosition == 2)
+  }
+
+  @Test("where a record cannot tear (a database row), a damaged or cut last record is refused, naming the remedy")
+  func damagedLastRowRefused() async throws {
+    for damage in [{ (bytes: inout Data) in bytes[bytes.count - 2] ^= 0x01 }, { $0 = $0.dropLast(3) }] {
+      var stored = StoredLog(snapshot: nil, records: try records([entry("a"), entry("b"), entry("c")]))
+      damage(&stored.records[2].bytes)
+      #expect(throws: ServerLogError.damagedLastRecord(position: 3)) { try rebuild(stored) }
+      let log = InMemoryServerLog(stored)
+      let error = await #expect(throws: ServerLogError.self) {
+        _ = try await EventServer.recovering(from: log, application: NoteBoard(), clock: ContinuousClock())
+      }
+      #expect(error?.description.contains("restore the data from a backup") == true)
+      #expect(log.stored == stored)
+    }
+  }
+
+  @Test("a snapshot carries a checksum: any one-bit flip is refused, never served as data")
+  func snapshotChecksum() throws {
+    var live = makeMachine()
+    _ = try live.handle(.post("a", to: [bob]), from: alice, now: t0)
+    let bytes = try live.snapshot(position: 1).encoded()
+    var random = SeededRandomNumberGenerator(seed: 6)
+    for _ in 0..<200 {
+      var flipped = bytes
+      let index = Int.random(in: 0..<bytes.count, using: &random)
+      flipped[index] ^= UInt8(1) << UInt8.random(in: 0..<8, using: &random)
+      let stored = StoredLog(snapshot: StoredSnapshot(position: 1, bytes: flipped), records: [])
+      #expect(throws: ServerLogError.self, "a flip at byte \(index) was accepted") { try rebuild(stored) }
+    }
+    let (machine, _) = try rebuild(StoredLog(snapshot: StoredSnapshot(position: 1, bytes: bytes), records: []))
+    #expect(machine.application.notes[bob] == ["a"])
+  }
+
+  @Test("a damaged newest snapshot is replaced by the previous one and the records after it; without them, refused")
+  func damagedSnapshotFallsBack() async throws {
+    let log = InMemoryServerLog()
+    let clock = ManualClock()
+    let (server, _) = try await EventServer.recovering(
+      from: log,
+      application: NoteBoard(),
+      clock: clock,
+      anchor: t0,
+      snapshotEvery: 2
+    )
+    for text in ["a", "b", "c", "d", "e"] { _ = try await server.handle(.post(text, to: [bob]), from: alice) }
+    await server.shutdown()
+    var stored = log.stored
+    let newest = try #require(stored.snapshot)
+    #expect(stored.previousSnapshot != nil)
+    stored.snapshot?.bytes[newest.bytes.count / 2] ^= 0x04
+    let (machine, report) = try rebuild(stored)
+    #expect(machine.application.notes[bob] == ["a", "b", "c", "d", "e"])
+    #expect(report.snapshotPosition == stored.previousSnapshot?.position)
+    stored.previousSnapshot = nil
+    #expect(throws: ServerLogError.damagedSnapshot(position: newest.position)) { try rebuild(stored) }
+  }
+
+  @Test("a snapshot an earlier build wrote (bare JSON, no checksum) is still read")
+  func unframedSnapshotRead() throws {
+    var live = makeMachine()
+    _ = try live.handle(.post("a", to: [bob]), from: alice, now: t0)
+    let json = try WireJSON.encodeData(live.snapshot(position: 1), sortedKeys: false)
+    let (machine, _) = try rebuild(StoredLog(snapshot: StoredSnapshot(position: 1, bytes: json), records: []))
+    #expect(machine.application.notes[bob] == ["a"])
   }
 
   @Test("a record or snapshot of a newer build is refused with a typed error, and the log is left as it was")

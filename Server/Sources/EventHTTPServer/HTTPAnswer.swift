@@ -37,7 +37,7 @@ public enum HTTPAnswer {
       return failure(error, status: status(of: error))
     } catch is ServerLogError {
       // The input log cannot make writes durable: nothing was acknowledged; the client retries later.
-      return failure(.badRequest("the server cannot store writes right now"), status: .serviceUnavailable)
+      return failure(storeUnavailable, status: .serviceUnavailable)
     } catch let refusal as Refusal {
       return failure(refusal.error, status: refusal.status)
     } catch is NIOTooManyBytesError {
@@ -46,12 +46,19 @@ public enum HTTPAnswer {
       return failure(.badRequest(tooLarge), status: .contentTooLarge)
     } catch is CancellationError {
       // The client went away (or the server is stopping): nobody reads this answer.
-      return failure(.badRequest("the request was cancelled"), status: .serviceUnavailable)
+      return failure(.serviceUnavailable("the request was cancelled"), status: .serviceUnavailable)
     } catch {
       logger.warning("a request failed outside the API's errors", metadata: ["error": "\(error)"])
       return failure(.badRequest("the request could not be read"), status: .badRequest)
     }
   }
+
+  /// What a write that could not be made durable is answered with: `503 SERVICE_UNAVAILABLE`, retry in a
+  /// second. Never `BAD_REQUEST`, which tells a client to drop the write.
+  static let storeUnavailable = EventAPIError.serviceUnavailable(
+    "the server cannot store writes right now: send the request again later",
+    retryAfter: .seconds(1)
+  )
 
   /// The one message for a body over its route's limit (`docs/protocol.md` gives each limit).
   static let tooLarge = "the request body is over this route's limit"
@@ -61,6 +68,7 @@ public enum HTTPAnswer {
     switch error.code {
     case .unauthorized: .unauthorized
     case .rateLimitHit: .tooManyRequests
+    case .serviceUnavailable: .serviceUnavailable
     default: .badRequest
     }
   }

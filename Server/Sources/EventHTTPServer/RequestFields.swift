@@ -13,15 +13,24 @@ public struct RequestFields {
 
   /// The query parameters of `request` (the first value of each name), refusing any name not in `allowed`:
   /// a misspelt parameter is an error, not silently ignored.
+  ///
+  /// The query is read as `application/x-www-form-urlencoded`, as browsers and HTTP libraries send it
+  /// (Python `requests`' `params=`, `URLComponents` with `+` left as it is): `+` is a space, `%2B` a plus.
   public init(query request: Request, allowed: Set<String>) throws(EventAPIError) {
+    try self.init(query: request.uri.query ?? "", allowed: allowed)
+  }
+
+  /// The parameters of a raw query string (without its `?`), read as ``init(query:allowed:)`` reads a
+  /// request's.
+  public init(query: String, allowed: Set<String>) throws(EventAPIError) {
     var fields: [String: String] = [:]
-    for (name, value) in request.uri.queryParameters where fields[String(name)] == nil {
-      guard allowed.contains(String(name)) else {
+    for (name, value) in try Self.pairs(query, what: "query") where fields[name] == nil {
+      guard allowed.contains(name) else {
         throw .badRequest(
           "Unknown parameter '\(name.prefix(40))'; this request takes \(allowed.sorted().joined(separator: ", "))"
         )
       }
-      fields[String(name)] = String(value)
+      fields[name] = value
     }
     self.init(fields)
   }
@@ -29,14 +38,23 @@ public struct RequestFields {
   /// An `application/x-www-form-urlencoded` body.
   public init(form body: String) throws(EventAPIError) {
     var fields: [String: String] = [:]
-    for pair in body.split(separator: "&") where !pair.isEmpty {
-      let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-      guard let name = Self.decode(parts[0]), let value = Self.decode(parts.count > 1 ? parts[1] : "") else {
-        throw .badRequest("the form is not valid x-www-form-urlencoded")
-      }
-      if fields[name] == nil { fields[name] = value }
+    for (name, value) in try Self.pairs(body, what: "form") where fields[name] == nil {
+      fields[name] = value
     }
     self.init(fields)
+  }
+
+  /// The name-value pairs of `application/x-www-form-urlencoded` text, in order.
+  private static func pairs(_ text: String, what: String) throws(EventAPIError) -> [(String, String)] {
+    var pairs: [(String, String)] = []
+    for pair in text.split(separator: "&") where !pair.isEmpty {
+      let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+      guard let name = Self.decode(parts[0]), let value = Self.decode(parts.count > 1 ? parts[1] : "") else {
+        throw .badRequest("the \(what) is not valid x-www-form-urlencoded")
+      }
+      pairs.append((name, value))
+    }
+    return pairs
   }
 
   private static func decode(_ part: Substring) -> String? {

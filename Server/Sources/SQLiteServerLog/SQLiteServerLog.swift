@@ -16,7 +16,7 @@ import SQLiteNIO
 /// ```
 public final class SQLiteServerLog: ServerLog {
   /// The schema this build creates and reads.
-  public static var schemaVersion: Int { 1 }
+  public static var schemaVersion: Int { 2 }
   /// Rows per `INSERT` statement (each binds two values; SQLite allows 32,766).
   static var rowsPerStatement: Int { 500 }
 
@@ -70,6 +70,11 @@ public final class SQLiteServerLog: ServerLog {
     _ = try await run(
       "CREATE TABLE IF NOT EXISTS snapshot (id INTEGER PRIMARY KEY CHECK (id = 1), position INTEGER NOT NULL, state BLOB NOT NULL)"
     )
+    // Version 2: the snapshot before the newest is kept, with the records after it, so a damaged newest one
+    // (its checksum fails) is replaced by it at the next start.
+    _ = try await run(
+      "CREATE TABLE IF NOT EXISTS previous_snapshot (id INTEGER PRIMARY KEY CHECK (id = 1), position INTEGER NOT NULL, state BLOB NOT NULL)"
+    )
     if version < Self.schemaVersion { _ = try await run("PRAGMA user_version = \(Self.schemaVersion)") }
   }
 
@@ -79,21 +84,24 @@ public final class SQLiteServerLog: ServerLog {
   }
 
   public func load() async throws(ServerLogError) -> StoredLog {
-    let snapshotRows = try await run("SELECT position, state FROM snapshot WHERE id = 1")
-    var snapshot: StoredSnapshot?
-    if let row = snapshotRows.first {
-      snapshot = StoredSnapshot(position: try position(of: row), bytes: try bytes(of: row, column: "state"))
-    }
+    let snapshot = try await storedSnapshot(in: "snapshot")
+    let previous = try await storedSnapshot(in: "previous_snapshot")
     let rows = try await run(
       "SELECT position, record FROM log WHERE position > ? ORDER BY position",
-      [.integer(Int(snapshot?.position ?? 0))]
+      [.integer(Int(previous?.position ?? snapshot?.position ?? 0))]
     )
     var records: [StoredRecord] = []
     records.reserveCapacity(rows.count)
     for row in rows {
       records.append(StoredRecord(position: try position(of: row), bytes: try bytes(of: row, column: "record")))
     }
-    return StoredLog(snapshot: snapshot, records: records)
+    // A row is written whole or not at all: a last record failing its checksum is damage, not a cut write.
+    return StoredLog(snapshot: snapshot, records: records, previousSnapshot: previous, lastRecordCanTear: false)
+  }
+
+  private func storedSnapshot(in table: String) async throws(ServerLogError) -> StoredSnapshot? {
+    guard let row = try await run("SELECT position, state FROM \(table) WHERE id = 1").first else { return nil }
+    return StoredSnapshot(position: try position(of: row), bytes: try bytes(of: row, column: "state"))
   }
 
   public func append(_ records: [StoredRecord]) async throws(ServerLogError) {
@@ -129,12 +137,19 @@ public final class SQLiteServerLog: ServerLog {
   }
 
   public func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) {
+    // The newest becomes the previous one, and only the records it covers go: the previous snapshot and the
+    // records after it stay, in case the new one is found damaged at the next start.
     try await transaction { () async throws(ServerLogError) in
+      _ = try await run(
+        "INSERT OR REPLACE INTO previous_snapshot (id, position, state) SELECT 1, position, state FROM snapshot WHERE id = 1"
+      )
       _ = try await run(
         "INSERT OR REPLACE INTO snapshot (id, position, state) VALUES (1, ?, ?)",
         [.integer(Int(snapshot.position)), .blob(ByteBuffer(bytes: snapshot.bytes))]
       )
-      _ = try await run("DELETE FROM log WHERE position <= ?", [.integer(Int(snapshot.position))])
+      _ = try await run(
+        "DELETE FROM log WHERE position <= (SELECT position FROM previous_snapshot WHERE id = 1)"
+      )
     }
   }
 

@@ -28,14 +28,16 @@ struct RawHTTP {
     key: String? = nil,
     bearer: String? = nil,
     body: Data? = nil,
-    contentType: String? = nil
+    contentType: String? = nil,
+    rawQuery: String? = nil
   ) async throws -> Answer {
     var components = URLComponents()
     if !query.isEmpty {
       components.queryItems = query.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
     }
-    // A key holds slashes, and `+` would read as a space: encode what URLComponents leaves.
-    let encodedQuery = components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
+    // A key holds slashes, and `+` would read as a space: encode what URLComponents leaves. `rawQuery` is sent
+    // as it is, for tests of how queries are read.
+    let encodedQuery = rawQuery ?? components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
     var head = "\(method) /\(path)\(encodedQuery.map { "?" + $0 } ?? "") HTTP/1.1\r\n"
     head += "Host: 127.0.0.1\r\nConnection: close\r\nContent-Length: \(body?.count ?? 0)\r\n"
     if let user {

@@ -38,11 +38,7 @@ extension EventServerStateMachine where Application: Codable {
   ) throws(ServerLogError) -> (Self, LogRecoveryReport) {
     var machine: Self
     var position: UInt64 = 0
-    if let snapshot = stored.snapshot {
-      let decoded = try ServerSnapshot<Application>.decode(snapshot.bytes)
-      guard decoded.position == snapshot.position else {
-        throw .undecodable("snapshot labelled \(snapshot.position) holds position \(decoded.position)")
-      }
+    if let (snapshot, decoded) = try usableSnapshot(of: stored) {
       machine = try Self(snapshot: decoded, configuration: configuration, random: random)
       position = snapshot.position
     } else {
@@ -64,10 +60,37 @@ extension EventServerStateMachine where Application: Codable {
         report.replayed += 1
       case .torn:
         guard index == records.count - 1 else { throw .damaged(position: record.position) }
+        guard stored.lastRecordCanTear else { throw .damagedLastRecord(position: record.position) }
         report.tornPosition = record.position
       }
     }
     report.lastPosition = position
     return (machine, report)
+  }
+
+  /// The snapshot to start from: the newest when its checksum holds; the previous one (whose records
+  /// follow it in `stored`) when the newest is damaged; none when nothing was stored.
+  /// - Throws: ``ServerLogError/damagedSnapshot(position:)`` when the newest is damaged and no previous one
+  ///   is stored (or the records after it do not reach the newest), or the previous one is damaged too.
+  private static func usableSnapshot(
+    of stored: StoredLog
+  ) throws(ServerLogError) -> (StoredSnapshot, ServerSnapshot<Application>)? {
+    guard let snapshot = stored.snapshot else { return nil }
+    do {
+      return (snapshot, try checked(snapshot))
+    } catch let error where error.isSameKind(as: .damagedSnapshot(position: 0)) {
+      guard let previous = stored.previousSnapshot, previous.position < snapshot.position,
+        stored.records.contains(where: { $0.position == snapshot.position })
+      else { throw error }
+      return (previous, try checked(previous))
+    }
+  }
+
+  private static func checked(_ snapshot: StoredSnapshot) throws(ServerLogError) -> ServerSnapshot<Application> {
+    let decoded = try ServerSnapshot<Application>.decode(snapshot.bytes, position: snapshot.position)
+    guard decoded.position == snapshot.position else {
+      throw .undecodable("snapshot labelled \(snapshot.position) holds position \(decoded.position)")
+    }
+    return decoded
   }
 }

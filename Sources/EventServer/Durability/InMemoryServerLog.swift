@@ -11,8 +11,19 @@ import Synchronization
 public final class InMemoryServerLog: ServerLog {
   private struct Contents {
     var snapshot: StoredSnapshot?
+    var previousSnapshot: StoredSnapshot?
     var records: [StoredRecord] = []
+    var lastRecordCanTear = false
     var failure: ServerLogError?
+
+    var stored: StoredLog {
+      StoredLog(
+        snapshot: snapshot,
+        records: records,
+        previousSnapshot: previousSnapshot,
+        lastRecordCanTear: lastRecordCanTear
+      )
+    }
   }
 
   private let contents = Mutex(Contents())
@@ -24,13 +35,15 @@ public final class InMemoryServerLog: ServerLog {
   public init(_ stored: StoredLog) {
     contents.withLock {
       $0.snapshot = stored.snapshot
+      $0.previousSnapshot = stored.previousSnapshot
       $0.records = stored.records
+      $0.lastRecordCanTear = stored.lastRecordCanTear
     }
   }
 
   /// What the log holds now.
   public var stored: StoredLog {
-    contents.withLock { StoredLog(snapshot: $0.snapshot, records: $0.records) }
+    contents.withLock { $0.stored }
   }
 
   /// Makes every later call fail with `error` (`nil`: work again), to test how a server meets a failing disk.
@@ -41,7 +54,7 @@ public final class InMemoryServerLog: ServerLog {
   public func load() throws(ServerLogError) -> StoredLog {
     try contents.withLock { (contents) throws(ServerLogError) -> StoredLog in
       if let failure = contents.failure { throw failure }
-      return StoredLog(snapshot: contents.snapshot, records: contents.records)
+      return contents.stored
     }
   }
 
@@ -59,8 +72,11 @@ public final class InMemoryServerLog: ServerLog {
   public func saveSnapshot(_ snapshot: StoredSnapshot) throws(ServerLogError) {
     try contents.withLock { (contents) throws(ServerLogError) in
       if let failure = contents.failure { throw failure }
+      // As the SQLite log: the newest becomes the previous one, kept with the records after it.
+      contents.previousSnapshot = contents.snapshot
       contents.snapshot = snapshot
-      contents.records.removeAll { $0.position <= snapshot.position }
+      let kept = contents.previousSnapshot?.position ?? snapshot.position
+      contents.records.removeAll { $0.position <= kept }
     }
   }
 

@@ -65,13 +65,28 @@ public struct StoredSnapshot: Sendable, Hashable {
 public struct StoredLog: Sendable, Hashable {
   /// The newest complete snapshot, if any was stored.
   public var snapshot: StoredSnapshot?
-  /// The records, in position order.
+  /// The records, in position order: every record after ``previousSnapshot`` when one is given (so a
+  /// damaged ``snapshot`` can be replaced by it and them), else every record after ``snapshot``.
   public var records: [StoredRecord]
+  /// The snapshot before ``snapshot``, when the storage keeps it with the records after it: what a restart
+  /// falls back to when the newest snapshot fails its checksum.
+  public var previousSnapshot: StoredSnapshot?
+  /// Whether the storage can tear its last record (a file cut by a crash mid-write). A database writes a row
+  /// whole or not at all: a last record failing its checksum there is damage, refused, not a cut write
+  /// silently dropped.
+  public var lastRecordCanTear: Bool
 
   /// Creates a stored log from its parts.
-  public init(snapshot: StoredSnapshot?, records: [StoredRecord]) {
+  public init(
+    snapshot: StoredSnapshot?,
+    records: [StoredRecord],
+    previousSnapshot: StoredSnapshot? = nil,
+    lastRecordCanTear: Bool = false
+  ) {
     self.snapshot = snapshot
     self.records = records
+    self.previousSnapshot = previousSnapshot
+    self.lastRecordCanTear = lastRecordCanTear
   }
 }
 
@@ -103,6 +118,23 @@ public struct ServerLogError: Error, Hashable, Sendable, CustomStringConvertible
   /// A record before the last one fails its checksum: the log was damaged, not torn by a crash.
   public static func damaged(position: UInt64) -> ServerLogError {
     .init(.damaged, "log record \(position) is damaged (checksum) and records follow it")
+  }
+  /// The last record fails its checksum in a store whose records cannot be torn (a database row is written
+  /// whole or not at all): that is damage, not a write cut by a crash, and it may hold an acknowledged write.
+  public static func damagedLastRecord(position: UInt64) -> ServerLogError {
+    .init(
+      .damaged,
+      "log record \(position), the last, is damaged (checksum); this store cannot tear a record, so it is not a cut "
+        + "write and may hold an acknowledged one: restore the data from a backup (docs/reliability.md, \"Backups\")"
+    )
+  }
+  /// The newest snapshot fails its checksum, and no earlier snapshot with the log after it can replace it.
+  public static func damagedSnapshot(position: UInt64) -> ServerLogError {
+    .init(
+      .damaged,
+      "the snapshot at position \(position) is damaged (checksum) and no earlier snapshot with the records after it "
+        + "is stored: restore the data from a backup (docs/reliability.md, \"Backups\")"
+    )
   }
   /// The records do not follow the snapshot without a gap.
   public static func gap(after position: UInt64, next: UInt64) -> ServerLogError {

@@ -74,6 +74,19 @@ public enum ServerLogCodec {
     }
   }
 
+  /// The payload of a frame ``frame(_:)`` made, when its format, length and checksum hold; `nil` otherwise.
+  static func checkedPayload(of bytes: Data) -> Data? {
+    guard let version = bytes.first, version >= 1, version <= currentVersion, bytes.count >= headerLength else {
+      return nil
+    }
+    let start = bytes.startIndex
+    let length = (0..<4).reduce(UInt32(0)) { $0 | UInt32(bytes[start + 1 + $1]) << (8 * $1) }
+    let checksum = (0..<8).reduce(UInt64(0)) { $0 | UInt64(bytes[start + 5 + $1]) << (8 * $1) }
+    guard bytes.count - headerLength == Int(length) else { return nil }
+    let payload = bytes[(start + headerLength)...]
+    return digest(payload) == checksum ? Data(payload) : nil
+  }
+
   static func digest(_ data: Data) -> UInt64 {
     FNV1a.hash(data)
   }

@@ -44,16 +44,33 @@ public struct ServerSnapshot<Application: ServerApplication & Codable>: Sendable
   /// - Throws: ``ServerLogError/undecodable(_:)`` when the application cannot be encoded.
   public func encoded() throws(ServerLogError) -> Data {
     do {
-      return try WireJSON.encodeData(self, sortedKeys: false)
+      return ServerLogCodec.frame(try WireJSON.encodeData(self, sortedKeys: false))
     } catch {
       throw .undecodable("the snapshot cannot be encoded: \(error)")
     }
   }
 
-  /// Decodes a snapshot, checking its format version before anything else and its queues after.
-  /// - Throws: ``ServerLogError/newerFormat(found:supported:)`` for a snapshot of a newer build,
-  ///   ``ServerLogError/undecodable(_:)`` for one that is not a valid snapshot.
+  /// Reads a snapshot ``encoded()`` wrote: framed as a log record is (format, length, checksum), so a
+  /// damaged one is refused rather than served. A snapshot of an earlier build (bare JSON, no checksum)
+  /// is still read.
+  /// - Throws: ``ServerLogError/damagedSnapshot(position:)`` when the checksum or length does not match;
+  ///   `newerFormat` or `undecodable` as for records.
+  public static func decode(_ data: Data, position: UInt64) throws(ServerLogError) -> ServerSnapshot {
+    guard let first = data.first, first != UInt8(ascii: "{") else { return try decode(json: data) }
+    guard first <= ServerLogCodec.currentVersion else {
+      throw .newerFormat(found: Int(first), supported: Int(ServerLogCodec.currentVersion))
+    }
+    guard let payload = ServerLogCodec.checkedPayload(of: data) else { throw .damagedSnapshot(position: position) }
+    return try decode(json: payload)
+  }
+
+  /// Reads a snapshot's JSON (without its frame).
   public static func decode(_ data: Data) throws(ServerLogError) -> ServerSnapshot {
+    guard let first = data.first, first != UInt8(ascii: "{") else { return try decode(json: data) }
+    return try decode(data, position: 0)
+  }
+
+  private static func decode(json data: Data) throws(ServerLogError) -> ServerSnapshot {
     guard let version = WireFormat.formatVersion(of: data) else { throw .undecodable("snapshot: no format version") }
     guard version <= currentVersion else { throw .newerFormat(found: version, supported: currentVersion) }
     do {
