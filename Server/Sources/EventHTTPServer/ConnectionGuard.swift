@@ -1,3 +1,4 @@
+import EventProtocol
 import Hummingbird
 import Logging
 import NIOCore
@@ -54,11 +55,16 @@ final class ConnectionGuard: Sendable {
     return id
   }
 
-  /// A request on `channel` authenticated.
-  func authenticated(_ channel: any Channel) {
-    state.withLock { state in
-      if let id = state.ids[ObjectIdentifier(channel)] { state.table.authenticated(id) }
+  /// A request on `channel` was admitted for `user`; closes that user's oldest connections past their cap.
+  func authenticated(_ channel: any Channel, as user: UserID) {
+    let evicted: [any Channel] = state.withLock { state in
+      guard let id = state.ids[ObjectIdentifier(channel)] else { return [] }
+      let ids = state.table.authenticated(id, as: user)
+      let channels = ids.compactMap { state.channels.removeValue(forKey: $0) }
+      for channel in channels { state.ids[ObjectIdentifier(channel)] = nil }
+      return channels
     }
+    for channel in evicted { channel.close(promise: nil) }
   }
 
   /// The connection closed.
@@ -136,22 +142,23 @@ struct ConnectionAuthenticationMiddleware: RouterMiddleware {
     next: (Request, Context) async throws -> Response
   ) async throws -> Response {
     // Marked the moment the gate admits the request, not when it is answered: a parked poll holds its
-    // connection for up to a minute, and it is an authenticated one.
+    // connection for up to a minute, and it is an authenticated one. A request refused (401, 429) leaves the
+    // connection unauthenticated: evictable for room, and closed when its time is up.
     let channel = context.channel
-    let mark = AuthenticationMark { [connections] in connections.authenticated(channel) }
+    let mark = AuthenticationMark { [connections] user in connections.authenticated(channel, as: user) }
     return try await RequestGate.$currentMark.withValue(mark) { try await next(request, context) }
   }
 }
 
-/// Told by the ``RequestGate`` when the request it is in authenticates.
+/// Told by the ``RequestGate`` when the request it is in is admitted (authenticated and within the rate limit).
 final class AuthenticationMark: Sendable {
-  private let onAuthenticated: @Sendable () -> Void
+  private let onAuthenticated: @Sendable (UserID) -> Void
 
-  init(onAuthenticated: @escaping @Sendable () -> Void) {
+  init(onAuthenticated: @escaping @Sendable (UserID) -> Void) {
     self.onAuthenticated = onAuthenticated
   }
 
-  func set() {
-    onAuthenticated()
+  func set(_ user: UserID) {
+    onAuthenticated(user)
   }
 }

@@ -1,14 +1,22 @@
+import EventProtocol
+
 /// The open connections and who may take the next place: the pure decisions behind ``ConnectionLimits``.
 ///
-/// Connections are numbered by the shell in the order they open. No clock: the shell asks
+/// Connections are numbered by the shell in the order they open. A connection is *unauthenticated* until a
+/// request on it is admitted (authenticated **and** within its user's rate limit); then it belongs to that
+/// user. No user may hold more than ``ConnectionLimits/maximumConnectionsPerUser``: one more closes that
+/// user's oldest. When the table is full, a new connection takes the place of the oldest unauthenticated
+/// one, or else of the oldest connection of the user holding the most (when that user holds more than one):
+/// so one user, however many connections they open, cannot keep another out. No clock: the shell asks
 /// ``isStillUnauthenticated(_:)`` when a connection's unauthenticated time is up.
 ///
 /// ```swift
 /// var table = ConnectionTable(limits: limits)
 /// switch table.opened(1, peer: "10.0.0.7") {
-/// case .admitted(let evicted): evicted.forEach(close)   // the oldest unauthenticated, when full
+/// case .admitted(let evicted): evicted.forEach(close)   // to make room, when full
 /// case .refused: close(1)
 /// }
+/// table.authenticated(1, as: "alice").forEach(close)   // alice's oldest, past her cap
 /// ```
 struct ConnectionTable: Sendable {
   enum Decision: Equatable, Sendable {
@@ -23,6 +31,10 @@ struct ConnectionTable: Sendable {
   /// The unauthenticated connections, oldest first.
   private(set) var unauthenticated: [Int] = []
   private var unauthenticatedByPeer: [String: Int] = [:]
+  /// Each authenticated connection's user.
+  private var users: [Int: UserID] = [:]
+  /// Each user's authenticated connections, oldest first.
+  private(set) var connectionsByUser: [UserID: [Int]] = [:]
 
   init(limits: ConnectionLimits) {
     self.limits = limits
@@ -36,9 +48,9 @@ struct ConnectionTable: Sendable {
     guard unauthenticatedByPeer[peer, default: 0] < limits.maximumUnauthenticatedPerPeer else { return .refused }
     var evicted: [Int] = []
     while peers.count >= limits.maximumConnections {
-      guard let oldest = unauthenticated.first else { return .refused }
-      evicted.append(oldest)
-      closed(oldest)
+      guard let victim = unauthenticated.first ?? oldestOfHeaviestUser() else { return .refused }
+      evicted.append(victim)
+      closed(victim)
     }
     peers[id] = peer
     unauthenticated.append(id)
@@ -46,12 +58,43 @@ struct ConnectionTable: Sendable {
     return .admitted(evicted: evicted)
   }
 
-  /// A request on the connection passed authentication: it no longer counts against its peer, is not
-  /// evicted for room, and its unauthenticated time no longer runs.
-  mutating func authenticated(_ id: Int) {
-    guard let peer = peers[id], let index = unauthenticated.firstIndex(of: id) else { return }
-    unauthenticated.remove(at: index)
-    release(peer)
+  /// The oldest connection of the user holding the most (the first such user by name on a tie), when that
+  /// user holds more than one: a user's only connection is never taken for room.
+  private func oldestOfHeaviestUser() -> Int? {
+    var heaviest: (user: UserID, count: Int)?
+    for (user, ids) in connectionsByUser {
+      guard let current = heaviest else {
+        heaviest = (user, ids.count)
+        continue
+      }
+      if ids.count > current.count || (ids.count == current.count && user.rawValue < current.user.rawValue) {
+        heaviest = (user, ids.count)
+      }
+    }
+    guard let heaviest, heaviest.count > 1 else { return nil }
+    return connectionsByUser[heaviest.user]?.first
+  }
+
+  /// A request on the connection was admitted for `user`: it no longer counts against its peer, its
+  /// unauthenticated time no longer runs, and it counts against `user`.
+  /// - Returns: The connections to close: `user`'s oldest, when this one takes them past their cap.
+  mutating func authenticated(_ id: Int, as user: UserID) -> [Int] {
+    guard let peer = peers[id] else { return [] }
+    if let index = unauthenticated.firstIndex(of: id) {
+      unauthenticated.remove(at: index)
+      release(peer)
+    } else if let previous = users[id] {
+      guard previous != user else { return [] }
+      forget(id, of: previous)
+    }
+    users[id] = user
+    connectionsByUser[user, default: []].append(id)
+    var evicted: [Int] = []
+    while let held = connectionsByUser[user], held.count > limits.maximumConnectionsPerUser {
+      evicted.append(held[0])
+      closed(held[0])
+    }
+    return evicted
   }
 
   /// Whether the connection is open and has not authenticated (its time is up: close it).
@@ -66,6 +109,12 @@ struct ConnectionTable: Sendable {
       unauthenticated.remove(at: index)
       release(peer)
     }
+    if let user = users.removeValue(forKey: id) { forget(id, of: user) }
+  }
+
+  private mutating func forget(_ id: Int, of user: UserID) {
+    connectionsByUser[user]?.removeAll { $0 == id }
+    if connectionsByUser[user]?.isEmpty == true { connectionsByUser[user] = nil }
   }
 
   private mutating func release(_ peer: String) {

@@ -130,6 +130,33 @@ where Application.Command: Codable & Equatable {
     let events: EventServer<Application, ContinuousClock>
     var database: SQLiteServerLog?
     var durable: (any ServerLog)?
+    // One process per data directory (its database, its blobs), whichever log it uses: a second server on it
+    // is refused in one line. The system releases the lock when the process dies.
+    var directoryLock: ExclusiveFileLock?
+    if let directory = configuration.dataDirectory {
+      do {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        directoryLock = try ExclusiveFileLock.acquire(path: directory.appendingPathComponent("event-server.lock").path)
+      } catch let failure as ExclusiveFileLock.Failure where failure.isHeldElsewhere {
+        throw StateError("the data directory \(directory.path) is in use: \(failure) (one server per data directory)")
+      }
+    }
+    defer { directoryLock?.release() }
+    do {
+      events = try await startEventServer(database: &database, durable: &durable)
+    } catch {
+      await database?.close()
+      throw error
+    }
+    try await serve(events, database: database, durable: durable, onRunning: onRunning, onAdminRunning: onAdminRunning, handleSignals: handleSignals)
+  }
+
+  /// Opens the log (SQLite in the data directory unless one was supplied) and recovers the server from it.
+  private func startEventServer(
+    database: inout SQLiteServerLog?,
+    durable: inout (any ServerLog)?
+  ) async throws -> EventServer<Application, ContinuousClock> {
+    let events: EventServer<Application, ContinuousClock>
     if let suppliedLog {
       durable = suppliedLog
     } else if let databaseURL, let directory = configuration.dataDirectory {
@@ -181,6 +208,18 @@ where Application.Command: Codable & Equatable {
         pushGateway: pushGateway
       )
     }
+    return events
+  }
+
+  /// Serves `events` over HTTP until shut down, then writes its state and closes `database`.
+  private func serve(
+    _ events: EventServer<Application, ContinuousClock>,
+    database: SQLiteServerLog?,
+    durable: (any ServerLog)?,
+    onRunning: @escaping @Sendable (Int) async -> Void,
+    onAdminRunning: @escaping @Sendable (Int) async -> Void,
+    handleSignals: Bool
+  ) async throws {
     current.withLock { $0 = events }
     let gate = RequestGate(authenticator: configuration.authenticator, policy: configuration.rateLimit) {
       Timestamp(Date())

@@ -33,23 +33,33 @@ public enum HTTPAnswer {
   public static func run(_ body: () async throws -> Data) async -> Response {
     do {
       return json(.ok, try await body())
-    } catch let error as EventAPIError {
-      return failure(error, status: status(of: error))
-    } catch is ServerLogError {
-      // The input log cannot make writes durable: nothing was acknowledged; the client retries later.
-      return failure(storeUnavailable, status: .serviceUnavailable)
-    } catch let refusal as Refusal {
-      return failure(refusal.error, status: refusal.status)
-    } catch is NIOTooManyBytesError {
-      return failure(.badRequest(tooLarge), status: .contentTooLarge)
-    } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
-      return failure(.badRequest(tooLarge), status: .contentTooLarge)
-    } catch is CancellationError {
-      // The client went away (or the server is stopping): nobody reads this answer.
-      return failure(.serviceUnavailable("the request was cancelled"), status: .serviceUnavailable)
     } catch {
+      let (status, apiError) = answer(to: error)
+      return failure(apiError, status: status)
+    }
+  }
+
+  /// The status and API error a failure is answered with. A `5xx` always carries `SERVICE_UNAVAILABLE` (send
+  /// again later), never a code that tells the client to drop the request.
+  static func answer(to error: any Error) -> (HTTPResponse.Status, EventAPIError) {
+    switch error {
+    case let error as EventAPIError:
+      return (status(of: error), error)
+    case is ServerLogError:
+      // The input log cannot make writes durable: nothing was acknowledged; the client retries later.
+      return (.serviceUnavailable, storeUnavailable)
+    case let refusal as Refusal:
+      return (refusal.status, refusal.error)
+    case is NIOTooManyBytesError:
+      return (.contentTooLarge, .badRequest(tooLarge))
+    case let error as any HTTPResponseError where error.status == .contentTooLarge:
+      return (.contentTooLarge, .badRequest(tooLarge))
+    case is CancellationError:
+      // The client went away (or the server is stopping): nobody reads this answer.
+      return (.serviceUnavailable, .serviceUnavailable("the request was cancelled"))
+    default:
       logger.warning("a request failed outside the API's errors", metadata: ["error": "\(error)"])
-      return failure(.badRequest("the request could not be read"), status: .badRequest)
+      return (.badRequest, .badRequest("the request could not be read"))
     }
   }
 

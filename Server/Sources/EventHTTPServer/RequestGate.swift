@@ -19,16 +19,18 @@ public final class RequestGate: Sendable {
     self.now = now
   }
 
-  /// The mark of the request being served, set once it authenticates (for the connection caps).
+  /// The mark of the request being served, set once it is admitted (for the connection caps).
   @TaskLocal static var currentMark: AuthenticationMark?
 
   /// The authenticated user of a request with this `Authorization` header, who has a token left.
   /// - Throws: `UNAUTHORIZED` for missing or wrong credentials; `RATE_LIMIT_HIT` with the wait otherwise.
   public func admit(authorization: String?) async throws(EventAPIError) -> UserID {
     guard let user = await authenticator.user(authorization: authorization) else { throw .unauthorized() }
-    Self.currentMark?.set()
     let decision = limiter.withLock { $0.admit(user, now: now()) }
     if case .limited(let retryAfter) = decision { throw .rateLimitHit(retryAfter: retryAfter) }
+    // Only an admitted request makes its connection the user's: connections whose requests are refused stay
+    // unauthenticated (evictable, and closed when their time is up).
+    Self.currentMark?.set(user)
     return user
   }
 }

@@ -1,3 +1,4 @@
+import EventProtocol
 import EventServer
 import Foundation
 import NIOCore
@@ -7,8 +8,11 @@ import SQLiteNIO
 /// mode with `synchronous = FULL`, so a committed transaction survives a crash of the process and a loss of
 /// power. Each group-commit write is one transaction (one sync).
 ///
-/// Tables: `log(position INTEGER PRIMARY KEY, record BLOB)` and `snapshot(id = 1, position, state BLOB)`;
-/// `PRAGMA user_version` holds the schema version, and a database of a newer schema is refused.
+/// Tables: `log(position INTEGER PRIMARY KEY, record BLOB)`, `snapshot(id = 1, position, state BLOB)` and
+/// `previous_snapshot` (the one before, kept with the records after it, so a damaged newest snapshot can be
+/// replaced); `PRAGMA user_version` holds the schema version, and a database of a newer schema is refused.
+/// While open, the log holds an exclusive lock on `<path>.lock`: a second process opening the same database
+/// is refused with ``ServerLogError/inUse(_:)``.
 ///
 /// ```swift
 /// let log = try await SQLiteServerLog.open(path: "data/event-server.sqlite")
@@ -21,11 +25,14 @@ public final class SQLiteServerLog: ServerLog {
   static var rowsPerStatement: Int { 500 }
 
   private let connection: SQLiteConnection
+  /// The lock beside the database (`<path>.lock`), held while the log is open: one process at a time.
+  private let lock: ExclusiveFileLock
   /// The database file.
   public let path: String
 
-  private init(connection: SQLiteConnection, path: String) {
+  private init(connection: SQLiteConnection, lock: ExclusiveFileLock, path: String) {
     self.connection = connection
+    self.lock = lock
     self.path = path
   }
 
@@ -41,17 +48,26 @@ public final class SQLiteServerLog: ServerLog {
     } catch {
       throw .storage("cannot create the folder of \(path): \(error)")
     }
+    // One process at a time: a second server on the same file would interleave its snapshots and records with
+    // the first's (an idle one's stale snapshot replacing a newer one's). Released when the process dies.
+    let lock: ExclusiveFileLock
+    do {
+      lock = try ExclusiveFileLock.acquire(path: path + ".lock")
+    } catch {
+      throw error.isHeldElsewhere ? .inUse("\(error): stop it first (one server per database)") : .storage("\(error)")
+    }
     let connection: SQLiteConnection
     do {
       connection = try await SQLiteConnection.open(storage: .file(path: path))
     } catch {
+      lock.release()
       throw .storage("cannot open \(path): \(error)")
     }
-    let log = SQLiteServerLog(connection: connection, path: path)
+    let log = SQLiteServerLog(connection: connection, lock: lock, path: path)
     do {
       try await log.setUp()
     } catch {
-      try? await connection.close()
+      await log.close()
       throw error
     }
     return log
@@ -81,6 +97,7 @@ public final class SQLiteServerLog: ServerLog {
   /// Closes the database.
   public func close() async {
     try? await connection.close()
+    lock.release()
   }
 
   public func load() async throws(ServerLogError) -> StoredLog {

@@ -1,8 +1,11 @@
+import EventProtocol
 import EventServer
 import Foundation
 import SQLiteNIO
 import SQLiteServerLog
 import Testing
+
+@testable import EventHTTPServer
 
 /// A fresh folder for one test's database, removed afterwards.
 private struct ScratchFolder {
@@ -71,10 +74,10 @@ struct SQLiteServerLogTests {
       _ = try await SQLiteServerLog.open(path: folder.databasePath)
       Issue.record("a newer schema was accepted")
     } catch {
-      #expect(error.isSameKind(as: .newerFormat(found: 99, supported: 1)))
+      #expect(error.isSameKind(as: .newerFormat(found: 99, supported: SQLiteServerLog.schemaVersion)))
       #expect("\(error)".contains("99"))
     }
-    try await setUserVersion(1, at: folder.databasePath)
+    try await setUserVersion(SQLiteServerLog.schemaVersion, at: folder.databasePath)
     let reopened = try await SQLiteServerLog.open(path: folder.databasePath)
     #expect(try await reopened.load().records == records(1...1, tag: "kept"))
     await reopened.close()
@@ -97,9 +100,125 @@ struct SQLiteServerLogTests {
     #expect(try Data(contentsOf: URL(fileURLWithPath: folder.databasePath)) == garbage)
   }
 
+  @Test("the previous snapshot is kept with the records after it: a damaged newest one is replaced by them")
+  func damagedSnapshotFallsBack() async throws {
+    let folder = ScratchFolder()
+    defer { folder.remove() }
+    let log = try await SQLiteServerLog.open(path: folder.databasePath)
+    let (server, _) = try await EventServer.recovering(
+      from: log,
+      application: KanbanServer(team: ["alice"]),
+      clock: ContinuousClock(),
+      snapshotEvery: 3
+    )
+    for card in 1...10 { _ = try await server.handle(CardMoved(card: "c\(card)", column: "done"), from: "alice") }
+    await server.shutdown()
+    let stored = try await log.load()
+    let newest = try #require(stored.snapshot)
+    let previous = try #require(stored.previousSnapshot)
+    #expect(previous.position < newest.position)
+    #expect(stored.records.first?.position == previous.position + 1)
+    await log.close()
+    // One bit of the newest snapshot flipped on disk.
+    var damaged = newest.bytes
+    damaged[damaged.count / 2] ^= 0x10
+    try await execute(
+      "UPDATE snapshot SET state = ? WHERE id = 1",
+      [.blob(ByteBuffer(bytes: damaged))],
+      at: folder.databasePath
+    )
+    let reopened = try await SQLiteServerLog.open(path: folder.databasePath)
+    let (again, report) = try await EventServer.recovering(
+      from: reopened,
+      application: KanbanServer(team: ["alice"]),
+      clock: ContinuousClock()
+    )
+    #expect(report.snapshotPosition == previous.position)
+    #expect(await again.application.board.columns.count == 10)
+    await again.shutdown()
+    await reopened.close()
+  }
+
+  @Test("a damaged last row is refused (a row cannot tear), naming the remedy, and nothing is deleted")
+  func damagedLastRowRefused() async throws {
+    let folder = ScratchFolder()
+    defer { folder.remove() }
+    let log = try await SQLiteServerLog.open(path: folder.databasePath)
+    let (server, _) = try await EventServer.recovering(
+      from: log,
+      application: KanbanServer(team: ["alice"]),
+      clock: ContinuousClock()
+    )
+    for card in 1...3 { _ = try await server.handle(CardMoved(card: "c\(card)", column: "done"), from: "alice") }
+    await server.shutdown()
+    let before = try await log.load()
+    await log.close()
+    var last = try #require(before.records.last)
+    last.bytes[last.bytes.count - 3] ^= 0x01
+    try await execute(
+      "UPDATE log SET record = ? WHERE position = ?",
+      [.blob(ByteBuffer(bytes: last.bytes)), .integer(Int(last.position))],
+      at: folder.databasePath
+    )
+    let reopened = try await SQLiteServerLog.open(path: folder.databasePath)
+    let error = await #expect(throws: ServerLogError.self) {
+      _ = try await EventServer.recovering(
+        from: reopened,
+        application: KanbanServer(team: ["alice"]),
+        clock: ContinuousClock()
+      )
+    }
+    #expect(error == .damagedLastRecord(position: last.position))
+    #expect(try await reopened.load().records.count == before.records.count)
+    await reopened.close()
+  }
+
+  private func execute(_ sql: String, _ binds: [SQLiteData], at path: String) async throws {
+    let connection = try await SQLiteConnection.open(storage: .file(path: path))
+    _ = try await connection.query(sql, binds)
+    try await connection.close()
+  }
+
   private func setUserVersion(_ version: Int, at path: String) async throws {
     let connection = try await SQLiteConnection.open(storage: .file(path: path))
     _ = try await connection.query("PRAGMA user_version = \(version)")
     try await connection.close()
+  }
+}
+
+@Suite("One server per data directory and database", .serialized, .timeLimit(.minutes(1)))
+struct ExclusiveStorageTests {
+  @Test("a second log on the same database is refused in one line while the first is open; free once it closes")
+  func secondLogRefused() async throws {
+    let folder = ScratchFolder()
+    defer { folder.remove() }
+    let first = try await SQLiteServerLog.open(path: folder.databasePath)
+    try await first.append(records(1...2))
+    let error = await #expect(throws: ServerLogError.self) {
+      _ = try await SQLiteServerLog.open(path: folder.databasePath)
+    }
+    #expect(error?.isSameKind(as: .inUse("")) == true)
+    #expect(error?.description.contains("stop it first") == true)
+    #expect(error?.description.contains("\n") == false)
+    await first.close()
+    let second = try await SQLiteServerLog.open(path: folder.databasePath)
+    #expect(try await second.load().records.map(\.position) == [1, 2])
+    await second.close()
+  }
+
+  @Test("a second event server on a data directory another serves is refused, and the first's data is untouched")
+  func secondServerRefused() async throws {
+    let live = try await LiveServer.start()
+    defer { live.removeData() }
+    let http = RawHTTP(base: live.url)
+    #expect(try await http.send("POST", "api/v1/register", as: "alice").status == 200)
+    await #expect(throws: StateError.self) {
+      _ = try await LiveServer.start(dataDirectory: live.dataDirectory)
+    }
+    #expect(try await http.send("POST", "api/v1/register", as: "alice").status == 200)
+    try await live.stop()
+    let again = try await LiveServer.start(dataDirectory: live.dataDirectory)
+    #expect(try await again.events.queueCount == 2)
+    try await again.stop()
   }
 }

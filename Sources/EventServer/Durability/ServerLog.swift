@@ -98,6 +98,7 @@ public struct ServerLogError: Error, Hashable, Sendable, CustomStringConvertible
     case damaged
     case gap
     case undecodable
+    case inUse
   }
 
   private let code: Code
@@ -128,6 +129,9 @@ public struct ServerLogError: Error, Hashable, Sendable, CustomStringConvertible
         + "write and may hold an acknowledged one: restore the data from a backup (docs/reliability.md, \"Backups\")"
     )
   }
+  /// Another server holds the storage (the same database file, or the same PostgreSQL database as a single
+  /// server): two servers on one store would overwrite each other's state, so the second is refused.
+  public static func inUse(_ detail: String) -> ServerLogError { .init(.inUse, "storage in use: \(detail)") }
   /// The newest snapshot fails its checksum, and no earlier snapshot with the log after it can replace it.
   public static func damagedSnapshot(position: UInt64) -> ServerLogError {
     .init(
