@@ -11,8 +11,8 @@ public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   var record: QueueRecord
   /// The events, in increasing id order.
   private var backlog = EventBacklog<EventEnvelope<Event>>()
-  /// The pending events another user's command put here, with their author, in id order: what bounds how
-  /// much of this queue one other user can fill (``EventServerConfiguration/maximumPendingEventsPerAuthor``).
+  /// The pending events another user's command put here, with their author, in id order: what
+  /// ``EventServerStateMachine/pendingEvents(authoredBy:)`` counts.
   public private(set) var foreignEvents: [ForeignEvent] = []
 
   /// The queue's id.

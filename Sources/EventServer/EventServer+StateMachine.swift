@@ -54,7 +54,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// When expired queues are next swept away.
   public internal(set) var nextSweepAt: Timestamp
   private var random: any RandomNumberGenerator & Sendable
-  /// How many pending events `user`'s commands have put in other users' queues.
+  /// How many pending events `user`'s commands have put in other users' queues (each queue holding one
+  /// counts). For operators: it refuses nothing, since what readers leave unread is not the writer's doing.
   public func pendingEvents(authoredBy user: UserID) -> Int { table.store.pendingByAuthor[user] ?? 0 }
 
   /// How many events were over ``EventServerConfiguration/maximumEventBytes`` and queued all the same (an
@@ -516,15 +517,9 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     if let limit = configuration.maximumCommandBytes, let commandBytes, commandBytes > limit {
       throw .badRequest("the mutation's command is \(commandBytes) bytes; at most \(limit) are accepted")
     }
-    if let budget = configuration.maximumPendingEventsPerAuthor, table.store.pendingByAuthor[user, default: 0] >= budget
-    {
-      // Backpressure, not a refusal: the outbox keeps the write and sends it again later.
-      throw EventAPIError(
-        code: .rateLimitHit,
-        message: "the users you write to have \(budget) of your events still to read: try again later",
-        retryAfter: .seconds(30)
-      )
-    }
+    // No budget on what the user's earlier writes left unread in others' queues: that is the readers' doing, and
+    // a reader must not be able to stop a writer (a queue its owner leaves unread overflows and is dropped at
+    // `maximumEventsPerQueue`, as in Zulip, and its client registers again).
     let source = MutationSource(user: user, clientID: clientID)
     if case .reused = mutationMemory.verdict(for: source, mutationID: mutationID, digest: digest) {
       throw .mutationIDReused(mutationID)

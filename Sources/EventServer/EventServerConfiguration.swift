@@ -11,6 +11,10 @@ public struct EventServerConfiguration: Sendable, Hashable {
   /// How often expired queues are swept away. Default 60 s.
   public var sweepInterval: Duration = .seconds(60)
   /// The most events a queue may hold; one more drops the queue (its client re-registers). Default 10,000.
+  ///
+  /// What a queue's owner leaves unread counts against that owner alone: whoever wrote the events, a writer
+  /// is never refused because a reader did not read (``EventServerStateMachine/pendingEvents(authoredBy:)``
+  /// shows an operator who is writing to queues nobody reads).
   public var maximumEventsPerQueue: Int = 10_000
   /// The most queues one user may hold; one more evicts the least recently used. Default 32.
   public var maximumQueuesPerUser: Int = 32
@@ -33,11 +37,6 @@ public struct EventServerConfiguration: Sendable, Hashable {
   /// a little). An event over it all the same is still queued (no queue is dropped for what another user
   /// sent) and counted in ``EventServerStateMachine/oversizeEvents``.
   public var maximumEventBytes: Int? = 256 << 10
-  /// The most events one user's commands may have pending in other users' queues, all queues together;
-  /// `nil` for no bound. Default 5,000, half of ``maximumEventsPerQueue``, so no one user can overflow
-  /// another's queue. A mutation from a user at the bound is answered `RATE_LIMIT_HIT` (retry in 30 s):
-  /// the client's outbox keeps it and sends it again once recipients have read.
-  public var maximumPendingEventsPerAuthor: Int? = 5_000
   /// The largest command, in bytes of JSON, a mutation may carry; `nil` for no limit. Default 64 KiB. A
   /// larger one is refused (`BAD_REQUEST`) before it is applied, so nothing changes.
   public var maximumCommandBytes: Int? = 64 << 10

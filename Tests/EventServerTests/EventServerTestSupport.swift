@@ -9,6 +9,7 @@ typealias Machine = EventServerStateMachine<NoteBoard>
 let t0 = Timestamp(secondsSinceEpoch: 1_700_000_000)
 let alice: UserID = "alice"
 let bob: UserID = "bob"
+let carol: UserID = "carol"
 
 /// A server core at `t0` with the default configuration, changed by `configure`.
 func makeMachine(
