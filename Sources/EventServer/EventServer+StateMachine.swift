@@ -53,7 +53,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   public internal(set) var pushRegistry = PushRegistry()
   /// When expired queues are next swept away.
   public internal(set) var nextSweepAt: Timestamp
-  private var random: any RandomNumberGenerator & Sendable
+  var random: any RandomNumberGenerator & Sendable
   /// How many pending events `user`'s commands have put in other users' queues (each queue holding one
   /// counts). For operators: it refuses nothing, since what readers leave unread is not the writer's doing.
   public func pendingEvents(authoredBy user: UserID) -> Int { table.store.pendingByAuthor[user] ?? 0 }

@@ -90,9 +90,11 @@ struct QueueRecord: Sendable, Equatable {
   }
 
   /// Whether acknowledging through `lastEventID` is consistent with this queue's history: `false` when
-  /// the id is one the queue skipped at a recovery (the client saw events of a lost incarnation).
+  /// the id is one the queue skipped at a recovery, or beyond its newest id while it still holds skipped ids
+  /// (either way the client saw events of a lost incarnation).
   func isIntact(acknowledging lastEventID: Int) -> Bool {
-    !skippedIDs.contains { $0.contains(lastEventID) }
+    guard !skippedIDs.isEmpty else { return true }
+    return lastEventID <= self.lastEventID && !skippedIDs.contains { $0.contains(lastEventID) }
   }
 
   /// Jumps the next event id to `nextID` (when it is ahead), remembering the ids skipped.

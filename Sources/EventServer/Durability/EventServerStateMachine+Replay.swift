@@ -98,30 +98,37 @@ extension EventServerStateMachine {
       pushRegistry.tokenInvalid(token)
     case .applicationDeadlineReached:
       deliver(application.deadlineReached(at: now), from: nil, origin: nil, now: now, actions: &actions)
-    case .recovered:
-      actions += applyRecovered(now: now)
+    case .recovered(let idSkip):
+      actions += applyRecovered(now: now, idSkip: idSkip)
     }
     return actions
   }
 
-  /// The server starts again from durable state (a snapshot and the inputs replayed after it): every queue
-  /// skips its event ids past any a lost incarnation may have handed out, its idle time restarts now (the
-  /// crash must not expire anybody's queue), and each queue that accepts `restart` events gets one.
+  /// The server starts again from durable state (a snapshot and the inputs replayed after it), or a cluster
+  /// node joins its shared log: every queue skips a random distance of event ids, its idle time restarts now
+  /// (the crash must not expire anybody's queue), and each queue that accepts `restart` events gets one.
   ///
-  /// The skipped ids are `nextEventID ..< max(nextEventID + 2²⁰, now in microseconds since the epoch)`.
-  /// A poll acknowledging one of them comes from a client that saw events this server no longer has (its
-  /// last records were lost, or an operator restored older state): the queue is refused with
-  /// `BAD_EVENT_QUEUE_ID` and the client re-registers. New ids start above every id a lost incarnation can
-  /// have reached, provided the wall clock at this recovery is later than at the previous one by more
-  /// microseconds than events any one queue received in between.
+  /// Nothing here rests on the wall clock. The distance is drawn from the server's random source, in
+  /// ``idSkipRange`` (2²⁰ to 2⁴⁰), and recorded, so replay skips the same. Storage that went back (a crash
+  /// that lost its last records, a restored backup, a node of a cluster whose database was restored) may
+  /// have been served by a lost incarnation that started from the same state and handed out ids after its
+  /// own skip; this recovery's skip is another draw, so the two ranges of ids overlap only if the draws fall
+  /// within as many ids of each other as events were handed out (for a queue given 10⁶ events by the lost
+  /// incarnation, a chance below 2 × 10⁻⁶). A client that saw the lost incarnation then polls with an id
+  /// that this queue skipped, or one beyond its newest id: either proves it saw events this server does not
+  /// have, and the queue is refused with `BAD_EVENT_QUEUE_ID` (the client registers again).
   ///
   /// A queue that has skipped ``EventQueue/maximumSkippedRanges`` times without a poll acknowledging past
-  /// them is removed instead (its client re-registers).
+  /// them, or whose ids would pass ``EventQueue/maximumEventID``, is removed instead (its client re-registers).
   /// - Returns: The actions (parked polls of removed queues failing; none after a real restart).
   public mutating func recover(now: Timestamp) -> [Action] {
-    record(.recovered, now: now)
-    return applyRecovered(now: now)
+    let idSkip = Int.random(in: Self.idSkipRange, using: &random)
+    record(.recovered(idSkip: idSkip), now: now)
+    return applyRecovered(now: now, idSkip: idSkip)
   }
+
+  /// How far a recovery moves every queue's next event id: drawn anew at each recovery.
+  public static var idSkipRange: ClosedRange<Int> { (1 << 20)...(1 << 40) }
 
   // MARK: - Applying decisions (shared by the live inputs and replay)
 
@@ -176,18 +183,29 @@ extension EventServerStateMachine {
   }
 
   /// Skips every queue's ids, restarts idle times and queues `restart` events (see ``recover(now:)``).
-  mutating func applyRecovered(now: Timestamp) -> [Action] {
+  /// `idSkip` absent: a recovery recorded before skips were drawn, replayed as it ran then (to the clock).
+  mutating func applyRecovered(now: Timestamp, idSkip: Int?) -> [Action] {
     var actions: [Action] = []
     let microseconds = now.sinceEpoch.components.seconds.multipliedReportingOverflow(by: 1_000_000)
     let clockMark = microseconds.overflow ? 0 : max(0, Int(microseconds.partialValue))
     for queueID in table.store.sortedIDs {
       let slot = table.store.slot(of: queueID)!
+      let nextID = table.store[slot: slot].nextEventID
+      let skipTo: Int
+      if let idSkip {
+        let (sum, overflow) = nextID.addingReportingOverflow(idSkip)
+        guard !overflow, sum <= EventQueue<Event>.maximumEventID else {
+          removeQueue(slot, actions: &actions)
+          continue
+        }
+        skipTo = sum
+      } else {
+        skipTo = min(max(nextID + 1 << 20, clockMark), EventQueue<Event>.maximumEventID)
+      }
       guard table.store[slot: slot].skippedIDs.count < EventQueue<Event>.maximumSkippedRanges else {
         removeQueue(slot, actions: &actions)
         continue
       }
-      let nextID = table.store[slot: slot].nextEventID
-      let skipTo = min(max(nextID + 1 << 20, clockMark), EventQueue<Event>.maximumEventID)
       table.store[slot: slot].skipIDs(upTo: skipTo)
       table.store[slot: slot].lastContact = now
     }

@@ -50,9 +50,11 @@ public enum ServerInput<Command: Codable & Sendable>: Sendable, Codable {
   /// The application's own deadline came (``ServerApplication/deadlineReached(at:)``); what it did
   /// follows from its durable state and the entry's time, and is recomputed on replay.
   case applicationDeadlineReached
-  /// The server started again from durable state: every queue's event ids jump past any id a lost
-  /// incarnation may have handed out, and each queue that accepts `restart` events gets one.
-  case recovered
+  /// The server started again from durable state: every queue's event ids jump `idSkip` ahead (a random
+  /// distance drawn at that recovery, so a lost incarnation that started from the same state almost surely
+  /// handed out other ids), and each queue that accepts `restart` events gets one. `idSkip` is absent in logs
+  /// written before it: those recoveries skipped to the wall clock's microseconds, as they did then.
+  case recovered(idSkip: Int?)
 }
 
 /// A recorded input with the server's time when it happened.
