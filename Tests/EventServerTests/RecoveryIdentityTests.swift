@@ -124,4 +124,40 @@ struct RecoveryIdentityTests {
       return
     }
   }
+
+  @Test("a cluster whose database is restored to an older dump: the first node to start skips ids; the lost finger is refused")
+  func clusterRestoredFromDump() async throws {
+    typealias Node = EventServer<NoteBoard, ManualClock>
+    func join(_ log: InMemorySharedLog) async throws -> Node {
+      try await Node.joining(log, application: NoteBoard(), clock: ManualClock(), anchor: t0).0
+    }
+    let log = InMemorySharedLog()
+    let first = try await join(log)
+    let second = try await join(log)
+    let queue = try await first.register(user: alice, eventTypes: ["note"]).queueID
+    try await first.handle(.post("before", to: [alice]), from: bob)
+    let finger = try #require(try await second.events(queueID: queue, user: alice, lastEventID: -1, dontBlock: true).last?.id)
+    _ = try await second.events(queueID: queue, user: alice, lastEventID: finger, dontBlock: true)
+    await second.waitUntilAppended(through: log.stored.records.last?.position ?? 0)
+    let dump = log.stored
+    // After the dump: another event, seen by alice's client; then every node is gone and the dump restored.
+    try await second.handle(.post("lost", to: [alice]), from: bob)
+    let lostFinger = try #require(try await first.events(queueID: queue, user: alice, lastEventID: finger, dontBlock: true).last?.id)
+    await first.shutdown()
+    await second.shutdown()
+    let restored = InMemorySharedLog(dump)
+    let again = try await join(restored)
+    let joiner = try await join(restored)
+    try await again.handle(.post("new", to: [alice]), from: bob)
+    try await joiner.handle(.post("newer", to: [alice]), from: bob)
+    await again.waitUntilAppended(through: restored.stored.records.last?.position ?? 0)
+    let fresh = try await again.events(queueID: queue, user: alice, lastEventID: finger, dontBlock: true)
+    #expect(fresh.compactMap { if case .payload(.note(let text)) = $0.body { text } else { nil } } == ["new", "newer"])
+    #expect(!fresh.map(\.id).contains(lostFinger))
+    await #expect(throws: EventAPIError.badEventQueueID(queue)) {
+      _ = try await joiner.events(queueID: queue, user: alice, lastEventID: lostFinger, dontBlock: true)
+    }
+    await again.shutdown()
+    await joiner.shutdown()
+  }
 }

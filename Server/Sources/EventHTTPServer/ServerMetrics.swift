@@ -101,6 +101,8 @@ struct TimedServerLog: ServerLog {
   func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) { try await inner.saveSnapshot(snapshot) }
 
   func truncate(after position: UInt64) async throws(ServerLogError) { try await inner.truncate(after: position) }
+
+  func claimForOneServer() async throws(ServerLogError) { try await inner.claimForOneServer() }
 }
 
 /// A shared log that times its turns into ``ServerMetrics`` (as appends: a turn is a cluster node's write).
@@ -140,4 +142,8 @@ struct TimedSharedLog: SharedServerLog {
   }
 
   func waitForAppends(after position: UInt64) async { await inner.waitForAppends(after: position) }
+
+  func claimForOneServer() async throws(ServerLogError) { try await inner.claimForOneServer() }
+
+  func claimPlaceInCluster() async throws(ServerLogError) -> Bool { try await inner.claimPlaceInCluster() }
 }

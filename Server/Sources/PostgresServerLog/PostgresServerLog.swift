@@ -39,12 +39,19 @@ public final class PostgresServerLog: SharedServerLog {
   /// The advisory lock key that serialises schema set-up across nodes.
   static var setUpLockKey: Int64 { 0x6576_656E_745F_6C67 }
 
+  /// The advisory lock key of the servers on one database: one server (``claimForOneServer()``) holds it
+  /// exclusively, the nodes of a cluster (``claimPlaceInCluster()``) shared. Advisory locks belong to a
+  /// database, so servers on other databases of the same PostgreSQL never meet it.
+  static var serverLockKey: Int64 { 0x6576_656E_745F_7376 }
+
   /// How many records a snapshot leaves in the table behind it, so that a node a little behind still reads
   /// them instead of rebuilding from the snapshot.
   public static var recordsKeptBehindSnapshot: Int64 { 10_000 }
 
   private let client: PostgresClient
   private let running: Task<Void, Never>
+  /// The task holding the session whose advisory lock claims the database, once claimed.
+  private let claimHolder = Mutex<Task<Void, Never>?>(nil)
   private let appendHints = AppendHints()
   private let logger: Logger
   /// The database, without its password: what errors and logs name.
@@ -87,8 +94,12 @@ public final class PostgresServerLog: SharedServerLog {
     return log
   }
 
-  /// Closes every connection.
+  /// Closes every connection (releasing this server's claim on the database).
   public func close() async {
+    if let holder = claimHolder.withLock({ $0.take() }) {
+      holder.cancel()
+      await holder.value
+    }
     appendHints.stop()
     running.cancel()
     await running.value
@@ -337,6 +348,110 @@ public final class PostgresServerLog: SharedServerLog {
     } catch {
       throw .storage("\(location): listening stopped: \(String(reflecting: error))")
     }
+  }
+
+  // MARK: - Claims
+
+  /// Claims the database for this one server: refused while another server or any cluster node uses it.
+  /// Held by a session of its own until ``close()`` or the process's end (PostgreSQL releases a dead
+  /// session's locks).
+  /// - Throws: ``ServerLogError/inUse(_:)``; ``ServerLogError/storage(_:)`` when the database cannot answer.
+  public func claimForOneServer() async throws(ServerLogError) {
+    let key = Self.serverLockKey
+    let logger = logger
+    let claim = try await holdSession { connection in
+      try await Self.bool("SELECT pg_try_advisory_lock(\(key))", on: connection, logger: logger)
+        ? .held(startsCluster: false) : .refused
+    }
+    guard claim != .refused else {
+      throw .inUse(
+        "\(location) is used by another server or by cluster nodes: stop it first (one server per database)"
+      )
+    }
+  }
+
+  /// Claims a place among the cluster's nodes: refused while one server (not a node) holds the database.
+  /// - Returns: Whether no other node held a place (this node starts the cluster again).
+  /// - Throws: ``ServerLogError/inUse(_:)``; ``ServerLogError/storage(_:)`` when the database cannot answer.
+  public func claimPlaceInCluster() async throws(ServerLogError) -> Bool {
+    let key = Self.serverLockKey
+    let logger = logger
+    let claim = try await holdSession { connection in
+      // Exclusive at once: nobody else is here, this node starts the cluster. It then keeps a shared hold, as
+      // every node does, and lets the exclusive one go.
+      if try await Self.bool("SELECT pg_try_advisory_lock(\(key))", on: connection, logger: logger) {
+        try await connection.query("SELECT pg_advisory_lock_shared(\(key))", logger: logger)
+        try await connection.query("SELECT pg_advisory_unlock(\(key))", logger: logger)
+        return .held(startsCluster: true)
+      }
+      return try await Self.bool("SELECT pg_try_advisory_lock_shared(\(key))", on: connection, logger: logger)
+        ? .held(startsCluster: false) : .refused
+    }
+    guard case .held(let startsCluster) = claim else {
+      throw .inUse("\(location) is held by a server that is not a cluster node: stop it first")
+    }
+    return startsCluster
+  }
+
+  /// What a claim found.
+  private enum Claim: Equatable, Sendable {
+    case held(startsCluster: Bool)
+    case refused
+  }
+
+  /// Runs `attempt` on a connection of its own and, when it holds a lock, keeps that session open (and the
+  /// lock with it) until ``close()``. Answered within ``operationTimeout``.
+  private func holdSession(
+    _ attempt: @escaping @Sendable (PostgresConnection) async throws -> Claim
+  ) async throws(ServerLogError) -> Claim {
+    let (answers, answer) = AsyncStream.makeStream(of: Result<Claim, ServerLogError>.self)
+    let logger = logger
+    let location = location
+    let client = client
+    let holder = Task {
+      do {
+        try await client.withConnection { connection in
+          let claim = try await attempt(connection)
+          answer.yield(.success(claim))
+          guard claim != .refused else { return }
+          while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+          _ = try? await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
+        }
+      } catch {
+        answer.yield(.failure(.storage("\(location): cannot claim the database: \(String(reflecting: error))")))
+      }
+      answer.finish()
+    }
+    let first: Result<Claim, ServerLogError>
+    do {
+      first = try await withDeadline {
+        var iterator = answers.makeAsyncIterator()
+        return await iterator.next() ?? .failure(.storage("\(location): the claim ended without an answer"))
+      }
+    } catch {
+      holder.cancel()
+      throw error
+    }
+    switch first {
+    case .success(let claim) where claim != .refused:
+      claimHolder.withLock { $0 = holder }
+      return claim
+    case .success(let claim):
+      return claim
+    case .failure(let error):
+      holder.cancel()
+      throw error
+    }
+  }
+
+  private static func bool(
+    _ query: PostgresQuery,
+    on connection: PostgresConnection,
+    logger: Logger
+  ) async throws -> Bool {
+    var value = false
+    for try await row in try await connection.query(query, logger: logger).decode(Bool.self) { value = row }
+    return value
   }
 
   // MARK: - Helpers

@@ -104,6 +104,39 @@ struct PostgresServerLogTests {
     try await database.drop()
   }
 
+  @Test("one server per database: a second is refused in one line; nodes share it, the first starts the cluster")
+  func claims() async throws {
+    let database = try await ScratchDatabase.create()
+    func connect() async throws -> PostgresServerLog {
+      try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    }
+    let single = try await connect()
+    let other = try await connect()
+    try await single.claimForOneServer()
+    for attempt in [{ try await other.claimForOneServer() }, { _ = try await other.claimPlaceInCluster() }] {
+      let error = await #expect(throws: ServerLogError.self) { try await attempt() }
+      #expect(error?.isSameKind(as: .inUse("")) == true && error?.description.contains("\n") == false)
+    }
+    await single.close()
+    // Nodes: the first starts the cluster, the next joins it; a single server is then refused.
+    let nodeA = try await connect()
+    let nodeB = try await connect()
+    #expect(try await nodeA.claimPlaceInCluster() == true)
+    #expect(try await nodeB.claimPlaceInCluster() == false)
+    await #expect(throws: ServerLogError.self) { try await other.claimForOneServer() }
+    // When one node is gone the other still holds its place; when both are gone, the next starts it again.
+    await nodeA.close()
+    let nodeC = try await connect()
+    #expect(try await nodeC.claimPlaceInCluster() == false)
+    await nodeB.close()
+    await nodeC.close()
+    let nodeD = try await connect()
+    #expect(try await nodeD.claimPlaceInCluster() == true)
+    await nodeD.close()
+    await other.close()
+    try await database.drop()
+  }
+
   @Test("a database written by a newer schema is refused with a clear error and left as it is")
   func newerSchema() async throws {
     let database = try await ScratchDatabase.create()

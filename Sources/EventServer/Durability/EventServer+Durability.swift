@@ -37,6 +37,7 @@ extension EventServer where Application: Codable {
     snapshotEvery: Int = 100_000
   ) async throws(ServerLogError) -> (EventServer, LogRecoveryReport) {
     let timeline = Timeline(clock: clock, anchor: anchor)
+    try await log.claimForOneServer()
     let stored = try await log.load()
     var (machine, report) = try Machine.rebuilding(
       from: stored,

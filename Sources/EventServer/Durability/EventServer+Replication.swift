@@ -5,10 +5,11 @@ extension EventServer where Application: Codable {
   /// Starts a cluster node on a log several nodes share: the newest snapshot, then every record after it
   /// applied; from then on the node follows the log and decides in turns (see ``SharedServerLog``).
   ///
-  /// Unlike ``recovering(from:application:configuration:clock:anchor:random:pushGateway:snapshotEvery:)``,
-  /// a node that starts again adds no recovery record and skips no event ids: nothing a node decides is
-  /// answered before its turn commits, so the log holds every decision any client has seen, and a client
-  /// whose node died goes on with the same queue and `last_event_id` on another one.
+  /// A node that joins running nodes adds no recovery record and skips no event ids: nothing a node decides
+  /// is answered before its turn commits, so the log holds every decision any client has seen, and a client
+  /// whose node died goes on with the same queue and `last_event_id` on another one. The first node of a
+  /// cluster starting again (no other node holds a place, ``SharedServerLog/claimPlaceInCluster()``) records
+  /// a recovery, as a single server does: the database may have been restored while every node was down.
   ///
   /// ```swift
   /// let log = InMemorySharedLog()
@@ -39,6 +40,7 @@ extension EventServer where Application: Codable {
     replication: ReplicationSettings = .init()
   ) async throws(ServerLogError) -> (EventServer, LogRecoveryReport) {
     let timeline = Timeline(clock: clock, anchor: anchor)
+    let startsCluster = try await log.claimPlaceInCluster()
     let stored = try await log.load()
     var (machine, report) = try Machine.rebuilding(
       from: stored,
@@ -59,7 +61,22 @@ extension EventServer where Application: Codable {
     durability.shared = SharedState(log: log, settings: replication, latestTime: timeline.now())
     let server = EventServer(machine: machine, timeline: timeline, pushGateway: pushGateway, durability: durability)
     await server.startFollowing()
+    if startsCluster { try await server.recordClusterStart() }
     return (server, report)
+  }
+
+  /// The first node of a cluster that starts again cannot prove that the shared log did not go back while
+  /// every node was down (a database restored from an older dump): it decides a recovery in its first turn,
+  /// so every queue's ids skip a random distance (``EventServerStateMachine/recover(now:)``). A client that
+  /// saw ids the log no longer holds is refused and registers again; the others keep their queues.
+  private func recordClusterStart() async throws(ServerLogError) {
+    do {
+      try await decide { ((), self.finish(self.machine.recover(now: self.decisionNow()))) }
+    } catch {
+      stopFollowing()
+      if let error = error as? ServerLogError { throw error }
+      throw .storage("the first turn of a node starting the cluster failed: \(error)")
+    }
   }
 }
 

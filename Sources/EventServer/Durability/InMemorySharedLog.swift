@@ -23,6 +23,8 @@ public final class InMemorySharedLog: SharedServerLog {
     var appendWaiters: [(id: Int, after: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
     var nextWaiterID = 0
     var turns = 0
+    /// Whether a node ever claimed a place (nodes of an in-memory log never leave: they die with the test).
+    var hasNodes = false
 
     var lastPosition: UInt64 { records.last?.position ?? snapshot?.position ?? 0 }
   }
@@ -31,6 +33,24 @@ public final class InMemorySharedLog: SharedServerLog {
 
   /// An empty log.
   public init() {}
+
+  /// A log holding `stored`, with no node: as a database restored from a dump, before any node starts.
+  public init(_ stored: StoredLog) {
+    contents.withLock {
+      $0.snapshot = stored.snapshot
+      $0.records = stored.records
+    }
+  }
+
+  /// Claims a place for a node: the first claim on this log starts the cluster (see
+  /// ``SharedServerLog/claimPlaceInCluster()``).
+  public func claimPlaceInCluster() throws(ServerLogError) -> Bool {
+    try contents.withLock { (contents) throws(ServerLogError) -> Bool in
+      if let failure = contents.failure { throw failure }
+      defer { contents.hasNodes = true }
+      return !contents.hasNodes
+    }
+  }
 
   /// What the log holds now.
   public var stored: StoredLog {

@@ -31,6 +31,19 @@ public protocol ServerLog: Sendable {
   /// Drops every record after `position` (a torn or damaged tail found at start, whose requests were never
   /// answered), so that the next append continues at `position + 1`.
   func truncate(after position: UInt64) async throws(ServerLogError)
+
+  /// Claims the storage for one server until the log is closed or the process ends: refused while another
+  /// server, or a node of a cluster, holds it. ``EventServer`` calls it before it loads anything.
+  ///
+  /// A log whose storage can be opened by one process only (the SQLite log locks its file when it opens)
+  /// need not do anything; the default does nothing.
+  /// - Throws: ``ServerLogError/inUse(_:)`` when another server holds the storage.
+  func claimForOneServer() async throws(ServerLogError)
+}
+
+extension ServerLog {
+  /// Does nothing: the storage is claimed when it is opened, or cannot be shared.
+  public func claimForOneServer() async throws(ServerLogError) {}
 }
 
 /// One framed record at its log position.

@@ -43,6 +43,14 @@ public protocol SharedServerLog: ServerLog {
   /// Suspends until another node may have appended after `position` (a hint: it may return early or never;
   /// a node also reads the log on a slow timer). Returns at once when the calling task is cancelled.
   func waitForAppends(after position: UInt64) async
+
+  /// Claims a place for a node among the cluster's nodes, held until the log is closed or the node's process
+  /// ends; refused while one server (not a node) holds the storage.
+  /// - Returns: Whether no other node held a place: this node starts the cluster again, and cannot prove
+  ///   that the log did not go back while every node was down (a restored dump), so it records a recovery
+  ///   in its first turn (every queue's event ids skip a random distance).
+  /// - Throws: ``ServerLogError/inUse(_:)`` when one server holds the storage.
+  func claimPlaceInCluster() async throws(ServerLogError) -> Bool
 }
 
 /// How a cluster node follows and uses its ``SharedServerLog``.
