@@ -66,26 +66,40 @@ struct CrossUserHarmTests {
     let idle = (0..<32).map { _ in machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID }
     let carolQueue = machine.register(user: carol, eventTypes: nil, lifespan: nil, now: t0).0.queueID
     for id: UInt64 in 1...157 {
-      let request = MutationRequest(clientID: "b", mutationID: MutationID(id), mutation: NoteBoard.Command.post("n", to: [alice]))
+      let request = MutationRequest(
+        clientID: "b",
+        mutationID: MutationID(id),
+        mutation: NoteBoard.Command.post("n", to: [alice])
+      )
       _ = try machine.applyMutation(request, from: bob, now: t0)
     }
     #expect(machine.pendingEvents(authoredBy: bob) == 157 * 32)
     for (id, to) in [(UInt64(158), carol), (159, alice)] {
-      let request = MutationRequest(clientID: "b", mutationID: MutationID(id), mutation: NoteBoard.Command.post("n", to: [to]))
+      let request = MutationRequest(
+        clientID: "b",
+        mutationID: MutationID(id),
+        mutation: NoteBoard.Command.post("n", to: [to])
+      )
       #expect(try machine.applyMutation(request, from: bob, now: t0).0.applied)
     }
     #expect(machine.queue(carolQueue)?.events.count == 1)
     #expect(idle.allSatisfy { machine.queue($0)?.events.count == 158 })
   }
 
-  @Test("what a queue's owner leaves unread counts against the owner: the queue overflows and is dropped, the writer goes on")
+  @Test(
+    "what a queue's owner leaves unread counts against the owner: the queue overflows and is dropped, the writer goes on"
+  )
   func unreadQueueOverflowsOwner() throws {
     var machine = makeMachine { $0.maximumEventsPerQueue = 10 }
     let idle = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID
     let attentive = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID
     var acknowledged = -1
     for id: UInt64 in 1...25 {
-      let request = MutationRequest(clientID: "b", mutationID: MutationID(id), mutation: NoteBoard.Command.post("n", to: [alice]))
+      let request = MutationRequest(
+        clientID: "b",
+        mutationID: MutationID(id),
+        mutation: NoteBoard.Command.post("n", to: [alice])
+      )
       #expect(try machine.applyMutation(request, from: bob, now: t0).0.applied)
       // The attentive queue's client reads as events come.
       acknowledged = machine.queue(attentive)?.events.last?.id ?? acknowledged

@@ -125,7 +125,9 @@ struct RecoveryIdentityTests {
     }
   }
 
-  @Test("a cluster whose database is restored to an older dump: the first node to start skips ids; the lost finger is refused")
+  @Test(
+    "a cluster whose database is restored to an older dump: the first node to start skips ids; the lost finger is refused"
+  )
   func clusterRestoredFromDump() async throws {
     typealias Node = EventServer<NoteBoard, ManualClock>
     func join(_ log: InMemorySharedLog) async throws -> Node {
@@ -136,13 +138,17 @@ struct RecoveryIdentityTests {
     let second = try await join(log)
     let queue = try await first.register(user: alice, eventTypes: ["note"]).queueID
     try await first.handle(.post("before", to: [alice]), from: bob)
-    let finger = try #require(try await second.events(queueID: queue, user: alice, lastEventID: -1, dontBlock: true).last?.id)
+    let finger = try #require(
+      try await second.events(queueID: queue, user: alice, lastEventID: -1, dontBlock: true).last?.id
+    )
     _ = try await second.events(queueID: queue, user: alice, lastEventID: finger, dontBlock: true)
     await second.waitUntilAppended(through: log.stored.records.last?.position ?? 0)
     let dump = log.stored
     // After the dump: another event, seen by alice's client; then every node is gone and the dump restored.
     try await second.handle(.post("lost", to: [alice]), from: bob)
-    let lostFinger = try #require(try await first.events(queueID: queue, user: alice, lastEventID: finger, dontBlock: true).last?.id)
+    let lostFinger = try #require(
+      try await first.events(queueID: queue, user: alice, lastEventID: finger, dontBlock: true).last?.id
+    )
     await first.shutdown()
     await second.shutdown()
     let restored = InMemorySharedLog(dump)

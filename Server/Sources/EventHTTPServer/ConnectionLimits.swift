@@ -22,6 +22,8 @@ public struct ConnectionLimits: Sendable, Hashable {
   public var unauthenticatedTimeout: Duration = .seconds(10)
   /// The most connections one user may hold at once (a device keeps one or two: a long-poll and a write);
   /// one more closes that user's oldest. By default 64, at most a sixteenth of ``maximumConnections``.
+  /// Keep it above the event server's `maximumQueuesPerUser` (32 by default): each queue's parked poll holds
+  /// a connection of its own.
   public var maximumConnectionsPerUser: Int
 
   /// The defaults, from this process's file-descriptor limit.

@@ -148,7 +148,14 @@ where Application.Command: Codable & Equatable {
       await database?.close()
       throw error
     }
-    try await serve(events, database: database, durable: durable, onRunning: onRunning, onAdminRunning: onAdminRunning, handleSignals: handleSignals)
+    try await serve(
+      events,
+      database: database,
+      durable: durable,
+      onRunning: onRunning,
+      onAdminRunning: onAdminRunning,
+      handleSignals: handleSignals
+    )
   }
 
   /// Opens the log (SQLite in the data directory unless one was supplied) and recovers the server from it.

@@ -131,7 +131,8 @@ final class KeptAliveConnection: Sendable {
     guard let socket = loopbackSocket(from: "127.0.0.1", to: port, receiveTimeoutSeconds: 5) else { return nil }
     self.socket = socket
     let credentials = Data("\(user):\(key)".utf8).base64EncodedString()
-    let request = "GET /api/v1/events?queue_id=none&last_event_id=-1&dont_block=true HTTP/1.1\r\n"
+    let request =
+      "GET /api/v1/events?queue_id=none&last_event_id=-1&dont_block=true HTTP/1.1\r\n"
       + "Host: 127.0.0.1\r\nAuthorization: Basic \(credentials)\r\n\r\n"
     let sent = request.withCString { send(socket, $0, strlen($0), 0) }
     var buffer = [UInt8](repeating: 0, count: 4096)
