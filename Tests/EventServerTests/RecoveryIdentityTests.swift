@@ -25,6 +25,12 @@ struct RecoveryIdentityTests {
     return (server, log)
   }
 
+  /// A cluster node on `log`.
+  func join(_ log: InMemorySharedLog) async throws -> Server {
+    let (node, _) = try await Server.joining(log, application: NoteBoard(), clock: ManualClock(), anchor: t0)
+    return node
+  }
+
   /// The stored state with a queue for alice, and her finger.
   func storedWithQueue() async throws -> (StoredLog, QueueID, Int) {
     let (server, log) = try await start(StoredLog(snapshot: nil, records: []))
@@ -129,10 +135,6 @@ struct RecoveryIdentityTests {
     "a cluster whose database is restored to an older dump: the first node to start skips ids; the lost finger is refused"
   )
   func clusterRestoredFromDump() async throws {
-    typealias Node = EventServer<NoteBoard, ManualClock>
-    func join(_ log: InMemorySharedLog) async throws -> Node {
-      try await Node.joining(log, application: NoteBoard(), clock: ManualClock(), anchor: t0).0
-    }
     let log = InMemorySharedLog()
     let first = try await join(log)
     let second = try await join(log)
