@@ -81,4 +81,43 @@ struct PostgresClusterTests {
     }
     try await database.drop()
   }
+
+  @Test("a database restored from an older copy while every node was down: no event id is handed out again")
+  func restoredDatabaseNeverRepeatsIDs() async throws {
+    let database = try await ScratchDatabase.create()
+    let (a, logA) = try await join(database.url)
+    let queue = try await a.register(user: "alice", eventTypes: ["note"]).queueID
+    try await a.handle(.post("before", to: ["alice"]), from: "bob")
+    let finger = try #require(
+      try await a.events(queueID: queue, user: "alice", lastEventID: -1, dontBlock: true).last?.id
+    )
+    _ = try await a.events(queueID: queue, user: "alice", lastEventID: finger, dontBlock: true)
+    // The copy (as pg_dump would take it), then a write alice's client sees, then every node goes.
+    for table in ["event_log", "event_log_meta", "event_snapshot"] {
+      try await ScratchDatabase.admin("CREATE TABLE copy_\(table) AS SELECT * FROM \(table)", on: database.url)
+    }
+    try await a.handle(.post("lost", to: ["alice"]), from: "bob")
+    let lostFinger = try #require(
+      try await a.events(queueID: queue, user: "alice", lastEventID: finger, dontBlock: true).last?.id
+    )
+    await a.shutdown()
+    await logA.close()
+    for table in ["event_log", "event_log_meta", "event_snapshot"] {
+      try await ScratchDatabase.admin("DELETE FROM \(table)", on: database.url)
+      try await ScratchDatabase.admin("INSERT INTO \(table) SELECT * FROM copy_\(table)", on: database.url)
+    }
+    // The first node to start again records a recovery; the one after it joins.
+    let (b, logB) = try await join(database.url)
+    let (c, logC) = try await join(database.url)
+    try await b.handle(.post("new", to: ["alice"]), from: "bob")
+    let fresh = try await c.events(queueID: queue, user: "alice", lastEventID: finger, dontBlock: true)
+    #expect(!fresh.map(\.id).contains(lostFinger))
+    await #expect(throws: EventAPIError.badEventQueueID(queue)) {
+      _ = try await b.events(queueID: queue, user: "alice", lastEventID: lostFinger, dontBlock: true)
+    }
+    for node in [b, c] { await node.shutdown() }
+    await logB.close()
+    await logC.close()
+    try await database.drop()
+  }
 }

@@ -173,6 +173,55 @@ struct SQLiteServerLogTests {
     await reopened.close()
   }
 
+  @Test("an older copy of the database put back, the server started within the same second: no event id repeats")
+  func restoredCopyNeverRepeatsIDs() async throws {
+    let folder = ScratchFolder()
+    defer { folder.remove() }
+    func start() async throws -> (EventServer<KanbanServer, ContinuousClock>, SQLiteServerLog) {
+      let log = try await SQLiteServerLog.open(path: folder.databasePath)
+      let (server, _) = try await EventServer.recovering(
+        from: log,
+        application: KanbanServer(team: ["alice"]),
+        clock: ContinuousClock()
+      )
+      return (server, log)
+    }
+    func stop(_ running: (EventServer<KanbanServer, ContinuousClock>, SQLiteServerLog)) async {
+      await running.0.shutdown()
+      await running.1.close()
+    }
+    var running = try await start()
+    let queue = try await running.0.register(user: "alice").queueID
+    try await running.0.handle(CardMoved(card: "c1", column: "done"), from: "alice")
+    let finger = try #require(
+      try await running.0.events(queueID: queue, user: "alice", lastEventID: -1, dontBlock: true).last?.id
+    )
+    _ = try await running.0.events(queueID: queue, user: "alice", lastEventID: finger, dontBlock: true)
+    await stop(running)
+    // A copy of the database as the operator's backup holds it: the file and its WAL, if any.
+    let files = [folder.databasePath, folder.databasePath + "-wal"]
+    let copy = files.map { try? Data(contentsOf: URL(fileURLWithPath: $0)) }
+    running = try await start()
+    try await running.0.handle(CardMoved(card: "c2", column: "done"), from: "alice")
+    let lostFinger = try #require(
+      try await running.0.events(queueID: queue, user: "alice", lastEventID: finger, dontBlock: true).last?.id
+    )
+    await stop(running)
+    for (path, bytes) in zip(files, copy) {
+      try? FileManager.default.removeItem(atPath: path)
+      try bytes?.write(to: URL(fileURLWithPath: path))
+    }
+    try? FileManager.default.removeItem(atPath: folder.databasePath + "-shm")
+    running = try await start()
+    try await running.0.handle(CardMoved(card: "c3", column: "done"), from: "alice")
+    let fresh = try await running.0.events(queueID: queue, user: "alice", lastEventID: finger, dontBlock: true)
+    #expect(!fresh.map(\.id).contains(lostFinger))
+    await #expect(throws: EventAPIError.badEventQueueID(queue)) {
+      _ = try await running.0.events(queueID: queue, user: "alice", lastEventID: lostFinger, dontBlock: true)
+    }
+    await stop(running)
+  }
+
   private func execute(_ sql: String, _ binds: [SQLiteData], at path: String) async throws {
     let connection = try await SQLiteConnection.open(storage: .file(path: path))
     _ = try await connection.query(sql, binds)
