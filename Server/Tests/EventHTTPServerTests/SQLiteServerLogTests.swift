@@ -105,12 +105,7 @@ struct SQLiteServerLogTests {
     let folder = ScratchFolder()
     defer { folder.remove() }
     let log = try await SQLiteServerLog.open(path: folder.databasePath)
-    let (server, _) = try await EventServer.recovering(
-      from: log,
-      application: KanbanServer(team: ["alice"]),
-      clock: ContinuousClock(),
-      snapshotEvery: 3
-    )
+    let (server, _) = try await kanban(on: log, snapshotEvery: 3)
     for card in 1...10 { _ = try await server.handle(CardMoved(card: "c\(card)", column: "done"), from: "alice") }
     await server.shutdown()
     let stored = try await log.load()
@@ -128,11 +123,7 @@ struct SQLiteServerLogTests {
       at: folder.databasePath
     )
     let reopened = try await SQLiteServerLog.open(path: folder.databasePath)
-    let (again, report) = try await EventServer.recovering(
-      from: reopened,
-      application: KanbanServer(team: ["alice"]),
-      clock: ContinuousClock()
-    )
+    let (again, report) = try await kanban(on: reopened)
     #expect(report.snapshotPosition == previous.position)
     #expect(await again.application.board.columns.count == 10)
     await again.shutdown()
@@ -144,11 +135,7 @@ struct SQLiteServerLogTests {
     let folder = ScratchFolder()
     defer { folder.remove() }
     let log = try await SQLiteServerLog.open(path: folder.databasePath)
-    let (server, _) = try await EventServer.recovering(
-      from: log,
-      application: KanbanServer(team: ["alice"]),
-      clock: ContinuousClock()
-    )
+    let (server, _) = try await kanban(on: log)
     for card in 1...3 { _ = try await server.handle(CardMoved(card: "c\(card)", column: "done"), from: "alice") }
     await server.shutdown()
     let before = try await log.load()
@@ -162,11 +149,7 @@ struct SQLiteServerLogTests {
     )
     let reopened = try await SQLiteServerLog.open(path: folder.databasePath)
     let error = await #expect(throws: ServerLogError.self) {
-      _ = try await EventServer.recovering(
-        from: reopened,
-        application: KanbanServer(team: ["alice"]),
-        clock: ContinuousClock()
-      )
+      _ = try await kanban(on: reopened)
     }
     #expect(error == .damagedLastRecord(position: last.position))
     #expect(try await reopened.load().records.count == before.records.count)
@@ -179,12 +162,7 @@ struct SQLiteServerLogTests {
     defer { folder.remove() }
     func start() async throws -> (EventServer<KanbanServer, ContinuousClock>, SQLiteServerLog) {
       let log = try await SQLiteServerLog.open(path: folder.databasePath)
-      let (server, _) = try await EventServer.recovering(
-        from: log,
-        application: KanbanServer(team: ["alice"]),
-        clock: ContinuousClock()
-      )
-      return (server, log)
+      return (try await kanban(on: log).0, log)
     }
     func stop(_ running: (EventServer<KanbanServer, ContinuousClock>, SQLiteServerLog)) async {
       await running.0.shutdown()
@@ -220,6 +198,19 @@ struct SQLiteServerLogTests {
       _ = try await running.0.events(queueID: queue, user: "alice", lastEventID: lostFinger, dontBlock: true)
     }
     await stop(running)
+  }
+
+  /// The kanban server of `docs/serving.md` recovering from `log`.
+  private func kanban(
+    on log: SQLiteServerLog,
+    snapshotEvery: Int = 100_000
+  ) async throws -> (EventServer<KanbanServer, ContinuousClock>, LogRecoveryReport) {
+    try await EventServer.recovering(
+      from: log,
+      application: KanbanServer(team: ["alice"]),
+      clock: ContinuousClock(),
+      snapshotEvery: snapshotEvery
+    )
   }
 
   private func execute(_ sql: String, _ binds: [SQLiteData], at path: String) async throws {
