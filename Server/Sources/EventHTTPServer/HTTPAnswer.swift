@@ -55,8 +55,9 @@ public enum HTTPAnswer {
     case let error as any HTTPResponseError where error.status == .contentTooLarge:
       return (.contentTooLarge, .badRequest(tooLarge))
     case is CancellationError:
-      // The client went away (or the server is stopping): nobody reads this answer.
-      return (.serviceUnavailable, .serviceUnavailable("the request was cancelled"))
+      // The client went away (or the server is stopping): nobody reads this answer. Counted as what it is, a
+      // request the client closed (nginx's 499), not as a failure of the server (a 5xx would trip alerts).
+      return (clientClosedRequest, .serviceUnavailable("the request was cancelled"))
     default:
       logger.warning("a request failed outside the API's errors", metadata: ["error": "\(error)"])
       return (.badRequest, .badRequest("the request could not be read"))
@@ -69,6 +70,10 @@ public enum HTTPAnswer {
     "the server cannot store writes right now: send the request again later",
     retryAfter: .seconds(1)
   )
+
+  /// The status of a request whose client went away before its answer (nginx's 499): what the metrics count
+  /// it as.
+  static let clientClosedRequest = HTTPResponse.Status(code: 499, reasonPhrase: "Client Closed Request")
 
   /// The one message for a body over its route's limit (`docs/protocol.md` gives each limit).
   static let tooLarge = "the request body is over this route's limit"

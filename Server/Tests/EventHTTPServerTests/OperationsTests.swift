@@ -9,6 +9,10 @@ import UpdateMachine
 
 @testable import EventHTTPServer
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 #if canImport(FoundationNetworking)
   import FoundationNetworking
 #endif
@@ -87,6 +91,35 @@ struct OperationsTests {
     #expect(try await get(admin.appendingPathComponent("healthz")).status == 200)
     #expect(try await get(admin.appendingPathComponent("readyz")).status == 200)
 
+    // A client that hangs up during its long-poll: a client-closed request (499), not a failure of the server.
+    let registered = try await RawHTTP(base: URL(string: "http://127.0.0.1:\(port)")!).send(
+      "POST",
+      "api/v1/register",
+      as: "alice",
+      key: "alice-secret-key"
+    )
+    let queueID = try #require(
+      (try JSONSerialization.jsonObject(with: registered.body) as? [String: Any])?["queue_id"] as? String
+    )
+    let events = try #require(server.eventServer)
+    let parked = await events.parkedPollCount
+    let hangUp = try #require(
+      await offThePool {
+        HungUpPoll(to: port, path: "/api/v1/events?queue_id=\(queueID)&last_event_id=-1", key: "alice:alice-secret-key")
+      }
+    )
+    await events.waitForParkedPolls(count: parked + 1)
+    hangUp.close()
+    // The server hears the hang-up and counts the answer nobody reads; wait for it (a deadline, not a pace).
+    let hungUp = #"event_server_requests_total{route="/api/v1/events",status="499"} 1"#
+    let deadline = ContinuousClock.now + .seconds(20)
+    while ContinuousClock.now < deadline, try await !get(admin.appendingPathComponent("metrics")).body.contains(hungUp)
+    {
+      try await Task.sleep(for: .milliseconds(20))
+    }
+
+    #expect(try await get(admin.appendingPathComponent("metrics")).body.contains(hungUp))
+
     let machine = UpdateMachine(
       reducer: KanbanReducer(),
       transport: URLSessionTransport<Board, CardMoved, CardMoved>(
@@ -102,16 +135,27 @@ struct OperationsTests {
     await machine.stop()
     // A request without a key, to a route that does not exist.
     _ = try await get(URL(string: "http://127.0.0.1:\(port)/api/v1/nothing-here")!)
-
     let (status, metrics) = try await get(admin.appendingPathComponent("metrics"))
     #expect(status == 200)
-    #expect(metrics.contains(#"event_server_requests_total{route="/api/v1/register",status="200"} 1"#))
+    #expect(metrics.contains(#"event_server_requests_total{route="/api/v1/register",status="200"} 2"#))
     #expect(metrics.contains(#"event_server_requests_total{route="/api/v1/mutations",status="200"} 1"#))
     #expect(metrics.contains(#"route="other""#))
     #expect(metrics.contains("event_server_mutation_duration_seconds_count 1"))
     #expect(metrics.contains("event_server_log_append_duration_seconds_count"))
-    #expect(metrics.contains("event_server_queues 1"))
+    #expect(metrics.contains("event_server_queues 2"))
     #expect(metrics.contains("event_server_events_delivered_total"))
+    // The machine's own long-poll, cut when it stopped, may add one more: a 499 too, never a 5xx.
+    #expect(metrics.contains(#"route="/api/v1/events",status="499""#))
+    #expect(!metrics.contains(#"status="503""#))
+    // Every series docs/deploying.md names exists.
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent().deletingLastPathComponent()
+    let guide = try String(contentsOf: root.appendingPathComponent("docs/deploying.md"), encoding: .utf8)
+    let named = Set(guide.matches(of: /event_server_[a-z_]+/).map { String($0.output) })
+    #expect(named.count >= 7)
+    for name in named.sorted() {
+      #expect(metrics.contains("\n\(name)") || metrics.contains("# TYPE \(name) "), "docs/deploying.md names \(name)")
+    }
 
     await server.shutdown()
     try await running.value
@@ -120,5 +164,23 @@ struct OperationsTests {
   private func get(_ url: URL) async throws -> (status: Int, body: String) {
     let (data, response) = try await URLSession.shared.data(from: url)
     return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+  }
+}
+
+/// A long-poll sent on a socket of its own, then hung up on (``close()``): a client that goes away.
+final class HungUpPoll: Sendable {
+  private let socket: Int32
+
+  init?(to port: Int, path: String, key: String) {
+    guard let socket = loopbackSocket(from: "127.0.0.1", to: port, receiveTimeoutSeconds: 5) else { return nil }
+    self.socket = socket
+    let request =
+      "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      + "Authorization: Basic \(Data(key.utf8).base64EncodedString())\r\n\r\n"
+    guard request.withCString({ send(socket, $0, strlen($0), 0) }) > 0 else { return nil }
+  }
+
+  func close() {
+    _ = Glibc.close(socket)
   }
 }
