@@ -76,7 +76,7 @@ public final class PostgresServerLog: SharedServerLog {
   public static func connect(
     url: String,
     logger: Logger,
-    operationTimeout: Duration = .seconds(30)
+    operationTimeout: Duration = .seconds(5)
   ) async throws(ServerLogError) -> PostgresServerLog {
     let target = try PostgresURL(url)
     let log = PostgresServerLog(

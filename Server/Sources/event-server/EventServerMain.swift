@@ -201,9 +201,12 @@ struct EventServerArguments: ParsableCommand {
   var postgres: String?
   @Option(
     name: .customLong("postgres-timeout"),
-    help: "Seconds a PostgreSQL read or write may take before the server stops accepting writes."
+    help: """
+      Seconds a PostgreSQL read or write may take before it fails (the request is answered 503 with \
+      Retry-After, well within a client's 30 s deadline).
+      """
   )
-  var postgresTimeout = 30.0
+  var postgresTimeout = 5.0
   @OptionGroup(title: "Push notifications (without these, pushes are only logged)")
   var push: PushArguments
 
