@@ -199,8 +199,10 @@ struct LiveServerTests {
       configuration.eventServer.maximumQueuesPerUser = 500
       // 500 connections open at once from one address, before any of them has authenticated.
       configuration.connections.maximumUnauthenticatedPerPeer = 600
-      // And one user holding them all: a parked poll per queue, each on its own connection.
-      configuration.connections.maximumConnectionsPerUser = 600
+      // And one user holding them all: a parked poll per queue, each on its own connection, beside the
+      // connections the registrations left open (the per-user cap would otherwise close the oldest of them,
+      // parked polls included).
+      configuration.connections.maximumConnectionsPerUser = 5_000
     }
     defer { live.removeData() }
     let transport = live.transport("alice", maximumConnections: 600)
