@@ -23,10 +23,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   let timeline: Timeline<C>
   private let pushGateway: any PushGateway
   private var waiters: [PollID: CheckedContinuation<Machine.PollOutcome, Never>] = [:]
-  private var parkedWaiters: [(id: Int, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
-  private var timerWaiters: [(id: Int, instant: Timestamp, continuation: CheckedContinuation<Void, Never>)] = []
-  /// Numbers the waiters above, so a cancelled one can be found and resumed.
-  private var nextWaiterID = 0
+  private var parkedWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+  private var timerWaiters: [(instant: Timestamp, continuation: CheckedContinuation<Void, Never>)] = []
   private var lastTimerFiring: Timestamp?
   private var nextPollID: UInt64 = 0
   /// Why polls that a cluster node could not take to the log failed, until their callers read it.
@@ -340,49 +338,17 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   }
 
   /// Suspends until at least `count` polls are parked: lets tests and the demo act on a waiting poll
-  /// without sleeping. Returns early when the calling task is cancelled (a test's time limit ends it).
+  /// without sleeping.
   public func waitForParkedPolls(count: Int) async {
     if parkedPollCount >= count { return }
-    let id = takeWaiterID()
-    await withTaskCancellationHandler {
-      await withCheckedContinuation { continuation in
-        if Task.isCancelled { return continuation.resume() }
-        parkedWaiters.append((id, count, continuation))
-      }
-    } onCancel: {
-      Task { await self.resumeWaiter(id) }
-    }
+    await withCheckedContinuation { parkedWaiters.append((count, $0)) }
   }
 
   /// Suspends until the timer has done its work (heartbeats, sweep) at a time at or after `instant`: lets
-  /// tests advance a manual clock past a deadline and then observe the result without sleeping. Returns
-  /// early when the calling task is cancelled.
+  /// tests advance a manual clock past a deadline and then observe the result without sleeping.
   public func waitForTimerFiring(atOrAfter instant: Timestamp) async {
     if let lastTimerFiring, lastTimerFiring >= instant { return }
-    let id = takeWaiterID()
-    await withTaskCancellationHandler {
-      await withCheckedContinuation { continuation in
-        if Task.isCancelled { return continuation.resume() }
-        timerWaiters.append((id, instant, continuation))
-      }
-    } onCancel: {
-      Task { await self.resumeWaiter(id) }
-    }
-  }
-
-  private func takeWaiterID() -> Int {
-    defer { nextWaiterID += 1 }
-    return nextWaiterID
-  }
-
-  /// Resumes the waiter `id` if it still waits (its task was cancelled).
-  private func resumeWaiter(_ id: Int) {
-    if let index = parkedWaiters.firstIndex(where: { $0.id == id }) {
-      parkedWaiters.remove(at: index).continuation.resume()
-    }
-    if let index = timerWaiters.firstIndex(where: { $0.id == id }) {
-      timerWaiters.remove(at: index).continuation.resume()
-    }
+    await withCheckedContinuation { timerWaiters.append((instant, $0)) }
   }
 
   // MARK: - Performing actions

@@ -29,27 +29,6 @@ private func parkAlicesPoll(
 
 @Suite("EventServer actor shell on a manual clock")
 struct EventServerShellTests {
-  @Test(
-    "waiting for parked polls or a timer firing ends when the waiting task is cancelled (a time limit ends a test)",
-    .timeLimit(.minutes(1))
-  )
-  func waitsEndOnCancellation() async {
-    let (server, _) = makeServer()
-    let parked = Task { await server.waitForParkedPolls(count: 1) }
-    let timer = Task { await server.waitForTimerFiring(atOrAfter: .distantFuture) }
-    parked.cancel()
-    timer.cancel()
-    await parked.value
-    await timer.value
-    // Cancelled before they start: they return at once too.
-    await withTaskGroup(of: Void.self) { group in
-      group.cancelAll()
-      group.addTask { await server.waitForParkedPolls(count: 5) }
-      group.addTask { await server.waitForTimerFiring(atOrAfter: .distantFuture) }
-    }
-    #expect(await server.parkedPollCount == 0)
-  }
-
   @Test("a parked poll is woken by an event and gets the whole queue")
   func parkedPollWokenByEvent() async throws {
     let (server, _) = makeServer()
