@@ -31,7 +31,7 @@ final class CannedHTTPServer: Sendable {
 
   init(rawResponse: String) throws {
     response = rawResponse
-    let (socket, port) = try Self.listen()
+    let (socket, port) = try LoopbackSocket.listen()
     listener = socket
     self.port = port
     let thread = Thread { [self] in self.serve() }
@@ -66,7 +66,29 @@ final class CannedHTTPServer: Sendable {
     }
   }
 
-  private static func listen() throws -> (Int32, UInt16) {
+  /// A loopback socket that listens and never accepts: connections complete in its backlog, and requests
+  /// sent on them are never answered. Close it with `close(_:)`.
+  static func blackHole() throws -> (socket: Int32, port: UInt16) {
+    try LoopbackSocket.listen()
+  }
+
+  /// A loopback port with nothing listening on it (bound, then closed).
+  static func closedPort() throws -> UInt16 {
+    let (socket, port) = try LoopbackSocket.listen()
+    close(socket)
+    return port
+  }
+}
+
+extension Array where Element == UInt8 {
+  fileprivate func ends(with suffix: [UInt8]) -> Bool {
+    count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+  }
+}
+
+/// A listening TCP socket on 127.0.0.1, on a port the system picks.
+enum LoopbackSocket {
+  static func listen() throws -> (Int32, UInt16) {
     #if canImport(Glibc)
       let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     #else
@@ -86,25 +108,6 @@ final class CannedHTTPServer: Sendable {
       $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
     }
     return (socket, UInt16(bigEndian: address.sin_port))
-  }
-
-  /// A loopback socket that listens and never accepts: connections complete in its backlog, and requests
-  /// sent on them are never answered. Close it with `close(_:)`.
-  static func blackHole() throws -> (socket: Int32, port: UInt16) {
-    try listen()
-  }
-
-  /// A loopback port with nothing listening on it (bound, then closed).
-  static func closedPort() throws -> UInt16 {
-    let (socket, port) = try listen()
-    close(socket)
-    return port
-  }
-}
-
-extension Array where Element == UInt8 {
-  fileprivate func ends(with suffix: [UInt8]) -> Bool {
-    count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
   }
 }
 

@@ -14,6 +14,15 @@ import Synchronization
 /// handler; cancellation cancels it from another queue, never from inside the cancelling task's own
 /// locks; and a cancellation that comes before the task starts ends the call without starting it.
 /// `URLSessionTransportTests.cancelStorm` runs such a storm many times under a time limit.
+///
+/// A body is sent as a stream that can be given again (`BodyStreamProvider`), never as `httpBody`: when a
+/// server closes a reused keep-alive connection just as a request goes out on it, libcurl retries the
+/// request on a fresh connection and asks Foundation to rewind the body. For an `httpBody` FoundationNetworking
+/// answers that it rewound without doing it, so the retry announced `Content-Length` and sent no body, and
+/// the server waited for it until the request's deadline (about one write in 300 stalled for 30 s). For a
+/// stream it asks the task's delegate for a new one, which works. The cost: bodies go out chunked
+/// (`Transfer-Encoding: chunked`), which every HTTP/1.1 server and proxy accepts.
+/// `RetriedBodyTests` reproduces the retry against a real socket.
 final class CancellableDataTask: Sendable {
   private enum Stage {
     case notStarted
@@ -37,7 +46,14 @@ final class CancellableDataTask: Sendable {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, URLResponse), any Error>) in
         // Set before the task starts, so the completion handler always finds it.
         let identifier = Mutex<Int?>(nil)
-        let task = session.dataTask(with: request) { data, response, error in
+        // A body goes as a stream the delegate can give again (see above).
+        var streamed = request
+        let bodyProvider = request.httpBody.map { body in
+          streamed.httpBody = nil
+          streamed.httpBodyStream = InputStream(data: body)
+          return BodyStreamProvider(body: body, refuser: refuser)
+        }
+        let task = session.dataTask(with: streamed) { data, response, error in
           if error != nil, let refuser, let id = identifier.withLock({ $0 }), refuser.wasChallenged(id) {
             continuation.resume(returning: ChallengeRefuser.unauthorized(for: request.url))
           } else if let error {
@@ -49,6 +65,7 @@ final class CancellableDataTask: Sendable {
           }
         }
         identifier.withLock { $0 = task.taskIdentifier }
+        if let bodyProvider { task.delegate = bodyProvider }
         // Started under the lock, so a cancellation either finds it running (and cancels it) or comes first
         // (and it never starts: its completion handler never runs, so the continuation is resumed here). The
         // handle is made under the lock too, since the lock is what hands it to the cancelling thread
@@ -87,5 +104,41 @@ private final class TaskHandle: @unchecked Sendable {
 
   init(_ task: URLSessionTask) {
     self.task = task
+  }
+}
+
+/// The delegate of a task with a body: gives the body again, from its start, whenever libcurl retries the
+/// request; refuses authentication challenges as the session's delegate does (a task's own delegate takes
+/// the session's place).
+///
+/// `Sendable`: both stored properties are immutable and `Sendable`.
+final class BodyStreamProvider: NSObject, URLSessionTaskDelegate, Sendable {
+  let body: Data
+  let refuser: ChallengeRefuser?
+
+  init(body: Data, refuser: ChallengeRefuser?) {
+    self.body = body
+    self.refuser = refuser
+  }
+
+  func urlSession(
+    _ session: URLSession,
+    task: URLSessionTask,
+    needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void
+  ) {
+    completionHandler(InputStream(data: body))
+  }
+
+  func urlSession(
+    _ session: URLSession,
+    task: URLSessionTask,
+    didReceive challenge: URLAuthenticationChallenge,
+    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+  ) {
+    if let refuser {
+      refuser.urlSession(session, task: task, didReceive: challenge, completionHandler: completionHandler)
+    } else {
+      completionHandler(.performDefaultHandling, nil)
+    }
   }
 }
