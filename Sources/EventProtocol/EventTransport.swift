@@ -45,6 +45,14 @@ public protocol EventTransport<State, Event, Mutation>: Sendable {
   /// - Throws: ``TransportError``.
   func submit(_ request: MutationRequest<Mutation>, queueID: QueueID?) async throws(TransportError) -> MutationReceipt
 
+  /// Sends several mutations of one client in one request (``MutationBatch``): applied in order, each at
+  /// most once. By default it sends the first alone with ``submit(_:queueID:)`` and answers its outcome
+  /// (the engine sends the rest next).
+  /// - Returns: One outcome per mutation decided, in order: at least one, at most the batch.
+  /// - Throws: ``TransportError`` when no mutation was decided (a refusal of the whole request, a lost
+  ///   connection, a timeout).
+  func submit(_ batch: MutationBatch<Mutation>, queueID: QueueID?) async throws(TransportError) -> [MutationOutcome]
+
   /// Fetches one page of partial state, read atomically with the queue's last event id (see
   /// ``FetchAnswer``). By default the transport cannot fetch and throws ``EventAPIError/Code/badRequest``.
   /// - Parameters:
@@ -60,6 +68,19 @@ public protocol EventTransport<State, Event, Mutation>: Sendable {
 }
 
 extension EventTransport {
+  public func submit(
+    _ batch: MutationBatch<Mutation>,
+    queueID: QueueID?
+  ) async throws(TransportError) -> [MutationOutcome] {
+    guard let first = batch.requests.first else { throw .api(.badRequest("a batch holds at least one mutation")) }
+    do {
+      return [.acknowledged(first.mutationID, try await submit(first, queueID: queueID))]
+    } catch {
+      guard let outcome = MutationOutcome(first.mutationID, refusedBy: error) else { throw error }
+      return [outcome]
+    }
+  }
+
   public func fetch<Item: Codable & Sendable & Equatable>(
     _ request: FetchRequest,
     queueID: QueueID,

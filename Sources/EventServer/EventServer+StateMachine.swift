@@ -588,6 +588,57 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     )
   }
 
+  /// Applies a batch of one client's mutations in order, each exactly as
+  /// ``applyMutation(_:from:clientID:mutationID:digest:commandBytes:now:)`` does, and stops after a
+  /// `MUTATION_ID_REUSED` (the client renumbers what follows under a new client id, so nothing after it
+  /// may be applied under the old one).
+  /// - Parameter measured: Each request's digest and command size, in the batch's order (the shell measures
+  ///   them outside the decision).
+  /// - Returns: One outcome per mutation decided, and the actions of them all.
+  /// - Throws: `BAD_REQUEST` for a batch that cannot be decided (``MutationBatch/malformation``), before
+  ///   anything is decided.
+  public mutating func applyMutations(
+    _ batch: MutationBatch<Application.Command>,
+    measured: [(digest: MutationDigest, commandBytes: Int?)],
+    from user: UserID,
+    now: Timestamp
+  ) throws(EventAPIError) -> ([MutationOutcome], [Action]) where Application.Command: Equatable {
+    if let malformation = batch.malformation { throw .badRequest(malformation) }
+    precondition(measured.count == batch.requests.count, "one measure per request")
+    var outcomes: [MutationOutcome] = []
+    var actions: [Action] = []
+    for (request, measure) in zip(batch.requests, measured) {
+      do throws(EventAPIError) {
+        let (receipt, applied) = try applyMutation(
+          request.mutation,
+          from: user,
+          clientID: request.clientID,
+          mutationID: request.mutationID,
+          digest: measure.digest,
+          commandBytes: measure.commandBytes,
+          now: now
+        )
+        outcomes.append(.acknowledged(request.mutationID, receipt))
+        actions += applied
+      } catch {
+        outcomes.append(.refused(request.mutationID, error))
+        if error.code == .mutationIDReused { break }
+      }
+    }
+    return (outcomes, actions)
+  }
+
+  /// Applies a batch as it came over the wire, digesting each write.
+  /// - Throws: As ``applyMutations(_:measured:from:now:)``.
+  public mutating func applyMutations(
+    _ batch: MutationBatch<Application.Command>,
+    from user: UserID,
+    now: Timestamp
+  ) throws(EventAPIError) -> ([MutationOutcome], [Action]) where Application.Command: Equatable {
+    let measured = batch.requests.map { MutationDigest.measuring($0.mutation) }
+    return try applyMutations(batch, measured: measured.map { ($0.0, $0.1) }, from: user, now: now)
+  }
+
   private mutating func remember(_ decision: MutationDecision, for source: MutationSource, now: Timestamp) {
     mutationMemory.record(
       decision,

@@ -288,6 +288,30 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     return try outcome.get()
   }
 
+  /// Applies a batch of one client's mutations in order, each at most once, and answers once all their
+  /// decisions are durable together (one wait for the log, not one per mutation).
+  /// - Returns: One outcome per mutation decided, in order; it stops after a `MUTATION_ID_REUSED`
+  ///   (``EventServerStateMachine/applyMutations(_:measured:from:now:)``).
+  /// - Throws: `BAD_REQUEST` for a batch that cannot be decided (empty, over ``MutationBatch/maximumCount``,
+  ///   two client ids, ids not increasing); ``ServerLogError`` when a durable server cannot make it durable.
+  public func applyMutations(
+    _ batch: MutationBatch<Application.Command>,
+    from user: UserID
+  ) async throws -> [MutationOutcome] where Application.Command: Equatable {
+    try checkLogHealthy()
+    if let malformation = batch.malformation { throw EventAPIError.badRequest(malformation) }
+    let measured = batch.requests.map { MutationDigest.measuring($0.mutation) }.map { ($0.0, $0.1) }
+    return try await decide { () -> ([MutationOutcome], UInt64) in
+      let (outcomes, actions) = try self.machine.applyMutations(
+        batch,
+        measured: measured,
+        from: user,
+        now: self.decisionNow()
+      )
+      return (outcomes, self.finish(actions))
+    }
+  }
+
   /// Changes the application's own bookkeeping outside any command (such as taking the list of files to
   /// delete). The change must not alter any user's snapshot: no event announces it.
   public func updateBookkeeping<Result: Sendable>(_ body: @Sendable (inout Application) -> Result) -> Result {

@@ -96,6 +96,21 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     return try wire(receipt)
   }
 
+  public func submit(
+    _ batch: MutationBatch<Mutation>,
+    queueID: QueueID?
+  ) async throws(TransportError) -> [MutationOutcome] {
+    let outcomes: [MutationOutcome]
+    do {
+      outcomes = try await server.applyMutations(batch, from: user)
+    } catch let error as EventAPIError {
+      throw wireError(error)
+    } catch {
+      throw .serverError(status: 503)
+    }
+    return try wire(MutationBatchReply(outcomes: outcomes)).outcomes
+  }
+
   public func fetch<Item: Codable & Sendable & Equatable>(
     _ request: FetchRequest,
     queueID: QueueID,

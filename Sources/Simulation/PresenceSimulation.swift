@@ -249,9 +249,9 @@ struct PresenceWorld {
         let bytes = 2 * Self.overhead + Self.size(of: body) + 80
         counts.bytes += bytes
         counts.writeBytes += bytes
-        do {
-          let (receipt, serverActions) = try server.applyMutation(body, from: user, now: now)
-          actions += devices[index].core.submitSucceeded(request, receipt, now: now)
+        do throws(EventAPIError) {
+          let (outcomes, serverActions) = try server.applyMutations(body, from: user, now: now)
+          actions += devices[index].core.submitAnswered(request, outcomes, now: now)
           deliver(serverActions)
         } catch {
           actions += devices[index].core.submitFailed(request, .api(error), now: now)

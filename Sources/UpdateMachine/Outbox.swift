@@ -6,7 +6,12 @@ import EventProtocol
 /// - A write gets the next mutation id of this installation's client id. It is sent only once a record
 ///   holding it has been saved (``saved(clientID:nextMutationID:)``), so a crash can never make the next
 ///   write reuse an id that reached the server.
-/// - One write is in flight at a time, oldest first; a failure waits for the backoff the core computes.
+/// - One request is in flight at a time: a batch of the oldest unacknowledged saved writes, in order (at
+///   most the core's ``UpdateMachineConfiguration/maximumMutationsPerRequest``). The server decides each
+///   in order and answers an outcome per write decided; writes it did not decide go in the next batch. A
+///   failure of the whole request waits for the backoff the core computes.
+/// - A whole batch refused with `BAD_REQUEST` (a write in it that the server cannot even read) is sent
+///   again one write at a time, so the refusal lands on the write that earned it.
 /// - An acknowledged write is never sent again. It stays (for its optimistic effect) until the events
 ///   show it: an event whose ``MutationOrigin`` names it (``eventsApplied(_:)``), or a finger at or past its
 ///   receipt (``confirm(by:)``).
@@ -30,8 +35,8 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
     case ready(failures: Int)
     /// The last send failed; the next may go at `retryAt`.
     case waiting(failures: Int, retryAt: Timestamp)
-    /// `mutation` is in flight as `request`; it times out at `deadline`.
-    case inFlight(RequestID, mutation: MutationID, failures: Int, deadline: Timestamp)
+    /// `mutations` (in order) are in flight as `request`; it times out at `deadline`.
+    case inFlight(RequestID, mutations: [MutationID], failures: Int, deadline: Timestamp)
   }
 
   /// How a failed send ends.
@@ -58,6 +63,8 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   /// Writes with ids below this one are in a saved record under ``clientID``; only they may be sent.
   public internal(set) var savedThrough: MutationID
   var sending: Sending = .ready(failures: 0)
+  /// Set when a whole batch was refused: writes go one at a time until the next answer.
+  var isolating = false
 
   /// An empty outbox for a new installation.
   public init(clientID: ClientID) {
@@ -81,6 +88,11 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   /// The request in flight, if any.
   public var requestInFlight: RequestID? {
     if case .inFlight(let request, _, _, _) = sending { request } else { nil }
+  }
+
+  /// The writes in flight, in order.
+  public var mutationsInFlight: [MutationID] {
+    if case .inFlight(_, let mutations, _, _) = sending { mutations } else { [] }
   }
 
   /// How many sends in a row have failed: the attempt number for the next backoff is one more.
@@ -131,22 +143,87 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
     return index
   }
 
-  /// Sends the oldest unacknowledged saved write as `request`.
+  /// Sends the oldest unacknowledged saved writes, at most `maximumCount` (one while isolating a refused
+  /// batch), as `request`.
   /// - Returns: The request body, or `nil` when ``canSend(now:)`` is false.
-  public mutating func send(_ request: RequestID, now: Timestamp, deadline: Timestamp) -> MutationRequest<Mutation>? {
-    guard canSend(now: now), let index = nextToSend else { return nil }
-    entries[index].attempts += 1
-    sending = .inFlight(request, mutation: entries[index].id, failures: consecutiveFailures, deadline: deadline)
-    return MutationRequest(clientID: clientID, mutationID: entries[index].id, mutation: entries[index].mutation)
+  public mutating func send(
+    _ request: RequestID,
+    now: Timestamp,
+    deadline: Timestamp,
+    maximumCount: Int = 1
+  ) -> MutationBatch<Mutation>? {
+    guard canSend(now: now), let first = nextToSend else { return nil }
+    let limit = isolating ? 1 : max(1, min(maximumCount, MutationBatch<Mutation>.maximumCount))
+    var requests: [MutationRequest<Mutation>] = []
+    for index in entries.indices[first...] where requests.count < limit {
+      guard entries[index].id < savedThrough else { break }
+      guard !entries[index].isAcknowledged else { continue }
+      entries[index].attempts += 1
+      requests.append(MutationRequest(clientID: clientID, mutationID: entries[index].id, mutation: entries[index].mutation))
+    }
+    sending = .inFlight(request, mutations: requests.map(\.mutationID), failures: consecutiveFailures, deadline: deadline)
+    return MutationBatch(requests: requests)
   }
 
-  /// The server acknowledged `request`. The entry keeps its receipt until the events show its effect.
+  /// How the server's answer to a batch ends.
+  public struct Answer: Sendable, Equatable {
+    /// The writes the server refused (moved to ``rejected``).
+    public var rejected: [MutationID] = []
+    /// The server said an id was already used for another write: the outbox needs a new client id
+    /// (``adoptClientID(_:)``) before it sends again.
+    public var needsNewClientID = false
+    /// The answer decided nothing usable (no outcome, outcomes for other writes, or a refusal the outbox
+    /// does not know): count a failure, as for a lost request.
+    public var isFailure = false
+  }
+
+  /// The server answered `request` with `outcomes`, one per write it decided, in order. Acknowledged
+  /// writes keep their receipts until the events show their effect; refused ones move to ``rejected``;
+  /// writes not decided are sent again.
+  /// - Parameter failureWait: The backoff before the next send, should the answer count as a failure.
+  /// - Returns: What the answer means, or `nil` when the request was not the outbox's.
+  public mutating func answered(
+    _ request: RequestID,
+    _ outcomes: [MutationOutcome],
+    failureWait: Duration,
+    now: Timestamp
+  ) -> Answer? {
+    guard case .inFlight(request, let mutations, let failures, _) = sending else { return nil }
+    var answer = Answer()
+    var decided = 0
+    for (mutation, outcome) in zip(mutations, outcomes) {
+      guard outcome.mutationID == mutation else { break }
+      switch outcome {
+      case .acknowledged(_, let receipt):
+        if let index = entries.firstIndex(where: { $0.id == mutation }) { entries[index].receipt = receipt }
+      case .refused(_, let error) where error.code == .badRequest:
+        if let index = entries.firstIndex(where: { $0.id == mutation }) {
+          let entry = entries.remove(at: index)
+          rejected.append(RejectedMutation(id: entry.id, mutation: entry.mutation, reason: error.message))
+          answer.rejected.append(entry.id)
+        }
+      case .refused(_, let error) where error.code == .mutationIDReused:
+        answer.needsNewClientID = true
+      case .refused:
+        answer.isFailure = true
+      }
+      if answer.needsNewClientID || answer.isFailure { break }
+      decided += 1
+    }
+    if decided == 0 && !answer.needsNewClientID { answer.isFailure = true }
+    isolating = false
+    sending =
+      answer.isFailure
+      ? .waiting(failures: failures + 1, retryAt: now.advanced(by: failureWait)) : .ready(failures: 0)
+    return answer
+  }
+
+  /// The server acknowledged the single write in flight as `request` (``answered(_:_:)`` with its one
+  /// outcome).
   /// - Returns: Whether the request was the outbox's.
   public mutating func acknowledged(_ request: RequestID, _ receipt: MutationReceipt) -> Bool {
-    guard case .inFlight(request, let mutation, _, _) = sending else { return false }
-    sending = .ready(failures: 0)
-    if let index = entries.firstIndex(where: { $0.id == mutation }) { entries[index].receipt = receipt }
-    return true
+    guard case .inFlight(request, let mutations, _, _) = sending, let first = mutations.first else { return false }
+    return answered(request, [.acknowledged(first, receipt)], failureWait: .zero, now: Timestamp(sinceEpoch: .zero)) != nil
   }
 
   /// Sending `request` failed with `error`; a transient failure retries after `wait`.
@@ -156,11 +233,19 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
     wait: Duration,
     now: Timestamp
   ) -> FailureOutcome {
-    guard case .inFlight(request, let mutation, let failures, _) = sending else { return .ignored }
+    guard case .inFlight(request, let mutations, let failures, _) = sending, let mutation = mutations.first else {
+      return .ignored
+    }
     if case .api(let apiError) = error.kind {
       if apiError.code == .mutationIDReused {
         sending = .ready(failures: 0)
         return .needsNewClientID
+      }
+      if apiError.code == .badRequest, mutations.count > 1 {
+        // The whole batch was refused: find the write that earned it by sending one at a time.
+        sending = .ready(failures: 0)
+        isolating = true
+        return .willRetry(retryAt: now)
       }
       if apiError.code == .badRequest {
         sending = .ready(failures: 0)

@@ -28,7 +28,7 @@ public struct UpdateMachineCore<
     /// Send a poll; the core times it out itself after `timeout` (a transport may use it as its own).
     case poll(RequestID, EventFinger, dontBlock: Bool, timeout: Duration)
     /// Send a mutation from the outbox.
-    case submit(RequestID, MutationRequest<Mutation>, queueID: QueueID?)
+    case submit(RequestID, MutationBatch<Mutation>, queueID: QueueID?)
     /// Cancel a request under way; its answer, if any, will be ignored.
     case cancel(RequestID)
     /// Send a fetch of a page of partial state, read against `queueID`; the core times it out itself after
@@ -420,12 +420,27 @@ public struct UpdateMachineCore<
     return proceed(now: now)
   }
 
-  /// The server acknowledged the write in flight; it stays (for its optimistic effect) until the events
-  /// show it.
-  public mutating func submitSucceeded(_ request: RequestID, _ receipt: MutationReceipt, now: Timestamp) -> [Action] {
-    guard outbox?.acknowledged(request, receipt) == true else { return [] }
+  /// The server answered the batch in flight with an outcome per write it decided: acknowledged writes stay
+  /// (for their optimistic effect) until the events show them, refused ones move to `rejectedMutations`, a
+  /// reused id makes the outbox take a new client id, and writes not decided go in the next batch.
+  public mutating func submitAnswered(_ request: RequestID, _ outcomes: [MutationOutcome], now: Timestamp) -> [Action] {
+    guard outbox?.requestInFlight == request else { return [] }
+    let attempt = (outbox?.consecutiveFailures ?? 0) + 1
+    let delay = wait(configuration.outboxBackoff, attempt, nil)
+    guard let answer = outbox!.answered(request, outcomes, failureWait: delay, now: now) else { return [] }
+    if answer.isFailure { metrics.failures += 1 }
+    if answer.needsNewClientID {
+      outbox!.adoptClientID(.random(using: &random))
+      metrics.clientIDResets += 1
+    }
     if let finger = phase.finger { outbox?.confirm(by: finger) }
     return [persistAction()] + proceed(now: now)
+  }
+
+  /// The server acknowledged the single write in flight (``submitAnswered(_:_:now:)`` with its receipt).
+  public mutating func submitSucceeded(_ request: RequestID, _ receipt: MutationReceipt, now: Timestamp) -> [Action] {
+    guard let mutation = outbox?.mutationsInFlight.first else { return [] }
+    return submitAnswered(request, [.acknowledged(mutation, receipt)], now: now)
   }
 
   /// Sending the write in flight failed: refused ones are dropped and reported, a reused id makes the

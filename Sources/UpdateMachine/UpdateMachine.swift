@@ -448,11 +448,11 @@ public actor UpdateMachine<
           }
         }
       case .submit(let request, let body, let queueID):
-        send(request, .submit(body.mutationID)) { [transport] () async throws(TransportError) in
+        send(request, .submit(body.requests.map(\.mutationID))) { [transport] () async throws(TransportError) in
           try await transport.submit(body, queueID: queueID)
         } completion: { core, result, now in
           switch result {
-          case .success(let receipt): core.submitSucceeded(request, receipt, now: now)
+          case .success(let outcomes): core.submitAnswered(request, outcomes, now: now)
           case .failure(let error): core.submitFailed(request, error, now: now)
           }
         }

@@ -40,6 +40,10 @@ public struct UpdateMachineConfiguration: Hashable, Sendable {
   public var shortPollTimeout: Duration = .seconds(30)
   /// The deadline of a mutation request (30 s).
   public var submitTimeout: Duration = .seconds(30)
+  /// The most outbox writes sent in one request (64, at most ``MutationBatch/maximumCount``): the server
+  /// applies them in order, each at most once, and answers an outcome per write. 1 sends one write per
+  /// round trip.
+  public var maximumMutationsPerRequest = 64
   /// The longest `retry-after` a server may impose (5 minutes); longer ones are cut to it.
   public var maximumRetryAfter: Duration = .seconds(300)
   /// How long a disconnection is hidden from the UI (``Freshness/settling``) before it shows (300 ms).

@@ -64,7 +64,14 @@ extension UpdateMachineCore {
     guard outbox?.canSend(now: now) == true else { return [] }
     let request = newRequestID()
     let deadline = now.advanced(by: configuration.submitTimeout)
-    guard let body = outbox!.send(request, now: now, deadline: deadline) else { return [] }
+    guard
+      let body = outbox!.send(
+        request,
+        now: now,
+        deadline: deadline,
+        maximumCount: configuration.maximumMutationsPerRequest
+      )
+    else { return [] }
     metrics.submits += 1
     return [.submit(request, body, queueID: phase.finger?.queueID)]
   }

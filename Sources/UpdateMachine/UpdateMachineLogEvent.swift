@@ -40,8 +40,8 @@ public enum UpdateMachineLogEvent: Sendable, Equatable, CustomStringConvertible 
     case register
     /// A poll on `finger`.
     case poll(EventFinger, dontBlock: Bool)
-    /// A mutation from the outbox.
-    case submit(MutationID)
+    /// Mutations from the outbox, in one request.
+    case submit([MutationID])
     /// A fetch of a page of partial state.
     case fetch(FetchRequest)
 
@@ -49,7 +49,8 @@ public enum UpdateMachineLogEvent: Sendable, Equatable, CustomStringConvertible 
       switch self {
       case .register: "register"
       case .poll(let finger, let dontBlock): "poll \(finger)\(dontBlock ? " (dont_block)" : "")"
-      case .submit(let id): "submit \(id)"
+      case .submit(let ids) where ids.count == 1: "submit \(ids[0])"
+      case .submit(let ids): "submit \(ids.first.map(String.init(describing:)) ?? "")…\(ids.last.map(String.init(describing:)) ?? "") (\(ids.count))"
       case .fetch(let request): "fetch \(request)"
       }
     }

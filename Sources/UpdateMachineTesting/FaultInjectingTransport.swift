@@ -133,6 +133,17 @@ where C.Duration == Duration {
     }
   }
 
+  public func submit(
+    _ batch: MutationBatch<Mutation>,
+    queueID: QueueID?
+  ) async throws(TransportError) -> [MutationOutcome] {
+    let ids = batch.requests.map(\.mutationID)
+    let name = "submit " + ids.map(\.description).joined(separator: ",")
+    return try await perform(name) { () async throws(TransportError) in
+      try await base.submit(batch, queueID: queueID)
+    }
+  }
+
   private func perform<Value>(
     _ name: String,
     _ call: () async throws(TransportError) -> Value

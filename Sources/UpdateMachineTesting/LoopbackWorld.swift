@@ -69,14 +69,14 @@ where
   private enum Exchange {
     case register(ClientID)
     case poll(EventFinger, dontBlock: Bool)
-    case submit(MutationRequest<Application.Command>)
+    case submit(MutationBatch<Application.Command>)
     case fetch(FetchRequest, QueueID)
   }
 
   private enum Answer {
     case registered(Registration<Application.Snapshot>)
     case events([EventEnvelope<Application.Event>])
-    case receipt(MutationReceipt)
+    case outcomes([MutationOutcome])
     case fetched(FetchAnswer<Application.FetchedItem>)
     case failed(TransportError)
   }
@@ -534,8 +534,8 @@ where
       )
     case .submit(let body):
       do {
-        let (receipt, actions) = try server.applyMutation(body, from: user, now: now)
-        outstanding[position].progress = .answered(.receipt(receipt))
+        let (outcomes, actions) = try server.applyMutations(body, from: user, now: now)
+        outstanding[position].progress = .answered(.outcomes(outcomes))
         applyServer(actions)
       } catch {
         outstanding[position].progress = .answered(.failed(.api(error)))
@@ -569,7 +569,7 @@ where
     case (.register, .failed(let error)): actions = devices[index].core.registerFailed(request, error, now: now)
     case (.poll, .events(let events)): actions = devices[index].core.pollSucceeded(request, events, now: now)
     case (.poll, .failed(let error)): actions = devices[index].core.pollFailed(request, error, now: now)
-    case (.submit, .receipt(let receipt)): actions = devices[index].core.submitSucceeded(request, receipt, now: now)
+    case (.submit, .outcomes(let outcomes)): actions = devices[index].core.submitAnswered(request, outcomes, now: now)
     case (.submit, .failed(let error)): actions = devices[index].core.submitFailed(request, error, now: now)
     case (.fetch, .fetched(let answer)): actions = devices[index].core.fetchSucceeded(request, answer, now: now)
     case (.fetch, .failed(let error)): actions = devices[index].core.fetchFailed(request, error, now: now)
@@ -584,8 +584,15 @@ where
     case .registered(let registration): "registered \(registration.finger)"
     case .events(let events): "events \(events.map(\.id))"
     case .fetched(let answer): "page of \(answer.page.items.count) at event \(answer.lastEventID)"
-    case .receipt(let receipt):
-      "receipt applied=\(receipt.applied) through \(receipt.eventsThrough.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" })"
+    case .outcomes(let outcomes):
+      "outcomes "
+        + outcomes.map { outcome in
+          switch outcome {
+          case .acknowledged(let id, let receipt):
+            "\(id) applied=\(receipt.applied) through \(receipt.eventsThrough.sorted { $0.key < $1.key }.map { "\($0.key)@\($0.value)" })"
+          case .refused(let id, let error): "\(id) \(error.code.wireValue)"
+          }
+        }.joined(separator: "; ")
     case .failed(let error): "failed \(error)"
     }
   }

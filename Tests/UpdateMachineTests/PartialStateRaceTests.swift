@@ -18,7 +18,7 @@ struct ChatRaceHarness {
   let now = Timestamp(secondsSinceEpoch: 1_700_000_000)
   var registers: [RequestID] = []
   var polls: [RequestID: EventFinger] = [:]
-  var submits: [RequestID: MutationRequest<ChatCommand>] = [:]
+  var submits: [RequestID: MutationBatch<ChatCommand>] = [:]
   var fetches: [RequestID: (FetchRequest, QueueID)] = [:]
   var outcomes: [RequestID: FetchOutcome] = [:]
   var nextPollID: UInt64 = 0
@@ -111,7 +111,7 @@ struct ChatRaceHarness {
   /// The outbox's write reaches the server; its answer is lost (the events will tell).
   mutating func deliverSubmitLosingAnswer() {
     let (_, body) = submits.first!
-    _ = try! server.applyMutation(body, from: "alice", now: now)
+    _ = try! server.applyMutations(body, from: "alice", now: now)
   }
 
   var messages: PartialState<ChatMessage> { core.confirmedState!.messages }

@@ -48,7 +48,7 @@ struct UpdateMachineCoreDeadlineTests {
       Issue.record("expected a resend, got \(resent)")
       return
     }
-    #expect(body.mutationID == MutationID(1))
+    #expect(body.requests.map(\.mutationID) == [MutationID(1)])
     #expect(harness.core.pendingMutations.map(\.attempts) == [2])
   }
 
@@ -217,11 +217,13 @@ struct UpdateMachineCoreDeadlineTests {
         .poll(request(4), finger, dontBlock: true, timeout: .seconds(30)),
         .submit(
           request(5),
-          MutationRequest(
-            clientID: harness.core.clientID!,
-            mutationID: MutationID(1),
-            mutation: .post("pending", to: [alice])
-          ),
+          MutationBatch(requests: [
+            MutationRequest(
+              clientID: harness.core.clientID!,
+              mutationID: MutationID(1),
+              mutation: .post("pending", to: [alice])
+            )
+          ]),
           queueID: queueA
         ),
       ]

@@ -22,7 +22,7 @@ struct UpdateMachineCoreOutboxTests {
         .persist(persistedBeforeSending, .applied([])),
         .submit(
           request(3),
-          MutationRequest(clientID: clientID, mutationID: id, mutation: .post("mine", to: [alice])),
+          MutationBatch(requests: [MutationRequest(clientID: clientID, mutationID: id, mutation: .post("mine", to: [alice]))]),
           queueID: queueA
         ),
       ]
@@ -58,7 +58,7 @@ struct UpdateMachineCoreOutboxTests {
     #expect(harness.core.displayedState == NoteSnapshot(notes: ["mine"]))
   }
 
-  @Test("failed sends retry with backoff, one at a time, in order")
+  @Test("failed sends retry with backoff; a resend carries every waiting write in order; undecided ones go next")
   func retriesInOrder() throws {
     var harness = CoreHarness()
     harness.startLive()
@@ -73,13 +73,17 @@ struct UpdateMachineCoreOutboxTests {
       Issue.record("expected a resend, got \(resent)")
       return
     }
-    #expect(body.mutationID == MutationID(1))
-    _ = harness.core.submitSucceeded(
+    #expect(body.requests.map(\.mutationID) == [MutationID(1), second])
+    // The server decided only the first (a transport without batches answers one outcome).
+    let next = harness.core.submitAnswered(
       request(4),
-      MutationReceipt(applied: true, eventsThrough: [queueA: 0]),
+      [.acknowledged(MutationID(1), MutationReceipt(applied: true, eventsThrough: [queueA: 0]))],
       now: retryAt
     )
     #expect(harness.core.pendingMutations.first { !$0.isAcknowledged }?.id == second)
+    #expect(harness.core.metrics.failures == 1)
+    let sentNext = next.compactMap { if case .submit(_, let body, _) = $0 { body.requests.map(\.mutationID) } else { nil } }
+    #expect(sentNext == [[second]])
   }
 
   @Test("a refused mutation is dropped from the outbox and reported")
@@ -125,7 +129,7 @@ struct UpdateMachineCoreOutboxTests {
       actions.contains(
         .submit(
           request(2),
-          MutationRequest(clientID: clientID, mutationID: MutationID(1), mutation: .post("kept", to: [alice])),
+          MutationBatch(requests: [MutationRequest(clientID: clientID, mutationID: MutationID(1), mutation: .post("kept", to: [alice]))]),
           queueID: queueA
         )
       )
@@ -194,7 +198,7 @@ struct UpdateMachineCoreOutboxTests {
       Issue.record("expected the write to go once saved, got \(sent)")
       return
     }
-    #expect(body.mutationID == id)
+    #expect(body.requests.map(\.mutationID) == [id])
   }
 
   @Test("a crash after a failed save never reuses an id that reached the server")
@@ -209,7 +213,7 @@ struct UpdateMachineCoreOutboxTests {
     let (id, actions) = restarted.submit(.post("after the crash", to: [alice]), now: t0)
     #expect(id == MutationID(1))
     let sent = actions.compactMap { if case .submit(_, let body, _) = $0 { body } else { nil } }
-    #expect(sent.map(\.mutation) == [.post("after the crash", to: [alice])])
+    #expect(sent.flatMap(\.requests).map(\.mutation) == [.post("after the crash", to: [alice])])
   }
 
   @Test("MUTATION_ID_REUSED makes the outbox take a new client id, save, and send the write again")
@@ -228,7 +232,7 @@ struct UpdateMachineCoreOutboxTests {
       resent == [
         .submit(
           request(4),
-          MutationRequest(clientID: newClientID, mutationID: MutationID(1), mutation: .post("mine", to: [alice])),
+          MutationBatch(requests: [MutationRequest(clientID: newClientID, mutationID: MutationID(1), mutation: .post("mine", to: [alice]))]),
           queueID: queueA
         )
       ]

@@ -150,7 +150,7 @@ struct UpdateMachineShellRealAppTests {
     #expect(logged.contains(.outboxChanged(pending: 1, rejected: 0)))
     #expect(
       logged.contains {
-        if case .requestFailed(_, .submit(MutationID(1)), .serverError(status: 502), .server) = $0 {
+        if case .requestFailed(_, .submit([MutationID(1)]), .serverError(status: 502), .server) = $0 {
           true
         } else {
           false

@@ -11,6 +11,9 @@ public struct RequestLimits: Sendable, Hashable {
   /// The largest mutation body: a command within the event server's `maximumCommandBytes` (64 KiB) and its
   /// envelope fit; a larger body is `413`.
   public var mutationBytes = 128 << 10
+  /// The largest batch of mutations (`POST /api/v1/mutation_batches`, at most `MutationBatch.maximumCount`
+  /// mutations, each command within `maximumCommandBytes`); a larger body is `413`.
+  public var mutationBatchBytes = 1 << 20
   /// The largest blob chunk in one upload request.
   public var blobChunkBytes = 8 << 20
 
@@ -50,12 +53,14 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     router.get("api/v1/events") { request, _ in await events(request) }
     router.delete("api/v1/events") { request, _ in await deleteQueue(request) }
     router.post("api/v1/mutations") { request, _ in await mutation(request) }
+    router.post("api/v1/mutation_batches") { request, _ in await mutationBatch(request) }
     router.post("api/v1/push_tokens") { request, _ in await pushToken(request) }
     router.get("api/v1/server_settings") { request, _ in await serverSettings(request) }
     router.get("api/v1/fetch") { request, _ in await fetch(request) }
     router.refuseOtherMethods(on: "api/v1/register", allowing: [.post])
     router.refuseOtherMethods(on: "api/v1/events", allowing: [.get, .delete])
     router.refuseOtherMethods(on: "api/v1/mutations", allowing: [.post])
+    router.refuseOtherMethods(on: "api/v1/mutation_batches", allowing: [.post])
     router.refuseOtherMethods(on: "api/v1/push_tokens", allowing: [.post])
     router.refuseOtherMethods(on: "api/v1/server_settings", allowing: [.get])
     router.refuseOtherMethods(on: "api/v1/fetch", allowing: [.get])
@@ -240,6 +245,29 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
         mutationID: mutation.mutationID
       )
       return try WireFormat.encodeSuccess(receipt)
+    }
+  }
+
+  /// Several writes of one client, applied in order, each at most once, answered together once durable.
+  private func mutationBatch(_ request: Request) async -> Response {
+    let start = ContinuousClock.now
+    defer { metrics?.mutationAnswered(after: ContinuousClock.now - start) }
+    return await HTTPAnswer.run {
+      let user = try await admit(request)
+      var request = request
+      let body = try await request.collectBody(upTo: limits.mutationBatchBytes)
+      let batch: MutationBatch<Application.Command>
+      do {
+        batch = try JSONDecoder().decode(MutationBatch<Application.Command>.self, from: Data(body.readableBytesView))
+      } catch {
+        HTTPAnswer.logger.debug("an undecodable batch of mutations", metadata: ["error": "\(error)"])
+        throw EventAPIError.badRequest(
+          "the batch is not valid: a JSON object whose mutations are objects with client_id, mutation_id and this "
+            + "application's mutation"
+        )
+      }
+      let outcomes = try await server.applyMutations(batch, from: user)
+      return try WireFormat.encodeSuccess(MutationBatchReply(outcomes: outcomes))
     }
   }
 

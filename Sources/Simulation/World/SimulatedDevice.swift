@@ -15,7 +15,7 @@ final class SimulatedDevice<Domain: SimulatedDomain> {
   enum Exchange {
     case register
     case poll(EventFinger, dontBlock: Bool)
-    case submit(MutationRequest<Application.Command>)
+    case submit(MutationBatch<Application.Command>)
     case fetch(FetchRequest, QueueID)
   }
 

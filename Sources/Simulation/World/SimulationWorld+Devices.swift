@@ -116,7 +116,7 @@ extension SimulationWorld {
     case .persist: "a save"
     case .register: "a register"
     case .poll: "a poll"
-    case .submit(_, let body, _): "sending \(body.mutationID)"
+    case .submit(_, let body, _): "sending \(body.requests.map(\.mutationID.description).joined(separator: ","))"
     case .cancel: "a cancellation"
     case .fetch(_, let request, _, _): "a fetch of \(request)"
     case .fetchFinished: "a fetch's end"
@@ -148,9 +148,9 @@ extension SimulationWorld {
       }
     case (.submit, .body(let bytes)):
       do {
-        actions = core.submitSucceeded(
+        actions = core.submitAnswered(
           request,
-          try WireFormat.decode(MutationReceipt.self, from: bytes),
+          try WireFormat.decode(MutationBatchReply.self, from: bytes).outcomes,
           now: now
         )
       } catch {

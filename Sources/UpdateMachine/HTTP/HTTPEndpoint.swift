@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import Synchronization
 
 #if canImport(FoundationNetworking)
   import FoundationNetworking
@@ -47,6 +48,13 @@ public struct HTTPEndpoint: Sendable {
     self.baseURL = baseURL
     self.credentials = credentials
     self.session = SessionOwner(maximumConnections: maximumConnections)
+  }
+
+  /// Whether the server answers `POST /api/v1/mutation_batches`: true until it answers `404` or `405` to
+  /// one; shared by the endpoint's copies.
+  var supportsBatches: Bool {
+    get { session.supportsBatches.withLock { $0 } }
+    nonmutating set { session.supportsBatches.withLock { $0 = newValue } }
   }
 
   /// Sends one request and returns whatever the server answered (any status).
@@ -102,6 +110,8 @@ public struct HTTPEndpoint: Sendable {
 private final class SessionOwner: Sendable {
   let session: URLSession
   let refuser = ChallengeRefuser()
+  /// Whether the server answers batches of mutations (until it answers `404` to one).
+  let supportsBatches = Mutex(true)
 
   init(maximumConnections: Int) {
     let configuration = URLSessionConfiguration.ephemeral

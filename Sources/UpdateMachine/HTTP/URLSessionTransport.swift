@@ -43,6 +43,9 @@ public struct URLSessionTransport<
     public var maximumBodySize: Int = WireFormat.maximumBodySize
     /// How many connections to the server may be open at once.
     public var maximumConnections = 8
+    /// The largest body of a batch of mutations (1 MiB, `event-server`'s limit): a batch that would be
+    /// larger sends the writes that fit (at least one), and the engine sends the rest next.
+    public var maximumBatchBytes = 1 << 20
 
     /// The defaults.
     public init() {}
@@ -122,6 +125,59 @@ public struct URLSessionTransport<
       timeout: configuration.requestTimeout
     )
     return try decode(MutationReceipt.self, answer)
+  }
+
+  /// Sends several writes in one request (`POST /api/v1/mutation_batches`): as many of `batch`'s, in order,
+  /// as fit in ``Configuration/maximumBatchBytes`` (at least one). A server without the batch route (`404`,
+  /// `405`: a Zulip server, an older `event-server`) gets the writes one at a time from then on.
+  public func submit(
+    _ batch: MutationBatch<Mutation>,
+    queueID: QueueID?
+  ) async throws(TransportError) -> [MutationOutcome] {
+    guard let first = batch.requests.first else { throw .api(.badRequest("a batch holds at least one mutation")) }
+    if batch.requests.count == 1 || !endpoint.supportsBatches {
+      return try await submitOne(first, queueID: queueID)
+    }
+    var body = Data(#"{"mutations":["#.utf8)
+    var included = 0
+    for request in batch.requests {
+      let encoded: Data
+      do {
+        encoded = try WireFormat.encode(request)
+      } catch {
+        if included == 0 { throw .api(.badRequest("the mutation does not encode: \(error)")) }
+        break
+      }
+      if included > 0 && body.count + encoded.count + 3 > configuration.maximumBatchBytes { break }
+      if included > 0 { body.append(UInt8(ascii: ",")) }
+      body.append(encoded)
+      included += 1
+    }
+    body.append(contentsOf: "]}".utf8)
+    let answer = try await endpoint.send(
+      "POST",
+      path: "api/v1/mutation_batches",
+      headers: ["Content-Type": "application/json"],
+      body: body,
+      timeout: configuration.requestTimeout
+    )
+    if answer.status == 404 || answer.status == 405 {
+      endpoint.supportsBatches = false
+      return try await submitOne(first, queueID: queueID)
+    }
+    return try decode(MutationBatchReply.self, answer).outcomes
+  }
+
+  private func submitOne(
+    _ request: MutationRequest<Mutation>,
+    queueID: QueueID?
+  ) async throws(TransportError) -> [MutationOutcome] {
+    do {
+      return [.acknowledged(request.mutationID, try await submit(request, queueID: queueID))]
+    } catch {
+      guard let outcome = MutationOutcome(request.mutationID, refusedBy: error) else { throw error }
+      return [outcome]
+    }
   }
 
   /// Fetches a page of partial state (`GET /api/v1/fetch`): the narrow as Zulip's JSON array of terms, the
