@@ -591,7 +591,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// Applies a batch of one client's mutations in order, each exactly as
   /// ``applyMutation(_:from:clientID:mutationID:digest:commandBytes:now:)`` does, and stops after a
   /// `MUTATION_ID_REUSED` (the client renumbers what follows under a new client id, so nothing after it
-  /// may be applied under the old one).
+  /// may be applied under the old one). It decides at most ``EventServerConfiguration/mutationWindow``
+  /// of them (the client sends the rest next), so a repeat of the whole batch is always recognised.
   /// - Parameter measured: Each request's digest and command size, in the batch's order (the shell measures
   ///   them outside the decision).
   /// - Returns: One outcome per mutation decided, and the actions of them all.
@@ -607,7 +608,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     precondition(measured.count == batch.requests.count, "one measure per request")
     var outcomes: [MutationOutcome] = []
     var actions: [Action] = []
-    for (request, measure) in zip(batch.requests, measured) {
+    // No more than the client's remembered decisions: a repeat of any of them must be recognised.
+    for (request, measure) in zip(batch.requests, measured).prefix(max(configuration.mutationWindow, 1)) {
       do throws(EventAPIError) {
         let (receipt, applied) = try applyMutation(
           request.mutation,

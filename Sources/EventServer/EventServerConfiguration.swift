@@ -21,8 +21,10 @@ public struct EventServerConfiguration: Sendable, Hashable {
   /// The client long-poll timeout a registration recommends. Default 90 s, above the heartbeat ceiling.
   public var recommendedLongPollTimeout: Duration = .seconds(90)
 
-  /// How many mutation decisions are remembered per client, to recognise repeats. Default 32. A client's
-  /// outbox sends one mutation at a time, so only a late duplicate of a request can reach further back.
+  /// How many mutation decisions are remembered per client, to recognise repeats. Default 32. A batch is
+  /// decided no further than this many mutations, and a client's outbox sends its next batch only once the
+  /// answers to the last are saved, so a retry after a crash repeats at most this many decided mutations;
+  /// only a late duplicate of a request can reach further back.
   public var mutationWindow: Int = 32
   /// The most clients whose mutations are remembered per user; one more forgets the least recently seen.
   /// Default 64.

@@ -10,6 +10,9 @@ import EventProtocol
 ///   most the core's ``UpdateMachineConfiguration/maximumMutationsPerRequest``). The server decides each
 ///   in order and answers an outcome per write decided; writes it did not decide go in the next batch. A
 ///   failure of the whole request waits for the backoff the core computes.
+/// - A new batch goes only once the answers to the previous are in a saved record
+///   (``saved(clientID:nextMutationID:pending:)``): a crash can then leave at most one batch the server
+///   decided looking unsent, and the server remembers that many decisions.
 /// - A whole batch refused with `BAD_REQUEST` (a write in it that the server cannot even read) is sent
 ///   again one write at a time, so the refusal lands on the write that earned it.
 /// - An acknowledged write is never sent again. It stays (for its optimistic effect) until the events
@@ -65,6 +68,8 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   var sending: Sending = .ready(failures: 0)
   /// Set when a whole batch was refused: writes go one at a time until the next answer.
   var isolating = false
+  /// The writes the last saved record holds unacknowledged.
+  var savedPending: Set<MutationID> = []
 
   /// An empty outbox for a new installation.
   public init(clientID: ClientID) {
@@ -83,6 +88,7 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
     self.rejected = rejected
     self.nextMutationID = nextMutationID
     self.savedThrough = nextMutationID
+    self.savedPending = Set(entries.filter { !$0.isAcknowledged }.map(\.id))
   }
 
   /// The request in flight, if any.
@@ -122,13 +128,26 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   }
 
   /// A record holding every write below `nextMutationID`, under `clientID`, was saved.
-  public mutating func saved(clientID: ClientID, nextMutationID: MutationID) {
+  /// - Parameter pending: The writes the saved record holds unacknowledged; `nil` when unknown (tools and
+  ///   tests that only save writes).
+  public mutating func saved(clientID: ClientID, nextMutationID: MutationID, pending: Set<MutationID>? = nil) {
     guard clientID == self.clientID else { return }
     savedThrough = max(savedThrough, nextMutationID)
+    if let pending { savedPending = pending }
   }
 
-  /// Whether a write can be sent at `now`: one is waiting, saved, and nothing is in flight or backing off.
+  /// Whether every write the server decided is recorded as decided in the last saved record: until then no
+  /// new batch goes out. So after a crash the record can hold at most one batch of writes the server
+  /// already decided, and their repeats stay within the server's memory of decisions
+  /// (`EventServerConfiguration.mutationWindow`): a repeat further back would look like a reused id.
+  var decisionsSaved: Bool {
+    savedPending.allSatisfy { id in entries.contains { $0.id == id && !$0.isAcknowledged } }
+  }
+
+  /// Whether a write can be sent at `now`: one is waiting, saved, the server's last decisions are saved,
+  /// and nothing is in flight or backing off.
   public func canSend(now: Timestamp) -> Bool {
+    guard decisionsSaved else { return false }
     switch sending {
     case .inFlight: return false
     case .waiting(_, let retryAt) where retryAt > now: return false
@@ -159,9 +178,16 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
       guard entries[index].id < savedThrough else { break }
       guard !entries[index].isAcknowledged else { continue }
       entries[index].attempts += 1
-      requests.append(MutationRequest(clientID: clientID, mutationID: entries[index].id, mutation: entries[index].mutation))
+      requests.append(
+        MutationRequest(clientID: clientID, mutationID: entries[index].id, mutation: entries[index].mutation)
+      )
     }
-    sending = .inFlight(request, mutations: requests.map(\.mutationID), failures: consecutiveFailures, deadline: deadline)
+    sending = .inFlight(
+      request,
+      mutations: requests.map(\.mutationID),
+      failures: consecutiveFailures,
+      deadline: deadline
+    )
     return MutationBatch(requests: requests)
   }
 
@@ -223,7 +249,8 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   /// - Returns: Whether the request was the outbox's.
   public mutating func acknowledged(_ request: RequestID, _ receipt: MutationReceipt) -> Bool {
     guard case .inFlight(request, let mutations, _, _) = sending, let first = mutations.first else { return false }
-    return answered(request, [.acknowledged(first, receipt)], failureWait: .zero, now: Timestamp(sinceEpoch: .zero)) != nil
+    return answered(request, [.acknowledged(first, receipt)], failureWait: .zero, now: Timestamp(sinceEpoch: .zero))
+      != nil
   }
 
   /// Sending `request` failed with `error`; a transient failure retries after `wait`.

@@ -265,7 +265,11 @@ public struct UpdateMachineCore<
 
   /// The shell saved `record`: the writes it holds may now be sent, and any save issue is cleared.
   public mutating func persistSucceeded(_ record: PersistedRecord<State, Mutation>, now: Timestamp) -> [Action] {
-    outbox?.saved(clientID: record.clientID, nextMutationID: record.nextMutationID)
+    outbox?.saved(
+      clientID: record.clientID,
+      nextMutationID: record.nextMutationID,
+      pending: Set(record.outbox.filter { !$0.isAcknowledged }.map(\.id))
+    )
     saving = .saved
     return proceed(now: now)
   }

@@ -40,10 +40,12 @@ public struct UpdateMachineConfiguration: Hashable, Sendable {
   public var shortPollTimeout: Duration = .seconds(30)
   /// The deadline of a mutation request (30 s).
   public var submitTimeout: Duration = .seconds(30)
-  /// The most outbox writes sent in one request (64, at most ``MutationBatch/maximumCount``): the server
-  /// applies them in order, each at most once, and answers an outcome per write. 1 sends one write per
-  /// round trip.
-  public var maximumMutationsPerRequest = 64
+  /// The most outbox writes sent in one request (32): the server applies them in order, each at most once,
+  /// and answers an outcome per write. 1 sends one write per round trip. Keep it at most the server's
+  /// memory of decisions per client (`EventServerConfiguration.mutationWindow`, 32 by default; a server
+  /// decides no more of a batch than that, and the rest go in the next): a batch the server decided whose
+  /// answer was lost in a crash is sent again, and its repeats must fall within that memory.
+  public var maximumMutationsPerRequest = 32
   /// The longest `retry-after` a server may impose (5 minutes); longer ones are cut to it.
   public var maximumRetryAfter: Duration = .seconds(300)
   /// How long a disconnection is hidden from the UI (``Freshness/settling``) before it shows (300 ms).

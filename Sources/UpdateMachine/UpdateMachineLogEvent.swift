@@ -50,7 +50,8 @@ public enum UpdateMachineLogEvent: Sendable, Equatable, CustomStringConvertible 
       case .register: "register"
       case .poll(let finger, let dontBlock): "poll \(finger)\(dontBlock ? " (dont_block)" : "")"
       case .submit(let ids) where ids.count == 1: "submit \(ids[0])"
-      case .submit(let ids): "submit \(ids.first.map(String.init(describing:)) ?? "")…\(ids.last.map(String.init(describing:)) ?? "") (\(ids.count))"
+      case .submit(let ids):
+        "submit \(ids.first.map(String.init(describing:)) ?? "")…\(ids.last.map(String.init(describing:)) ?? "") (\(ids.count))"
       case .fetch(let request): "fetch \(request)"
       }
     }

@@ -50,6 +50,9 @@ where
     public var serverRestarts = true
     /// Whether apps go to the background and back, and get pushes.
     public var lifecycle = true
+    /// Chance (%) that only a prefix of a batch of several writes reaches the server, as when a transport
+    /// cuts a batch to its size limit or the server has no batch route: the rest must go in the next.
+    public var batchCut = 25
 
     /// Every fault on.
     public init() {}
@@ -62,6 +65,7 @@ where
       faults.requestFailures = false
       faults.serverRestarts = false
       faults.lifecycle = false
+      faults.batchCut = 0
       return faults
     }
   }
@@ -111,6 +115,8 @@ where
   public var faults: Faults
 
   private var random: SeededRandomNumberGenerator
+  /// Draws the batch cuts apart from `random`, so the fault leaves every other draw as it was.
+  private var batchCuts: SeededRandomNumberGenerator
   private let makeReducer: @Sendable (UserID) -> Reducer
   private let configuration: UpdateMachineConfiguration
   private var outstanding: [Outstanding] = []
@@ -136,6 +142,7 @@ where
   ) {
     let start = Timestamp(secondsSinceEpoch: 1_700_000_000)
     var random = SeededRandomNumberGenerator(seed: seed)
+    self.batchCuts = SeededRandomNumberGenerator(seed: seed ^ 0x6261_7463_6863_7574)
     self.now = start
     self.server = Server(
       application: application,
@@ -532,7 +539,13 @@ where
           now: now
         )
       )
-    case .submit(let body):
+    case .submit(var body):
+      if body.requests.count > 1, Int.random(in: 0..<100, using: &batchCuts) < faults.batchCut {
+        body.requests = Array(body.requests.prefix(Int.random(in: 1..<body.requests.count, using: &batchCuts)))
+        trace.append(
+          "\(now) device \(exchange.device) \(request): only \(body.requests.count) of the batch reach the server"
+        )
+      }
       do {
         let (outcomes, actions) = try server.applyMutations(body, from: user, now: now)
         outstanding[position].progress = .answered(.outcomes(outcomes))

@@ -44,7 +44,9 @@ struct OutboxTests {
     var expected = outbox
     let deadline = t0.advanced(by: .seconds(30))
     let body = outbox.send(request(7), now: t0, deadline: deadline)
-    #expect(body == MutationBatch(requests: [MutationRequest(clientID: client, mutationID: MutationID(1), mutation: "a")]))
+    #expect(
+      body == MutationBatch(requests: [MutationRequest(clientID: client, mutationID: MutationID(1), mutation: "a")])
+    )
     expected.entries[0].attempts = 1
     expected.sending = .inFlight(request(7), mutations: [MutationID(1)], failures: 0, deadline: deadline)
     #expect(outbox == expected)
@@ -157,5 +159,38 @@ struct OutboxTests {
     let forgot = outbox.dismissRejections(through: MutationID(1))
     #expect(forgot)
     #expect(outbox.rejected.isEmpty)
+  }
+
+  @Test("a batch refused whole goes again one write at a time, so the refusal lands on the write that earned it")
+  func refusedBatchIsolated() {
+    var outbox = savedOutbox("a", "b", "c")
+    #expect(outbox.send(request(1), now: t0, deadline: t0, maximumCount: 3)?.requests.count == 3)
+    #expect(
+      outbox.failed(request(1), .api(.badRequest("unreadable")), wait: .seconds(1), now: t0) == .willRetry(retryAt: t0)
+    )
+    #expect(outbox.rejected.isEmpty)
+    let single = outbox.send(request(2), now: t0, deadline: t0, maximumCount: 3)
+    #expect(single?.requests.map(\.mutation) == ["a"])
+    let answer = outbox.answered(
+      request(2),
+      [.refused(MutationID(1), .badRequest("unreadable"))],
+      failureWait: .seconds(1),
+      now: t0
+    )
+    #expect(answer?.rejected == [MutationID(1)])
+    #expect(outbox.rejected.map(\.mutation) == ["a"])
+    #expect(outbox.send(request(3), now: t0, deadline: t0, maximumCount: 3)?.requests.map(\.mutation) == ["b", "c"])
+  }
+
+  @Test("an answer deciding nothing it was asked counts as a failure and waits for the backoff")
+  func emptyAnswerIsAFailure() {
+    var outbox = savedOutbox("a", "b")
+    _ = outbox.send(request(1), now: t0, deadline: t0, maximumCount: 2)
+    let wrong = MutationOutcome.acknowledged(MutationID(9), MutationReceipt(applied: true, eventsThrough: [:]))
+    let answer = outbox.answered(request(1), [wrong], failureWait: .seconds(2), now: t0)
+    #expect(answer?.isFailure == true)
+    #expect(!outbox.canSend(now: t0))
+    #expect(outbox.canSend(now: t0.advanced(by: .seconds(2))))
+    #expect(outbox.entries.allSatisfy { !$0.isAcknowledged })
   }
 }

@@ -107,7 +107,9 @@ struct RecordRestoreTests {
     }
     let sent = actions + core.persistSucceeded(rewritten, now: t0)
     #expect(
-      sent.contains { if case .submit(_, let body, _) = $0 { body.requests.map(\.mutation) == ["buy milk offline"] } else { false } }
+      sent.contains {
+        if case .submit(_, let body, _) = $0 { body.requests.map(\.mutation) == ["buy milk offline"] } else { false }
+      }
     )
   }
 

@@ -22,7 +22,9 @@ struct UpdateMachineCoreOutboxTests {
         .persist(persistedBeforeSending, .applied([])),
         .submit(
           request(3),
-          MutationBatch(requests: [MutationRequest(clientID: clientID, mutationID: id, mutation: .post("mine", to: [alice]))]),
+          MutationBatch(requests: [
+            MutationRequest(clientID: clientID, mutationID: id, mutation: .post("mine", to: [alice]))
+          ]),
           queueID: queueA
         ),
       ]
@@ -82,7 +84,13 @@ struct UpdateMachineCoreOutboxTests {
     )
     #expect(harness.core.pendingMutations.first { !$0.isAcknowledged }?.id == second)
     #expect(harness.core.metrics.failures == 1)
-    let sentNext = next.compactMap { if case .submit(_, let body, _) = $0 { body.requests.map(\.mutationID) } else { nil } }
+    // The next batch waits for a record holding the answer: a crash must not leave two decided batches
+    // looking unsent.
+    #expect(!next.contains { if case .submit = $0 { true } else { false } })
+    let afterSave = harness.core.persistSucceeded(harness.record, now: retryAt)
+    let sentNext = afterSave.compactMap {
+      if case .submit(_, let body, _) = $0 { body.requests.map(\.mutationID) } else { nil }
+    }
     #expect(sentNext == [[second]])
   }
 
@@ -129,7 +137,9 @@ struct UpdateMachineCoreOutboxTests {
       actions.contains(
         .submit(
           request(2),
-          MutationBatch(requests: [MutationRequest(clientID: clientID, mutationID: MutationID(1), mutation: .post("kept", to: [alice]))]),
+          MutationBatch(requests: [
+            MutationRequest(clientID: clientID, mutationID: MutationID(1), mutation: .post("kept", to: [alice]))
+          ]),
           queueID: queueA
         )
       )
@@ -232,7 +242,9 @@ struct UpdateMachineCoreOutboxTests {
       resent == [
         .submit(
           request(4),
-          MutationBatch(requests: [MutationRequest(clientID: newClientID, mutationID: MutationID(1), mutation: .post("mine", to: [alice]))]),
+          MutationBatch(requests: [
+            MutationRequest(clientID: newClientID, mutationID: MutationID(1), mutation: .post("mine", to: [alice]))
+          ]),
           queueID: queueA
         )
       ]

@@ -8,7 +8,9 @@ import UpdateMachineTesting
 
 /// Random schedules of responses, failures, lost answers, lifecycle changes, pushes, writes, failed saves,
 /// crashes (between any two actions) and server restarts, for two installations of alice's app against the
-/// real server core (``LoopbackWorld``). Then the faults stop, and every device must converge.
+/// real server core (``LoopbackWorld``). Then the faults stop, and every device must converge. Writes come
+/// alone and in bursts, and each seed sends its outbox in batches of 1, 2, 3 or 64: every batch is applied
+/// in order, each write once.
 @Suite("UpdateMachine properties over random schedules")
 struct UpdateMachinePropertyTests {
   @Test(
@@ -52,6 +54,8 @@ private struct PropertyRun {
   /// refused), whatever crashes and failed saves come after.
   var durableWrites: Set<String> = []
   var lastDisks: [Data?]
+  /// Each device's writes, in the order the app submitted them.
+  var submitted: [[String]] = [[], []]
 
   init(seed: UInt64) {
     world = LoopbackWorld(
@@ -63,6 +67,7 @@ private struct PropertyRun {
         var configuration = UpdateMachineConfiguration()
         configuration.backgroundPollInterval = .seconds(120)
         configuration.queueLifespan = .seconds(600)
+        configuration.maximumMutationsPerRequest = [1, 2, 3, 64][Int(seed % 4)]
         return configuration
       }()
     )
@@ -90,6 +95,15 @@ private struct PropertyRun {
       let mutation: NoteBoard.Command =
         Int.random(in: 0..<8, using: &random) == 0 ? .forbidden : .post("m\(writeCount)", to: [Self.alice])
       world.submit(mutation, on: device)
+      if case .post(let text, _) = mutation { submitted[device].append(text) }
+    case 20..<24:
+      // A burst: several writes before any answer, so batches carry more than one.
+      let device = Int.random(in: world.devices.indices, using: &random)
+      for _ in 0..<Int.random(in: 2...6, using: &random) {
+        writeCount += 1
+        world.submit(.post("m\(writeCount)", to: [Self.alice]), on: device)
+        submitted[device].append("m\(writeCount)")
+      }
     default:
       world.chaoticStep()
     }
@@ -114,6 +128,11 @@ private struct PropertyRun {
     let serverNotes = world.server.application.notes[Self.alice] ?? []
     let counts = Dictionary(serverNotes.map { ($0, 1) }, uniquingKeysWith: +)
     check(counts.values.allSatisfy { $0 == 1 }, "a note was applied twice on the server: \(serverNotes)")
+    for (index, writes) in submitted.enumerated() {
+      let position = Dictionary(uniqueKeysWithValues: writes.enumerated().map { ($1, $0) })
+      let applied = serverNotes.compactMap { position[$0] }
+      check(applied == applied.sorted(), "device \(index)'s writes applied out of order: \(serverNotes)")
+    }
     for (index, device) in world.devices.enumerated() {
       if let state = device.core.confirmedState {
         check(
