@@ -11,8 +11,8 @@ import Synchronization
 /// request with one canned response and records the requests' heads. It runs on its own thread until
 /// ``stop()`` closes its socket.
 final class CannedHTTPServer: Sendable {
-  /// The raw response written to every connection.
-  let response: String
+  /// The raw response written to a connection, given the request's head.
+  let respond: @Sendable (String) -> String
   /// The port it listens on.
   let port: UInt16
   private let listener: Int32
@@ -29,8 +29,14 @@ final class CannedHTTPServer: Sendable {
     try self.init(rawResponse: head + "\r\n\r\n" + body)
   }
 
-  init(rawResponse: String) throws {
-    response = rawResponse
+  convenience init(rawResponse: String) throws {
+    try self.init { _ in rawResponse }
+  }
+
+  /// Starts a server answering each request with what `respond` makes of its head (request line and
+  /// headers).
+  init(respond: @escaping @Sendable (String) -> String) throws {
+    self.respond = respond
     let (socket, port) = try LoopbackSocket.listen()
     listener = socket
     self.port = port
@@ -59,8 +65,9 @@ final class CannedHTTPServer: Sendable {
           break
         }
       }
-      heads.withLock { $0.append(String(decoding: received, as: UTF8.self)) }
-      let bytes = Array(response.utf8)
+      let head = String(decoding: received, as: UTF8.self)
+      heads.withLock { $0.append(head) }
+      let bytes = Array(respond(head).utf8)
       _ = bytes.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
       close(connection)
     }

@@ -192,6 +192,32 @@ struct LiveServerTests {
     try await live.stop()
   }
 
+  @Test("a batch of writes over HTTP: decided in order, a refusal refuses its own write, a repeat applies nothing")
+  func batchOverHTTP() async throws {
+    let live = try await LiveServer.start()
+    defer { live.removeData() }
+    let transport = live.transport("alice")
+    let commands: [VideoCommand] = [upload("b1", to: "bob"), upload("bad", to: "bob", size: -1), upload("b2", to: "bob")]
+    let batch = MutationBatch(
+      requests: commands.enumerated().map {
+        MutationRequest(clientID: "c1", mutationID: MutationID(UInt64($0.offset + 1)), mutation: $0.element)
+      }
+    )
+    let outcomes = try await transport.submit(batch, queueID: nil)
+    #expect(outcomes.map(\.mutationID) == [MutationID(1), MutationID(2), MutationID(3)])
+    #expect(outcomes.map { if case .acknowledged(_, let receipt) = $0 { receipt.applied } else { false } } == [true, false, true])
+    guard case .refused(_, let refusal) = outcomes[1] else {
+      Issue.record("the second write was not refused: \(outcomes)")
+      return
+    }
+    #expect(refusal.code == .badRequest)
+    let again = try await transport.submit(batch, queueID: nil)
+    #expect(again.count == 3)
+    #expect(again.allSatisfy { if case .acknowledged(_, let receipt) = $0 { !receipt.applied } else { true } })
+    #expect(try await live.events.application.videos.keys.map(\.rawValue).sorted() == ["b1", "b2"])
+    try await live.stop()
+  }
+
   @Test("a shutdown answers 500 parked polls at once, then drains and writes the state")
   func shutdownReleasesParkedPolls() async throws {
     let live = try await LiveServer.start { configuration in

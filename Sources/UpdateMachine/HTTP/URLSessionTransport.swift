@@ -138,22 +138,12 @@ public struct URLSessionTransport<
     if batch.requests.count == 1 || !endpoint.supportsBatches {
       return try await submitOne(first, queueID: queueID)
     }
-    var body = Data(#"{"mutations":["#.utf8)
-    var included = 0
-    for request in batch.requests {
-      let encoded: Data
-      do {
-        encoded = try WireFormat.encode(request)
-      } catch {
-        if included == 0 { throw .api(.badRequest("the mutation does not encode: \(error)")) }
-        break
-      }
-      if included > 0 && body.count + encoded.count + 3 > configuration.maximumBatchBytes { break }
-      if included > 0 { body.append(UInt8(ascii: ",")) }
-      body.append(encoded)
-      included += 1
+    let body: Data
+    do {
+      body = try Self.batchBody(batch.requests, limit: configuration.maximumBatchBytes).body
+    } catch {
+      throw .api(.badRequest("the mutation does not encode: \(error)"))
     }
-    body.append(contentsOf: "]}".utf8)
     let answer = try await endpoint.send(
       "POST",
       path: "api/v1/mutation_batches",
@@ -166,6 +156,29 @@ public struct URLSessionTransport<
       return try await submitOne(first, queueID: queueID)
     }
     return try decode(MutationBatchReply.self, answer).outcomes
+  }
+
+  /// The body of a batch: as many of `requests`, in order, as fit in `limit` bytes (at least one).
+  /// - Returns: The body and how many writes it holds.
+  /// - Throws: When the first write does not encode (a later one that does not is left for later).
+  static func batchBody(_ requests: [MutationRequest<Mutation>], limit: Int) throws -> (body: Data, count: Int) {
+    var body = Data(#"{"mutations":["#.utf8)
+    var count = 0
+    for request in requests {
+      let encoded: Data
+      do {
+        encoded = try WireFormat.encode(request)
+      } catch {
+        if count == 0 { throw error }
+        break
+      }
+      if count > 0 && body.count + encoded.count + 3 > limit { break }
+      if count > 0 { body.append(UInt8(ascii: ",")) }
+      body.append(encoded)
+      count += 1
+    }
+    body.append(contentsOf: "]}".utf8)
+    return (body, count)
   }
 
   private func submitOne(
