@@ -21,7 +21,8 @@ struct TransportBatchTests {
   func fallsBackToSingleWrites() async throws {
     let receipt = #"{"result":"success","msg":"","applied":true,"events_through":{}}"#
     let server = try CannedHTTPServer { head in
-      let body = head.hasPrefix("POST /api/v1/mutations ") ? receipt : #"{"result":"error","code":"BAD_REQUEST","msg":"no"}"#
+      let body =
+        head.hasPrefix("POST /api/v1/mutations ") ? receipt : #"{"result":"error","code":"BAD_REQUEST","msg":"no"}"#
       let status = head.hasPrefix("POST /api/v1/mutations ") ? "200 OK" : "404 Not Found"
       return "HTTP/1.1 \(status)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
     }

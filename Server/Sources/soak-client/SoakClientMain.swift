@@ -14,6 +14,11 @@ struct SoakClientMain {
   static func main() async {
     let arguments = CommandLineTool.parse(SoakClientArguments.self, tool: "soak-client")
     let options = Options(arguments)
+    if let probe = WriteRateProbe(arguments) {
+      let (line, succeeded) = await Task.detached { await probe.run() }.value
+      print(line)
+      exit(succeeded ? 0 : 1)
+    }
     if let probe = LagProbe(arguments) {
       let (line, succeeded) = await Task.detached { await probe.run() }.value
       print(line)
@@ -143,6 +148,15 @@ struct SoakClientArguments: ParsableCommand {
   var lagPollServer: String?
   @Option(name: .customLong("lag-samples"), help: "How many writes the lag probe times (1 to 100000).")
   var lagSamples = 200
+  @Option(
+    name: .customLong("write-rate"),
+    help: "Measure one device's write rate instead: offer this many writes a second (1 to 100000)."
+  )
+  var writeRate: Int?
+  @Option(name: .customLong("write-seconds"), help: "How long the write-rate probe offers writes (1 to 600).")
+  var writeSeconds = 5
+  @Option(help: "The most writes the outbox sends in one request (1 to 32, the server's window).")
+  var batch = UpdateMachineConfiguration().maximumMutationsPerRequest
 
   func validate() throws {
     for (name, value) in [("server", server), ("lag-write-server", lagWriteServer), ("lag-poll-server", lagPollServer)]
@@ -154,6 +168,15 @@ struct SoakClientArguments: ParsableCommand {
     }
     if (lagWriteServer == nil) != (lagPollServer == nil) {
       throw ValidationError("--lag-write-server and --lag-poll-server go together")
+    }
+    if let writeRate, !(1...100_000).contains(writeRate) {
+      throw ValidationError("--write-rate must be a whole number in 1...100000, not \(writeRate)")
+    }
+    if !(1...600).contains(writeSeconds) {
+      throw ValidationError("--write-seconds must be a whole number in 1...600, not \(writeSeconds)")
+    }
+    if !(1...32).contains(batch) {
+      throw ValidationError("--batch must be a whole number in 1...32, not \(batch)")
     }
     if !(1...100_000).contains(lagSamples) {
       throw ValidationError("--lag-samples must be a whole number in 1...100000, not \(lagSamples)")

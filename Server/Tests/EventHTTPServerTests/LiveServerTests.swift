@@ -197,7 +197,9 @@ struct LiveServerTests {
     let live = try await LiveServer.start()
     defer { live.removeData() }
     let transport = live.transport("alice")
-    let commands: [VideoCommand] = [upload("b1", to: "bob"), upload("bad", to: "bob", size: -1), upload("b2", to: "bob")]
+    let commands: [VideoCommand] = [
+      upload("b1", to: "bob"), upload("bad", to: "bob", size: -1), upload("b2", to: "bob"),
+    ]
     let batch = MutationBatch(
       requests: commands.enumerated().map {
         MutationRequest(clientID: "c1", mutationID: MutationID(UInt64($0.offset + 1)), mutation: $0.element)
@@ -205,7 +207,11 @@ struct LiveServerTests {
     )
     let outcomes = try await transport.submit(batch, queueID: nil)
     #expect(outcomes.map(\.mutationID) == [MutationID(1), MutationID(2), MutationID(3)])
-    #expect(outcomes.map { if case .acknowledged(_, let receipt) = $0 { receipt.applied } else { false } } == [true, false, true])
+    #expect(
+      outcomes.map { if case .acknowledged(_, let receipt) = $0 { receipt.applied } else { false } } == [
+        true, false, true,
+      ]
+    )
     guard case .refused(_, let refusal) = outcomes[1] else {
       Issue.record("the second write was not refused: \(outcomes)")
       return
