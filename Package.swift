@@ -19,6 +19,7 @@ let package = Package(
     .library(name: "EventServer", targets: ["EventServer"]),
     .library(name: "UpdateMachine", targets: ["UpdateMachine"]),
     .library(name: "UpdateMachineTesting", targets: ["UpdateMachineTesting"]),
+    .library(name: "TestScheduling", targets: ["TestScheduling"]),
     .library(name: "VideoMessaging", targets: ["VideoMessaging"]),
     .library(name: "Simulation", targets: ["Simulation"]),
     .library(name: "EpisodeQueue", targets: ["EpisodeQueue"]),
@@ -74,20 +75,27 @@ let package = Package(
       ],
       swiftSettings: swiftSettings
     ),
+    // A Swift Testing trait for test targets (these and an app's): CPU-bound cases leave the async tests a
+    // thread (docs/testing.md).
+    .target(name: "TestScheduling", swiftSettings: swiftSettings),
     .testTarget(
       name: "EventProtocolTests",
-      dependencies: ["EventProtocol"],
+      dependencies: ["EventProtocol", "TestScheduling"],
       resources: [.copy("Fixtures")],
       swiftSettings: swiftSettings
     ),
     .testTarget(
       name: "UpdateMachineTests",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "SampleApps"],
+      dependencies: [
+        "EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "SampleApps", "TestScheduling",
+      ],
       swiftSettings: swiftSettings
     ),
     .testTarget(
       name: "VideoMessagingTests",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "VideoMessaging"],
+      dependencies: [
+        "EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "VideoMessaging", "TestScheduling",
+      ],
       swiftSettings: swiftSettings
     ),
     // The performance workloads; prints figures, never a timed test.
@@ -96,20 +104,22 @@ let package = Package(
       dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "VideoMessaging"],
       swiftSettings: swiftSettings
     ),
-    .testTarget(name: "DemoTests", dependencies: ["Demo", "Simulation"], swiftSettings: swiftSettings),
+    .testTarget(name: "DemoTests", dependencies: ["Demo", "Simulation", "TestScheduling"], swiftSettings: swiftSettings),
     .testTarget(
       name: "SimulationTests",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "SampleApps", "Simulation"],
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "SampleApps", "Simulation", "TestScheduling"],
       swiftSettings: swiftSettings
     ),
     .testTarget(
       name: "EpisodeQueueTests",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "EpisodeQueue"],
+      dependencies: [
+        "EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "EpisodeQueue", "TestScheduling",
+      ],
       swiftSettings: swiftSettings
     ),
     .testTarget(
       name: "EventServerTests",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachineTesting", "SampleApps"],
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachineTesting", "SampleApps", "TestScheduling"],
       swiftSettings: swiftSettings
     ),
   ],

@@ -199,8 +199,12 @@ public struct UpdateMachineCore<
   /// The writes not yet confirmed, oldest first.
   public var pendingMutations: [OutboxEntry<Mutation>] { outbox?.entries ?? [] }
 
-  /// The writes the server refused, until dismissed.
-  public var rejected: [RejectedMutation<Mutation>] { outbox?.rejected ?? [] }
+  /// The writes the server refused, until dismissed (the snapshot's `rejectedMutations`).
+  public var rejectedMutations: [RejectedMutation<Mutation>] { outbox?.rejected ?? [] }
+
+  /// The writes the server refused: the old name of ``rejectedMutations``.
+  @available(*, deprecated, renamed: "rejectedMutations")
+  public var rejected: [RejectedMutation<Mutation>] { rejectedMutations }
 
   /// The current save failure, if saves are failing; cleared by the next successful save.
   public var persistenceIssue: PersistenceError? {

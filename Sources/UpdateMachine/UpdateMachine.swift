@@ -380,7 +380,7 @@ public actor UpdateMachine<
       phase: core.phase,
       freshness: core.freshness(now: now),
       pendingMutations: core.pendingMutations,
-      rejectedMutations: core.rejected,
+      rejectedMutations: core.rejectedMutations,
       metrics: core.metrics,
       persistenceIssue: core.persistenceIssue,
       storeRecovery: core.storeRecovery,
@@ -400,13 +400,13 @@ public actor UpdateMachine<
       timerDeadline = nil
       perform(core.timerFired(now: now), now: now)
     }
-    let before = (phase: core.phase, pending: core.pendingMutations.count, rejected: core.rejected.count)
+    let before = (phase: core.phase, pending: core.pendingMutations.count, rejected: core.rejectedMutations.count)
     let clientID = core.clientID
     perform(transition(&core, now), now: now)
     guard let log else { return }
     if core.phase != before.phase { log(.phaseChanged(from: before.phase, to: core.phase)) }
-    if (core.pendingMutations.count, core.rejected.count) != (before.pending, before.rejected) {
-      log(.outboxChanged(pending: core.pendingMutations.count, rejected: core.rejected.count))
+    if (core.pendingMutations.count, core.rejectedMutations.count) != (before.pending, before.rejected) {
+      log(.outboxChanged(pending: core.pendingMutations.count, rejected: core.rejectedMutations.count))
     }
     if let clientID, let newID = core.clientID, newID != clientID { log(.clientIDChanged(newID)) }
   }

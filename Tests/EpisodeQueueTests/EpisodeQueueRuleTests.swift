@@ -1,6 +1,7 @@
 import EpisodeQueue
 import EventProtocol
 import EventServer
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 
@@ -216,6 +217,7 @@ struct EpisodeQueueRuleTests {
 
   @Test(
     "The convergence law: events after any cut, applied to that cut's snapshot, give the final one",
+    .cpuBound,
     arguments: 0..<300 as Range<UInt64>
   )
   func convergenceLaw(seed: UInt64) {

@@ -1,6 +1,7 @@
 import EpisodeQueue
 import EventProtocol
 import EventServer
+import TestScheduling
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
@@ -12,6 +13,7 @@ import UpdateMachineTesting
 struct EpisodeQueueSimulationTests {
   @Test(
     "1,000 seeds: converged, nothing resurrected, nothing downloaded from stale state",
+    .cpuBound,
     arguments: 0..<1_000 as Range<UInt64>
   )
   func randomized(seed: UInt64) {

@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import TestScheduling
 import Testing
 
 /// An event whose fields are a ``Sample``'s, beside the envelope's `id`, `type` and `origin`: the envelope's
@@ -49,7 +50,11 @@ private struct KeyedEvent: EventPayload {
 // splices into every answer: the bytes are the ones encoding the payload in place writes, and Foundation's.
 @Suite("EncodedMembers: a payload encoded once and spliced into envelopes")
 struct EncodedMembersTests {
-  @Test("a spliced envelope encodes to the same bytes as encoding in place, and Foundation's", arguments: 0..<200)
+  @Test(
+    "a spliced envelope encodes to the same bytes as encoding in place, and Foundation's",
+    .cpuBound,
+    arguments: 0..<200
+  )
   func splicedEqualsEncoded(seed: UInt64) throws {
     var draw = Draw(seed: seed)
     let payload = SampleEvent(sample: Sample(&draw))
@@ -79,7 +84,7 @@ struct EncodedMembersTests {
     #expect(try JSONDecoder().decode(EventsReply<SampleEvent>.self, from: Data(unsorted)) == reply)
   }
 
-  @Test("an envelope's keys merged among its payload's: the bytes sorting them writes", arguments: 0..<300)
+  @Test("an envelope's keys merged among its payload's: the bytes sorting them writes", .cpuBound, arguments: 0..<300)
   func mergedKeys(seed: UInt64) throws {
     var draw = Draw(seed: seed)
     let reserved = ["id", "origin", "type"]
@@ -109,7 +114,11 @@ struct EncodedMembersTests {
     #expect(ours == (try foundationSorted(EventsReply(events: [plain, next], queueID: nil))), "seed \(seed)")
   }
 
-  @Test("the envelope size the server limits is the size of the envelope encoded in place", arguments: 0..<200)
+  @Test(
+    "the envelope size the server limits is the size of the envelope encoded in place",
+    .cpuBound,
+    arguments: 0..<200
+  )
   func envelopeSize(seed: UInt64) throws {
     var draw = Draw(seed: seed)
     let payload = SampleEvent(sample: Sample(&draw), eventType: draw.string())

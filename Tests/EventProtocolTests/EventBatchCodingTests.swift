@@ -1,4 +1,5 @@
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import EventProtocol
@@ -86,7 +87,11 @@ private func edit(_ tree: inout [String: Any], _ draw: inout Draw) {
 // (`EventBatchCoding.swift`); these hold that path to what the containers' path and Foundation's coder do.
 @Suite("Event batches through the package's coder without containers")
 struct EventBatchCodingTests {
-  @Test("edited batches: the same value or the same error as through containers and Foundation", arguments: 0..<300)
+  @Test(
+    "edited batches: the same value or the same error as through containers and Foundation",
+    .cpuBound,
+    arguments: 0..<300
+  )
   func editedBatches(seed: UInt64) throws {
     var draw = Draw(seed: seed)
     let reply = eventsReply(&draw)
@@ -111,7 +116,7 @@ struct EventBatchCodingTests {
     }
   }
 
-  @Test("a batch written inside another object: Foundation's bytes, sorted or not", arguments: 0..<100)
+  @Test("a batch written inside another object: Foundation's bytes, sorted or not", .cpuBound, arguments: 0..<100)
   func surrounded(seed: UInt64) throws {
     var draw = Draw(seed: seed)
     let value = Surrounded(reply: eventsReply(&draw))

@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import TestScheduling
 import Testing
 
 // Property tests of the package's own JSON coder against Foundation's, the reference: on random values, the
@@ -184,7 +185,11 @@ func foundationSorted(_ value: some Encodable) throws -> [UInt8] {
 
 @Suite("WireJSON: the package's JSON coder against Foundation's")
 struct WireJSONTests {
-  @Test("random values encode to Foundation's bytes and decode from either coder's bytes", arguments: 0..<200)
+  @Test(
+    "random values encode to Foundation's bytes and decode from either coder's bytes",
+    .cpuBound,
+    arguments: 0..<200
+  )
   func randomValues(seed: UInt64) throws {
     var draw = Draw(seed: seed)
     let value = Sample(&draw)
@@ -199,7 +204,7 @@ struct WireJSONTests {
     #expect(try WireJSON.decode(Sample.self, from: unsorted) == value)
   }
 
-  @Test("the protocol's event batches: Foundation's bytes out, the same batch back", arguments: 0..<200)
+  @Test("the protocol's event batches: Foundation's bytes out, the same batch back", .cpuBound, arguments: 0..<200)
   func randomEventBatches(seed: UInt64) throws {
     var draw = Draw(seed: seed)
     let reply = eventsReply(&draw)
@@ -210,7 +215,7 @@ struct WireJSONTests {
     #expect(try JSONDecoder().decode(EventsReply<ItemEvent>.self, from: Data(ours)) == reply)
   }
 
-  @Test("random documents and their mutations: the same verdict and the same values", arguments: 0..<300)
+  @Test("random documents and their mutations: the same verdict and the same values", .cpuBound, arguments: 0..<300)
   func randomDocuments(seed: UInt64) throws {
     var draw = Draw(seed: seed)
     var document = [UInt8](randomDocument(&draw, depth: 0).utf8)
@@ -326,7 +331,7 @@ struct WireJSONTests {
     }
   }
 
-  @Test("a key encoded twice keeps its last value, as Foundation's sorted output does", arguments: 0..<100)
+  @Test("a key encoded twice keeps its last value, as Foundation's sorted output does", .cpuBound, arguments: 0..<100)
   func repeatedKeysEncoded(seed: UInt64) throws {
     struct Key: CodingKey {
       var stringValue: String

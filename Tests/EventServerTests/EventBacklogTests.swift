@@ -1,6 +1,7 @@
 import EventProtocol
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 
 @testable import EventServer
@@ -15,7 +16,7 @@ private func envelope(_ id: Int) -> Envelope {
 /// random runs of appends, acknowledgements and bounded reads; and the queue's answers and dumps over it.
 @Suite("EventBacklog: acknowledging costs what it drops, and the events are exactly the model's")
 struct EventBacklogTests {
-  @Test("random appends, acknowledgements and reads agree with an array model", arguments: 0..<200)
+  @Test("random appends, acknowledgements and reads agree with an array model", .cpuBound, arguments: 0..<200)
   func againstModel(seed: UInt64) {
     var random = SeededRandomNumberGenerator(seed: seed)
     var backlog = EventBacklog<Envelope>()

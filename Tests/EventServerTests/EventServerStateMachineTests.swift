@@ -1,6 +1,7 @@
 import EventProtocol
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 
@@ -237,7 +238,7 @@ struct EventServerStateMachineTests {
     #expect(machine.queues[queueID]!.parkedPoll == nil)
   }
 
-  @Test("a parked poll ends with a real heartbeat event 45 to 55 seconds later", arguments: 0..<20)
+  @Test("a parked poll ends with a real heartbeat event 45 to 55 seconds later", .cpuBound, arguments: 0..<20)
   func heartbeatDeadline(seed: UInt64) {
     var machine = makeMachine(seed: seed)
     let queueID = machine.register(user: alice, eventTypes: nil, lifespan: nil, now: t0).0.queueID

@@ -1,11 +1,12 @@
 import EventProtocol
+import TestScheduling
 import Testing
 
 @testable import EventServer
 
 @Suite("SlotIndex: a hash index of slots whose keys live in the records")
 struct SlotIndexTests {
-  @Test("random inserts, removals and replacements find what a dictionary finds", arguments: 0..<20)
+  @Test("random inserts, removals and replacements find what a dictionary finds", .cpuBound, arguments: 0..<20)
   func matchesDictionary(seed: UInt64) {
     var random = SeededRandomNumberGenerator(seed: seed)
     // Few distinct hashes (some seeds: one), so runs are long, wrap around the end and collide.

@@ -3,6 +3,7 @@ import EventServer
 import Foundation
 import SampleApps
 import Simulation
+import TestScheduling
 import Testing
 import UpdateMachine
 
@@ -81,7 +82,11 @@ struct AppSimulationTests {
     #expect(code.split(separator: "\n").count <= 50)
   }
 
-  @Test("100 seeds across strategies, platforms and fault mixes converge with every invariant held", arguments: 0..<100)
+  @Test(
+    "100 seeds across strategies, platforms and fault mixes converge with every invariant held",
+    .cpuBound,
+    arguments: 0..<100
+  )
   func converges(seed: Int) {
     var scenario = Scenario(seed: UInt64(seed))
     scenario.users = 2 + seed % 3

@@ -1,6 +1,7 @@
 import EventProtocol
 import Foundation
 import Simulation
+import TestScheduling
 import Testing
 
 /// docs/episode-queue.md §5's randomized simulation, on the Simulation library.
@@ -8,6 +9,7 @@ import Testing
 struct EpisodeSimulationTests {
   @Test(
     "1,000 seeds: 1-4 devices per listener, broadcaster churn, every fault; every invariant holds",
+    .cpuBound,
     arguments: 0..<1_000 as Range<UInt64>
   )
   func seeds(seed: UInt64) {
@@ -21,6 +23,7 @@ struct EpisodeSimulationTests {
 
   @Test(
     "200 seeds on a cluster of 3 nodes: requests go to any node, nodes are killed; every invariant holds",
+    .cpuBound,
     arguments: 0..<200 as Range<UInt64>
   )
   func clusterSeeds(seed: UInt64) {

@@ -1,5 +1,6 @@
 import EventProtocol
 import Simulation
+import TestScheduling
 import Testing
 
 /// The fault mixes the property test cycles through.
@@ -47,6 +48,7 @@ private func scenario(seed: UInt64) -> (Scenario, String) {
 struct SimulationPropertyTests {
   @Test(
     "2,000 seeds across strategies and fault mixes converge with every invariant held",
+    .cpuBound,
     arguments: 0..<2_000 as Range<UInt64>
   )
   func converges(seed: UInt64) {
@@ -147,6 +149,7 @@ struct PresenceSimulationTests {
 struct HistorySimulationTests {
   @Test(
     "200 seeds browsing histories converge; no known item ever differs from the server",
+    .cpuBound,
     arguments: 0..<200 as Range<UInt64>
   )
   func historiesHold(seed: UInt64) {

@@ -2,6 +2,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
@@ -20,6 +21,7 @@ struct PartialStatePropertyTests {
 
   @Test(
     "every known item equals the server's at the finger, every interval is true, own writes show once",
+    .cpuBound,
     arguments: 0..<120 as Range<UInt64>
   )
   func composition(seed: UInt64) {

@@ -2,6 +2,7 @@
 import EventProtocol
 import EventServer
 import Foundation
+import TestScheduling
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
@@ -19,7 +20,11 @@ func greetingsReducerRules() throws {
   #expect(shown == Greetings(all: ["hi", "hello", "typing…"]))
 }
 
-@Test("every device converges after random faults, crashes and server restarts", arguments: 0..<200 as Range<UInt64>)
+@Test(
+  "every device converges after random faults, crashes and server restarts",
+  .cpuBound,
+  arguments: 0..<200 as Range<UInt64>
+)
 func greetingsConverge(seed: UInt64) {
   var world = LoopbackWorld(
     application: GreetingBoard(),

@@ -103,7 +103,7 @@ struct UpdateMachineCoreOutboxTests {
     #expect(actions == [.persist(harness.record, .applied([]))])
     #expect(harness.core.pendingMutations.isEmpty)
     #expect(
-      harness.core.rejected == [
+      harness.core.rejectedMutations == [
         RejectedMutation(id: MutationID(1), mutation: .forbidden, reason: "alice may not do that")
       ]
     )
@@ -117,11 +117,11 @@ struct UpdateMachineCoreOutboxTests {
     _ = harness.core.submitFailed(request(3), .api(.badRequest("no")), now: t0)
     _ = harness.submit(.forbidden, now: t0)
     _ = harness.core.submitFailed(request(4), .api(.badRequest("no")), now: t0)
-    #expect(harness.core.rejected.map(\.id) == [MutationID(1), MutationID(2)])
+    #expect(harness.core.rejectedMutations.map(\.id) == [MutationID(1), MutationID(2)])
     #expect(
       harness.core.rejectionsDismissed(through: MutationID(1), now: t0) == [.persist(harness.record, .applied([]))]
     )
-    #expect(harness.core.rejected.map(\.id) == [MutationID(2)])
+    #expect(harness.core.rejectedMutations.map(\.id) == [MutationID(2)])
     #expect(harness.core.rejectionsDismissed(through: MutationID(1), now: t0) == [])
   }
 

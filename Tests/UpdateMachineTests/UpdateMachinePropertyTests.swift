@@ -2,6 +2,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
@@ -15,6 +16,7 @@ import UpdateMachineTesting
 struct UpdateMachinePropertyTests {
   @Test(
     "no event applied twice or skipped, no write lost or applied twice, convergence",
+    .cpuBound,
     arguments: 0..<1_000 as Range<UInt64>
   )
   func convergesUnderFaults(seed: UInt64) {
@@ -153,7 +155,7 @@ private struct PropertyRun {
     let serverNotes = world.server.application.notes[Self.alice] ?? []
     let counts = Dictionary(serverNotes.map { ($0, 1) }, uniquingKeysWith: +)
     let refused = Set(
-      world.devices.flatMap(\.core.rejected).compactMap {
+      world.devices.flatMap(\.core.rejectedMutations).compactMap {
         if case .post(let text, _) = $0.mutation { text } else { nil }
       }
     )

@@ -1,4 +1,5 @@
 import EventProtocol
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 import VideoMessaging
@@ -7,7 +8,11 @@ import VideoMessaging
 /// events after the cut applied to the snapshot at the cut give the final snapshot.
 @Suite("VideoMessaging: snapshots and events agree")
 struct VideoConvergenceTests {
-  @Test("events after any cut rebuild the final snapshot, for every user", arguments: 0..<500 as Range<UInt64>)
+  @Test(
+    "events after any cut rebuild the final snapshot, for every user",
+    .cpuBound,
+    arguments: 0..<500 as Range<UInt64>
+  )
   func convergence(seed: UInt64) {
     let (users, commands) = randomVideoCommands(seed: seed)
     let failure = ConvergenceCheck.check(
@@ -24,7 +29,11 @@ struct VideoConvergenceTests {
 /// others, fetched whole at the cut and kept live by the events after it.
 @Suite("VideoMessaging: conversation histories follow the events", .serialized)
 struct VideoHistoryConvergenceTests {
-  @Test("fetched histories and events after any cut agree with the final server", arguments: 0..<300 as Range<UInt64>)
+  @Test(
+    "fetched histories and events after any cut agree with the final server",
+    .cpuBound,
+    arguments: 0..<300 as Range<UInt64>
+  )
   func historyConvergence(seed: UInt64) {
     let (users, commands) = randomVideoCommands(seed: seed)
     var retention = VideoRetention()

@@ -1,5 +1,6 @@
 import EventProtocol
 import EventServer
+import TestScheduling
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
@@ -10,7 +11,7 @@ import VideoMessaging
 /// every video a device knows equals the server's and every complete range is the server's history.
 @Suite("VideoMessaging: conversation histories fetched by page and kept live", .serialized)
 struct VideoHistoryNarrowTests {
-  @Test("histories settle true to the server under faults", arguments: 0..<40 as Range<UInt64>)
+  @Test("histories settle true to the server under faults", .cpuBound, arguments: 0..<40 as Range<UInt64>)
   func historiesSettle(seed: UInt64) {
     var retention = VideoRetention()
     retention.historyPerConversation = 6

@@ -55,6 +55,10 @@ struct ServingExampleTests {
     let begin = try #require(source.range(of: "// EXAMPLE-BEGIN\n"))
     let end = try #require(source.range(of: "// EXAMPLE-END"))
     #expect(text.contains(source[begin.upperBound..<end.lowerBound]))
+    let cluster = try String(contentsOf: folder.appendingPathComponent("ServingClusterExample.swift"), encoding: .utf8)
+    let clusterBegin = try #require(cluster.range(of: "// CLUSTER-BEGIN\n"))
+    let clusterEnd = try #require(cluster.range(of: "// CLUSTER-END"))
+    #expect(text.contains(cluster[clusterBegin.upperBound..<clusterEnd.lowerBound]))
   }
 }
 
