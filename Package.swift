@@ -104,7 +104,11 @@ let package = Package(
       dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "VideoMessaging"],
       swiftSettings: swiftSettings
     ),
-    .testTarget(name: "DemoTests", dependencies: ["Demo", "Simulation", "TestScheduling"], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "DemoTests",
+      dependencies: ["Demo", "Simulation", "TestScheduling"],
+      swiftSettings: swiftSettings
+    ),
     .testTarget(
       name: "SimulationTests",
       dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "SampleApps", "Simulation", "TestScheduling"],
