@@ -95,13 +95,29 @@ public struct FileStore: JournalingUpdateStore {
     }
   }
 
-  /// Removes the temporary files a crash in the middle of ``save(_:)`` left behind.
-  private func removeLeftoverTemporaryFiles() {
+  /// Removes the temporary files a crash in the middle of ``save(_:)`` left behind: this store's own
+  /// (`.<name>.<uuid>.tmp`), and Foundation's atomic-write temporaries (`.dat.nosync<pid>.<random>`) that
+  /// builds before the store wrote through its own names left in the folder. Foundation names those after
+  /// no file, so only ones untouched for ``foreignTemporaryAge`` go: another component writing in the same
+  /// folder right now keeps its own.
+  private func removeLeftoverTemporaryFiles(now: Date = Date()) {
     guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path) else { return }
-    for name in names where name.hasPrefix(temporaryPrefix) && name.hasSuffix(".tmp") {
-      try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
+    for name in names {
+      let path = folder.appendingPathComponent(name)
+      if name.hasPrefix(temporaryPrefix) && name.hasSuffix(".tmp") {
+        try? FileManager.default.removeItem(at: path)
+      } else if name.hasPrefix(".dat.nosync"),
+        let modified = (try? FileManager.default.attributesOfItem(atPath: path.path))?[.modificationDate] as? Date,
+        now.timeIntervalSince(modified) > Self.foreignTemporaryAge
+      {
+        try? FileManager.default.removeItem(at: path)
+      }
     }
   }
+
+  /// How long a Foundation atomic-write temporary must have been left untouched before a load removes it
+  /// (10 minutes: no write takes that long).
+  static var foreignTemporaryAge: TimeInterval { 600 }
 
   public func save(_ data: Data) throws(PersistenceError) {
     do {

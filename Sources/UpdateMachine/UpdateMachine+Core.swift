@@ -230,6 +230,7 @@ public struct UpdateMachineCore<
   ) -> [Action] {
     precondition(!isLoaded, "loaded(_:recovery:now:) called twice")
     isLoaded = true
+    saving = .saved  // the store opened: a failure to open it (storeOpenFailed) is over
     disconnectedSince = now
     storeRecovery = recovery
     var actions: [Action] = []

@@ -128,8 +128,14 @@ public actor UpdateMachine<
     isStarted = true
     do {
       try store.open()
-    } catch {
+    } catch  where error.isSameKind(as: .inUse("")) {
       input { core, now in core.storeUnavailable(error.description, now: now) }
+      return
+    } catch {
+      // Not another user of the file: the folder cannot be written (a lock file it cannot create). Reported
+      // as the write failure it is (published while started); `resume()` tries again.
+      input { core, now in core.storeOpenFailed(error, now: now) }
+      isStarted = false
       return
     }
     let (record, recovery) = loadRecord()
@@ -279,8 +285,11 @@ public actor UpdateMachine<
   }
 
   /// After the machine stopped (``UpdateMachineSnapshot/stopReason``), once the app has fixed the cause
-  /// (new credentials in the transport): starts again with the kept state, finger and outbox.
+  /// (new credentials in the transport): starts again with the kept state, finger and outbox. When the store
+  /// could not be opened at start (``UpdateMachineSnapshot/persistenceIssue`` a write failure, such as a
+  /// folder that cannot hold the lock file), it tries again.
   public func resume() {
+    if !isStarted { start() }
     input { core, now in core.resume(now: now) }
   }
 
@@ -306,6 +315,9 @@ public actor UpdateMachine<
   public func submit(_ mutation: Mutation) -> MutationID {
     start()
     var id = MutationID(0)
+    // A store that could not be opened holds no record to keep the write in: nothing is kept, and
+    // `snapshot.stopReason` or `snapshot.persistenceIssue` says why.
+    guard core.isLoaded else { return id }
     input { core, now in
       let (newID, actions) = core.submit(mutation, now: now)
       id = newID

@@ -22,6 +22,16 @@ extension UpdateMachineCore {
     return []
   }
 
+  /// The store could not be opened for a reason other than another user of it (a lock file the folder
+  /// cannot hold): a write failure, shown as ``persistenceIssue``; the machine loads nothing until the app
+  /// calls `resume()`, which tries again.
+  public mutating func storeOpenFailed(_ error: PersistenceError, now: Timestamp) -> [Action] {
+    guard !isLoaded else { return [] }
+    disconnectedSince = disconnectedSince ?? now
+    saving = .failing(error, failures: 1, retryAt: now)
+    return []
+  }
+
   /// The app's device-local data changed: it is saved with the rest of the record, atomically.
   public mutating func deviceDataChanged(_ data: Data, now: Timestamp) -> [Action] {
     guard isLoaded, data != deviceData else { return [] }

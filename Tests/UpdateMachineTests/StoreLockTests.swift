@@ -35,6 +35,49 @@ struct StoreLockTests {
     await third.stop()
   }
 
+  @Test("a lock file that cannot be created is a write failure, not 'in use'; resume() tries again and goes on")
+  func uncreatableLockIsAWriteFailure() async throws {
+    let world = World()
+    let lockURL = world.storeURL.appendingPathExtension("lock")
+    defer {
+      try? FileManager.default.removeItem(at: world.storeURL)
+      try? FileManager.default.removeItem(at: lockURL)
+    }
+    // A folder where the lock file should be: open(2) cannot create it (EISDIR), as in a read-only folder
+    // (this runs as any user, root included, which a read-only folder would not stop).
+    try FileManager.default.createDirectory(at: lockURL, withIntermediateDirectories: false)
+    let machine = world.makeMachine()
+    await machine.start()
+    let failed = await waitFor(machine) { $0.persistenceIssue != nil }
+    #expect(failed?.stopReason == nil)
+    #expect(failed?.persistenceIssue?.isSameKind(as: .writeFailed("")) == true)
+    #expect(failed?.persistenceIssue?.detail.contains(".lock") == true)
+    #expect(await machine.submit(.post("not kept", to: ["alice"])) == MutationID(0))
+    try FileManager.default.removeItem(at: lockURL)
+    await machine.resume()
+    let live = await waitFor(machine) { $0.persistenceIssue == nil && $0.freshness.freshness == .live }
+    #expect(live?.stopReason == nil)
+    await machine.stop()
+  }
+
+  @Test("a load removes Foundation's atomic-write temporaries older builds left, and keeps fresh ones")
+  func foreignTemporariesRemoved() throws {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nosync-\(UUID())")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let old = folder.appendingPathComponent(".dat.nosync3f1.Ab12Cd")
+    let fresh = folder.appendingPathComponent(".dat.nosync3f2.Ef34Gh")
+    for url in [old, fresh] { _ = FileManager.default.createFile(atPath: url.path, contents: Data("x".utf8)) }
+    try FileManager.default.setAttributes(
+      [.modificationDate: Date().addingTimeInterval(-3_600)],
+      ofItemAtPath: old.path
+    )
+    let store = FileStore(url: folder.appendingPathComponent("record.json"))
+    _ = try store.load()
+    #expect(!FileManager.default.fileExists(atPath: old.path))
+    #expect(FileManager.default.fileExists(atPath: fresh.path))
+  }
+
   @Test("another process holding the file: the store refuses with inUse; the lock goes with the process")
   func anotherProcess() throws {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("locked-\(UUID()).json")
