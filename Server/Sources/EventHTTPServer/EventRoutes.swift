@@ -91,6 +91,18 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   }
 
   private func events(_ request: Request) async -> Response {
+    var response = await longOrShortPoll(request)
+    // A long-poll's connection is closed after its answer (its inbound side is watched for the client going
+    // away), so the answer says so: a proxy keeping upstream connections alive (nginx's `keepalive`) must not
+    // send its next request on it. Without this nginx reused such connections and logged "upstream
+    // prematurely closed connection" (502s reached clients) with no fault at all.
+    if request.uri.queryParameters["dont_block"].map({ $0.lowercased() == "true" || $0 == "1" }) != true {
+      response.headers[.connection] = "close"
+    }
+    return response
+  }
+
+  private func longOrShortPoll(_ request: Request) async -> Response {
     await HTTPAnswer.run {
       let user = try await admit(request)
       let query = try RequestFields(query: request, allowed: ["queue_id", "last_event_id", "dont_block", "limit"])

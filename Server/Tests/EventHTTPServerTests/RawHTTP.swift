@@ -13,6 +13,8 @@ struct RawHTTP {
   struct Answer {
     var status: Int
     var body: Data
+    /// The headers, by lower-case name.
+    var headers: [String: String] = [:]
     var text: String { String(decoding: body, as: UTF8.self) }
     /// The API error's code, when the body is one.
     var code: String? {
@@ -126,7 +128,12 @@ struct RawHTTP {
     guard parts.count >= 2, let status = Int(parts[1]) else { throw Failure(description: "bad status: \(statusLine)") }
     var body = Data(response[end.upperBound...])
     if head.lowercased().contains("transfer-encoding: chunked") { body = dechunk(body) }
-    return Answer(status: status, body: body)
+    var headers: [String: String] = [:]
+    for line in head.split(separator: "\r\n").dropFirst() {
+      guard let colon = line.firstIndex(of: ":") else { continue }
+      headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    }
+    return Answer(status: status, body: body, headers: headers)
   }
 
   private static func dechunk(_ data: Data) -> Data {

@@ -89,6 +89,40 @@ struct WireIntegrityTests {
     try await live.stop()
   }
 
+  @Test("a long-poll's answer says Connection: close (its connection closes), a dont_block answer does not")
+  func longPollClosesItsConnection() async throws {
+    let live = try await LiveServer.start()
+    defer { live.removeData() }
+    let http = RawHTTP(base: live.url)
+    let registered = try await http.send("POST", "api/v1/register", as: "bob")
+    let object = try JSONSerialization.jsonObject(with: registered.body) as? [String: Any]
+    let queue = try #require(object?["queue_id"] as? String)
+    _ = try await http.mutation(
+      VideoCommandJSON.uploaded(video: "v1", recipient: "bob", key: "blob-v1", size: 3),
+      as: "alice",
+      id: 1
+    )
+    // An event is waiting: the long-poll answers at once, and says its connection closes (nginx must not reuse
+    // it for its next request).
+    let longPoll = try await http.send(
+      "GET",
+      "api/v1/events",
+      query: ["queue_id": queue, "last_event_id": "-1", "dont_block": "false"],
+      as: "bob"
+    )
+    #expect(longPoll.status == 200)
+    #expect(longPoll.headers["connection"]?.lowercased() == "close")
+    let shortPoll = try await http.send(
+      "GET",
+      "api/v1/events",
+      query: ["queue_id": queue, "last_event_id": "-1", "dont_block": "true"],
+      as: "bob"
+    )
+    #expect(shortPoll.status == 200)
+    #expect(shortPoll.headers["connection"]?.lowercased() != "close")
+    try await live.stop()
+  }
+
   @Test("a query is read as application/x-www-form-urlencoded: + is a space, %2B a plus, a bad escape a 400")
   func queryPlusIsSpace() async throws {
     let live = try await LiveServer.start()
