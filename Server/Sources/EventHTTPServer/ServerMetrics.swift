@@ -60,11 +60,19 @@ public final class ServerMetrics: Sendable {
     Counter(label: "event_server_log_records_total", factory: factory).increment(by: records)
   }
 
-  /// The state's gauges, sampled when scraped.
+  /// The state's gauges, sampled when scraped, and the build's (always 1, its version as a label).
   public func sample(parkedPolls: Int, queues: Int) {
     Gauge(label: "event_server_parked_polls", factory: factory).record(parkedPolls)
     Gauge(label: "event_server_queues", factory: factory).record(queues)
+    Gauge(
+      label: "event_server_build_info",
+      dimensions: [("version", Self.version)],
+      factory: factory
+    ).record(1)
   }
+
+  /// This server's version, as `build_info` labels it.
+  public static var version: String { "0.1.0-dev" }
 
   /// Every series, in Prometheus's text format.
   public func text() -> String { registry.emitToString() }
@@ -72,8 +80,8 @@ public final class ServerMetrics: Sendable {
   /// The routes counted by name; anything else is `other`, so a scanner cannot grow the series.
   static func route(of path: String) -> String {
     let known = [
-      "/api/v1/register", "/api/v1/events", "/api/v1/mutations", "/api/v1/push_tokens", "/api/v1/server_settings",
-      "/api/v1/fetch",
+      "/api/v1/register", "/api/v1/events", "/api/v1/mutations", "/api/v1/mutation_batches", "/api/v1/push_tokens",
+      "/api/v1/server_settings", "/api/v1/fetch",
       "/api/v1/uploads", "/api/v1/uploads/complete", "/api/v1/blobs", "/api/v1/blobs/info",
     ]
     return known.contains(path) ? path : "other"
