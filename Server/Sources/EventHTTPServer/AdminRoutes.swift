@@ -51,8 +51,10 @@ struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     -> Response
   {
     do {
-      let response = try await next(request, context)
+      let note = RefusalNote()
+      let response = try await HTTPAnswer.$refusalNote.withValue(note) { try await next(request, context) }
       metrics.requestAnswered(path: request.uri.path, status: response.status.code)
+      if let code = note.code { metrics.refused(code: code.wireValue) }
       return response
     } catch let error as any HTTPResponseError {
       metrics.requestAnswered(path: request.uri.path, status: error.status.code)

@@ -5,6 +5,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import Synchronization
 
 /// Turns what a route produced into an HTTP response: a JSON success body, or an API error with Zulip's
 /// status (400, 401, 413, 429 with `Retry-After`) and its JSON body.
@@ -89,6 +90,7 @@ public enum HTTPAnswer {
   }
 
   static func failure(_ error: EventAPIError, status: HTTPResponse.Status) -> Response {
+    refusalNote?.note(error.code)
     var response = json(status, (try? WireFormat.encode(error)) ?? Data(#"{"result":"error","msg":""}"#.utf8))
     if let retryAfter = error.retryAfter {
       let seconds = max(1, Int((Double(retryAfter / .milliseconds(1)) / 1000).rounded(.up)))
@@ -107,4 +109,19 @@ public enum HTTPAnswer {
       body: ResponseBody(byteBuffer: ByteBuffer(bytes: data))
     )
   }
+}
+
+extension HTTPAnswer {
+  /// Where the request being answered notes its API error's code, for the metrics (set by the metrics
+  /// middleware around each request).
+  @TaskLocal static var refusalNote: RefusalNote?
+}
+
+/// The API error code one request was answered with, if any.
+final class RefusalNote: Sendable {
+  private let noted = Mutex<EventAPIError.Code?>(nil)
+
+  func note(_ code: EventAPIError.Code) { noted.withLock { $0 = code } }
+
+  var code: EventAPIError.Code? { noted.withLock { $0 } }
 }

@@ -39,6 +39,13 @@ public final class ServerMetrics: Sendable {
     ).increment()
   }
 
+  /// A request was refused with an API error: counted by its code (`RATE_LIMIT_HIT` and `QUOTA_EXCEEDED`
+  /// are the two reasons for a `429`; `BAD_REQUEST`, `MUTATION_ID_REUSED`, `UNAUTHORIZED`,
+  /// `SERVICE_UNAVAILABLE`…). The codes are the server's own, a fixed set.
+  public func refused(code: String) {
+    Counter(label: "event_server_refusals_total", dimensions: [("code", code)], factory: factory).increment()
+  }
+
   /// A mutation was answered after `duration` (durable before its answer).
   public func mutationAnswered(after duration: Duration) {
     Timer(label: "event_server_mutation_duration_seconds", factory: factory).recordNanoseconds(

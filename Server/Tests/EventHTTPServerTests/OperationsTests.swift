@@ -135,6 +135,14 @@ struct OperationsTests {
     await machine.stop()
     // A request without a key, to a route that does not exist.
     _ = try await get(URL(string: "http://127.0.0.1:\(port)/api/v1/nothing-here")!)
+    // A wrong key: refused, and counted by its code.
+    let refused = try await RawHTTP(base: URL(string: "http://127.0.0.1:\(port)")!).send(
+      "POST",
+      "api/v1/register",
+      as: "alice",
+      key: "not-alice-key"
+    )
+    #expect(refused.status == 401)
     let (status, metrics) = try await get(admin.appendingPathComponent("metrics"))
     #expect(status == 200)
     #expect(metrics.contains(#"event_server_requests_total{route="/api/v1/register",status="200"} 2"#))
@@ -147,6 +155,7 @@ struct OperationsTests {
     // The machine's own long-poll, cut when it stopped, may add one more: a 499 too, never a 5xx.
     #expect(metrics.contains(#"route="/api/v1/events",status="499""#))
     #expect(!metrics.contains(#"status="503""#))
+    #expect(metrics.contains(#"event_server_refusals_total{code="UNAUTHORIZED"} 1"#))
     // Every series docs/deploying.md names exists.
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
       .deletingLastPathComponent().deletingLastPathComponent()
