@@ -292,8 +292,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// decisions are durable together (one wait for the log, not one per mutation).
   /// - Returns: One outcome per mutation decided, in order; it stops after a `MUTATION_ID_REUSED`
   ///   (``EventServerStateMachine/applyMutations(_:measured:from:now:)``).
-  /// - Throws: `BAD_REQUEST` for a batch that cannot be decided (empty, over ``MutationBatch/maximumCount``,
-  ///   two client ids, ids not increasing); ``ServerLogError`` when a durable server cannot make it durable.
+  /// - Throws: `BAD_REQUEST` for a batch that cannot be decided (empty, over ``MutationBatch/maximumCount``);
+  ///   ``ServerLogError`` when a durable server cannot make it durable.
   public func applyMutations(
     _ batch: MutationBatch<Application.Command>,
     from user: UserID

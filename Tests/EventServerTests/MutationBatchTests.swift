@@ -96,20 +96,6 @@ struct MutationBatchTests {
     arguments: [
       ("empty", MutationBatch<NoteBoard.Command>(requests: [])),
       (
-        "two clients",
-        MutationBatch(requests: [
-          MutationRequest(clientID: "a", mutationID: MutationID(1), mutation: NoteBoard.Command.post("x", to: [bob])),
-          MutationRequest(clientID: "b", mutationID: MutationID(2), mutation: .post("y", to: [bob])),
-        ])
-      ),
-      (
-        "ids not increasing",
-        MutationBatch(requests: [
-          MutationRequest(clientID: "a", mutationID: MutationID(2), mutation: NoteBoard.Command.post("x", to: [bob])),
-          MutationRequest(clientID: "a", mutationID: MutationID(2), mutation: .post("y", to: [bob])),
-        ])
-      ),
-      (
         "too many",
         MutationBatch(
           requests: (1...(MutationBatch<NoteBoard.Command>.maximumCount + 1)).map {
@@ -124,6 +110,23 @@ struct MutationBatchTests {
     #expect(throws: EventAPIError.self, "\(name)") { try machine.applyMutations(batch, from: alice, now: t0) }
     #expect(machine.application.notes[bob] == nil)
     #expect(machine.mutationMemory.records.isEmpty)
+  }
+
+  @Test("writes of two clients, or ids that do not increase, are decided write by write, not refused whole")
+  func decidedWriteByWrite() throws {
+    var machine = makeMachine()
+    let batch = MutationBatch(requests: [
+      MutationRequest(clientID: "a", mutationID: MutationID(2), mutation: NoteBoard.Command.post("x", to: [bob])),
+      MutationRequest(clientID: "b", mutationID: MutationID(1), mutation: .post("y", to: [bob])),
+      MutationRequest(clientID: "a", mutationID: MutationID(2), mutation: .post("x", to: [bob])),
+    ])
+    let (outcomes, _) = try machine.applyMutations(batch, from: alice, now: t0)
+    #expect(
+      outcomes.map { if case .acknowledged(_, let receipt) = $0 { receipt.applied } else { false } } == [
+        true, true, false,
+      ]
+    )
+    #expect(machine.application.notes[bob] == ["x", "y"])
   }
 
   @Test("outcomes keep their shape on the wire: a receipt or an API error beside each mutation id")
