@@ -73,11 +73,20 @@ extension EventTransport {
     queueID: QueueID?
   ) async throws(TransportError) -> [MutationOutcome] {
     guard let first = batch.requests.first else { throw .api(.badRequest("a batch holds at least one mutation")) }
+    return [try await submitAlone(first, queueID: queueID)]
+  }
+
+  /// Sends one mutation with ``submit(_:queueID:)`` and answers its outcome as a batch would: a refusal of
+  /// the mutation itself (`BAD_REQUEST`, `MUTATION_ID_REUSED`) is an outcome, any other failure is thrown.
+  public func submitAlone(
+    _ request: MutationRequest<Mutation>,
+    queueID: QueueID?
+  ) async throws(TransportError) -> MutationOutcome {
     do {
-      return [.acknowledged(first.mutationID, try await submit(first, queueID: queueID))]
+      return .acknowledged(request.mutationID, try await submit(request, queueID: queueID))
     } catch {
-      guard let outcome = MutationOutcome(first.mutationID, refusedBy: error) else { throw error }
-      return [outcome]
+      guard let outcome = MutationOutcome(request.mutationID, refusedBy: error) else { throw error }
+      return outcome
     }
   }
 

@@ -80,13 +80,7 @@ struct DurableServerTests {
   typealias Server = EventServer<NoteBoard, ManualClock>
 
   func start(_ log: any ServerLog, clock: ManualClock = ManualClock(start: t0)) async throws -> Server {
-    try await Server.recovering(
-      from: log,
-      application: NoteBoard(),
-      clock: clock,
-      anchor: clock.now,
-      random: SeededRandomNumberGenerator(seed: 3)
-    ).0
+    try await startDurableServer(log, clock: clock)
   }
 
   @Test("a mutation is answered only once its record is durable")

@@ -1,5 +1,7 @@
 import EventProtocol
+import EventServer
 import SampleApps
+import UpdateMachineTesting
 
 @testable import EventServer
 
@@ -24,4 +26,18 @@ func makeMachine(
     random: SeededRandomNumberGenerator(seed: seed),
     now: t0
   )
+}
+
+/// A durable note-board server recovered from `log`, on a manual clock.
+func startDurableServer(
+  _ log: any ServerLog,
+  clock: ManualClock = ManualClock(start: t0)
+) async throws -> EventServer<NoteBoard, ManualClock> {
+  try await EventServer<NoteBoard, ManualClock>.recovering(
+    from: log,
+    application: NoteBoard(),
+    clock: clock,
+    anchor: clock.now,
+    random: SeededRandomNumberGenerator(seed: 3)
+  ).0
 }

@@ -149,14 +149,7 @@ struct MutationBatchTests {
   @Test("a durable server answers a batch once, when every decision in it is durable")
   func oneWaitForTheLog() async throws {
     let log = HeldServerLog()
-    let clock = ManualClock(start: t0)
-    let server = try await EventServer<NoteBoard, ManualClock>.recovering(
-      from: log,
-      application: NoteBoard(),
-      clock: clock,
-      anchor: clock.now,
-      random: SeededRandomNumberGenerator(seed: 3)
-    ).0
+    let server = try await startDurableServer(log)
     log.hold()
     let answered = Finished()
     let sent = batch([.post("one", to: [bob]), .post("two", to: [bob]), .post("three", to: [bob])])

@@ -136,7 +136,7 @@ public struct URLSessionTransport<
   ) async throws(TransportError) -> [MutationOutcome] {
     guard let first = batch.requests.first else { throw .api(.badRequest("a batch holds at least one mutation")) }
     if batch.requests.count == 1 || !endpoint.supportsBatches {
-      return try await submitOne(first, queueID: queueID)
+      return [try await submitAlone(first, queueID: queueID)]
     }
     let body: Data
     do {
@@ -153,7 +153,7 @@ public struct URLSessionTransport<
     )
     if answer.status == 404 || answer.status == 405 {
       endpoint.supportsBatches = false
-      return try await submitOne(first, queueID: queueID)
+      return [try await submitAlone(first, queueID: queueID)]
     }
     return try decode(MutationBatchReply.self, answer).outcomes
   }
@@ -179,18 +179,6 @@ public struct URLSessionTransport<
     }
     body.append(contentsOf: "]}".utf8)
     return (body, count)
-  }
-
-  private func submitOne(
-    _ request: MutationRequest<Mutation>,
-    queueID: QueueID?
-  ) async throws(TransportError) -> [MutationOutcome] {
-    do {
-      return [.acknowledged(request.mutationID, try await submit(request, queueID: queueID))]
-    } catch {
-      guard let outcome = MutationOutcome(request.mutationID, refusedBy: error) else { throw error }
-      return [outcome]
-    }
   }
 
   /// Fetches a page of partial state (`GET /api/v1/fetch`): the narrow as Zulip's JSON array of terms, the
