@@ -60,6 +60,12 @@ done
 errors=$(grep -c -E "\[(error|crit|alert|emerg)\]" "$nginx_dir/error.log" || true)
 echo "nginx-soak: nginx logged $errors errors"
 grep -E "\[(error|crit|alert|emerg)\]" "$nginx_dir/error.log" | head -10 || true
+if [ "$failed" -ne 0 ] || [ "$errors" -ne 0 ]; then
+  for node in $(seq 1 "$nodes"); do
+    echo "nginx-soak: node $node's warnings and errors:"
+    grep -E '"level":"(warning|error|critical)"|warning|error' "$work/node$node.log" | head -10 || true
+  done
+fi
 if [ "$failed" -ne 0 ]; then echo "nginx-soak: FAILED (a client did not converge)"; exit 1; fi
 if [ "$errors" -ne 0 ]; then echo "nginx-soak: FAILED (nginx logged errors with no fault injected)"; exit 1; fi
 echo "nginx-soak: passed"

@@ -497,6 +497,11 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     waiters.removeValue(forKey: pollID)?.resume(returning: outcome)
   }
 
+  /// Fails every parked poll with `failure`: a cluster node replaces the machine that parked them.
+  func failParkedPolls(with failure: ServerLogError) {
+    for pollID in Array(waiters.keys) { endPoll(pollID, failingWith: failure) }
+  }
+
   /// Fails a poll that a cluster node could not take to the log.
   private func endPoll(_ pollID: PollID, failingWith failure: ServerLogError) {
     guard let waiter = waiters.removeValue(forKey: pollID) else { return }

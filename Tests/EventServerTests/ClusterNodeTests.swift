@@ -170,19 +170,6 @@ struct ClusterNodeTests {
     #expect(await node.application.notes.isEmpty)
   }
 
-  @Test("a turn whose commit answer is lost stops the node; a node started again finds what it committed")
-  func lostCommitStopsNode() async throws {
-    let log = InMemorySharedLog()
-    let clock = ManualClock(start: t0)
-    let node = try await join(log, clock: clock, seed: 1)
-    log.loseNextCommitAnswer()
-    await #expect(throws: ServerLogError.self) { try await node.handle(.post("maybe", to: [bob]), from: alice) }
-    #expect(await node.logFailure != nil)
-    await #expect(throws: ServerLogError.self) { try await node.register(user: bob) }
-    let restarted = try await join(log, clock: clock, seed: 2)
-    #expect(await restarted.application.notes[bob] == ["maybe"])
-  }
-
   @Test("a heartbeat due on one node is a decision in the log: every node's queue holds it")
   func heartbeatIsReplicated() async throws {
     let log = InMemorySharedLog()

@@ -8,8 +8,8 @@ import Hummingbird
 /// API, so the API's rule "nothing without a key" holds):
 ///
 /// - `GET /healthz`: 200 while the process serves;
-/// - `GET /readyz`: 200 while it accepts writes, 503 once its input log failed or it is shutting down (take
-///   it out of the load balancer);
+/// - `GET /readyz`: 200 while it accepts writes, 503 once its input log failed, while a cluster node rebuilds
+///   itself from the log, or while it is shutting down (take it out of the load balancer);
 /// - `GET /metrics`: every ``ServerMetrics`` series in Prometheus's text format.
 struct AdminRoutes<Application: ServerApplication>: Sendable {
   let server: EventServer<Application, ContinuousClock>
@@ -20,10 +20,16 @@ struct AdminRoutes<Application: ServerApplication>: Sendable {
     router.get("readyz") { _, _ in
       if await server.logFailure != nil { return Self.text(.serviceUnavailable, "the input log failed\n") }
       if await server.isShuttingDown { return Self.text(.serviceUnavailable, "shutting down\n") }
+      if await server.isRejoiningLog { return Self.text(.serviceUnavailable, "rebuilding from the log\n") }
       return Self.text(.ok, "ready\n")
     }
     router.get("metrics") { _, _ in
-      metrics.sample(parkedPolls: await server.parkedPollCount, queues: await server.queueCount)
+      metrics.sample(
+        parkedPolls: await server.parkedPollCount,
+        queues: await server.queueCount,
+        replicationLag: await server.replicationLag,
+        logRejoins: await server.logRejoins
+      )
       var response = Self.text(.ok, metrics.text())
       response.headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
       return response

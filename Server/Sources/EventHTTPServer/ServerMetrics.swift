@@ -68,9 +68,21 @@ public final class ServerMetrics: Sendable {
   }
 
   /// The state's gauges, sampled when scraped, and the build's (always 1, its version as a label).
-  public func sample(parkedPolls: Int, queues: Int) {
+  /// - Parameters:
+  ///   - parkedPolls: Polls waiting for events.
+  ///   - queues: Event queues held.
+  ///   - replicationLag: A cluster node's lag behind the shared log; `nil` for a single server (no series).
+  ///   - logRejoins: How many times a cluster node rebuilt itself from the log.
+  public func sample(parkedPolls: Int, queues: Int, replicationLag: ReplicationLag? = nil, logRejoins: Int = 0) {
     Gauge(label: "event_server_parked_polls", factory: factory).record(parkedPolls)
     Gauge(label: "event_server_queues", factory: factory).record(queues)
+    if let replicationLag {
+      Gauge(label: "event_server_replication_lag_records", factory: factory).record(Int(replicationLag.records))
+      Gauge(label: "event_server_replication_lag_seconds", factory: factory).record(
+        Double(Self.nanoseconds(replicationLag.behindFor)) / 1e9
+      )
+      Gauge(label: "event_server_log_rejoins", factory: factory).record(logRejoins)
+    }
     Gauge(
       label: "event_server_build_info",
       dimensions: [("version", Self.version)],
@@ -161,4 +173,6 @@ struct TimedSharedLog: SharedServerLog {
   func claimForOneServer() async throws(ServerLogError) { try await inner.claimForOneServer() }
 
   func claimPlaceInCluster() async throws(ServerLogError) -> Bool { try await inner.claimPlaceInCluster() }
+
+  var announcedPosition: UInt64 { inner.announcedPosition }
 }

@@ -15,6 +15,9 @@ final class AppendHints: Sendable {
 
   private let state = Mutex(State())
 
+  /// The newest position a notification announced (0 before the first).
+  var latest: UInt64 { state.withLock { $0.latest } }
+
   /// Starts the listening task on the first call: it runs `listen` (which reports each announced
   /// position), and when that ends (a dropped connection, a stopped database) waits a second and listens
   /// again, waking every waiter each time it starts.

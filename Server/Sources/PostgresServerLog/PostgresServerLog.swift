@@ -295,6 +295,10 @@ public final class PostgresServerLog: SharedServerLog {
     await appendHints.wait(after: position)
   }
 
+  /// The newest position a notification announced: what a node's replication lag is measured against.
+  /// Notifications start once the node follows the log (``waitForAppends(after:)``).
+  public var announcedPosition: UInt64 { appendHints.latest }
+
   /// Appends records at the next positions the database assigns, in one transaction, and notifies
   /// ``notificationChannel`` when it commits.
   /// - Returns: The positions taken, in order.

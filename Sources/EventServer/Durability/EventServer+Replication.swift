@@ -58,7 +58,20 @@ extension EventServer where Application: Codable {
       },
       snapshotEvery: replication.snapshotEvery
     )
-    durability.shared = SharedState(log: log, settings: replication, latestTime: timeline.now())
+    durability.shared = SharedState(
+      log: log,
+      settings: replication,
+      latestTime: timeline.now(),
+      rebuild: { (stored, now, random) throws(ServerLogError) in
+        try Machine.rebuilding(
+          from: stored,
+          application: application,
+          configuration: configuration,
+          random: random,
+          now: now
+        )
+      }
+    )
     let server = EventServer(machine: machine, timeline: timeline, pushGateway: pushGateway, durability: durability)
     await server.startFollowing()
     if startsCluster { try await server.recordClusterStart() }
@@ -81,38 +94,6 @@ extension EventServer where Application: Codable {
 }
 
 extension EventServer {
-  /// A cluster node's side of its ``SharedServerLog``: the decisions waiting for the next turn, the turn
-  /// under way, and how it follows the log.
-  struct SharedState {
-    /// One input waiting for a turn: `run` performs it on the machine (in the turn), `fail` tells its caller
-    /// that the turn could not be taken.
-    struct Decision {
-      let run: () -> Void
-      let fail: (ServerLogError) -> Void
-    }
-
-    let log: any SharedServerLog
-    let settings: ReplicationSettings
-    var waiting: [Decision] = []
-    /// A turn was asked for and has not ended.
-    var isTurnUnderWay = false
-    /// The number of the turn under way: a turn the log abandoned at its deadline and that reaches its
-    /// decision late finds another number (or none) and decides nothing.
-    var activeTurn: Int?
-    var turnsStarted = 0
-    /// The turn under way has decided: the machine is ahead of the log until it commits.
-    var hasDecided = false
-    /// Until then, decisions fail at once (the last turn could not reach the log).
-    var failFastUntil: Timestamp?
-    var lastTurnFailure: ServerLogError?
-    /// The latest time any applied or decided entry carries: decisions never go back in time, whatever
-    /// the clocks of the nodes that wrote before.
-    var latestTime: Timestamp
-    var timerDecisionWaiting = false
-    var turnEndWaiters: [CheckedContinuation<Void, Never>] = []
-    var follower: Task<Void, Never>?
-  }
-
   /// Whether this server is a node of a cluster (``joining(_:application:configuration:clock:anchor:random:pushGateway:replication:)``).
   public var isClusterNode: Bool { durability?.shared != nil }
 
@@ -137,15 +118,30 @@ extension EventServer {
     }
     try checkLogHealthy()
     try checkTurnsAvailable()
-    let (value, position) = try await withCheckedThrowingContinuation {
-      (continuation: CheckedContinuation<(T, UInt64), any Error>) in
+    let (value, position, machineEpoch) = try await withCheckedThrowingContinuation {
+      (continuation: CheckedContinuation<(T, UInt64, Int), any Error>) in
       enqueueDecision(
-        run: { continuation.resume(with: Result { try body() }) },
+        run: {
+          let epoch = self.durability!.shared!.rejoins
+          continuation.resume(with: Result { try body() }.map { ($0.0, $0.1, epoch) })
+        },
         fail: { continuation.resume(throwing: $0) }
       )
     }
+    // The caller resumes after the turn that decided: the node may have dropped that state meanwhile (a
+    // turn whose outcome it could not learn), and the position is then one of the old state's.
+    try checkSameMachine(as: machineEpoch)
     try await waitUntilDurable(position)
     return value
+  }
+
+  /// Throws when the node rebuilt itself from the log, or is rebuilding, since a decision taken on the
+  /// state `epoch` counted (``logRejoins`` then).
+  private func checkSameMachine(as epoch: Int) throws(ServerLogError) {
+    if let failure = durability!.shared!.rejoining { throw failure }
+    guard durability!.shared!.rejoins == epoch else {
+      throw .storage("the node rebuilt itself from the log before this decision was known durable: send it again")
+    }
   }
 
   /// Adds an input to the next turn (cluster nodes only), starting one when none is under way.
@@ -163,6 +159,7 @@ extension EventServer {
   /// The last turn's failure while it is fresh (see ``checkTurnsAvailable()``).
   func turnsUnavailable() -> ServerLogError? {
     if let failure = durability?.commit.failure { return failure }
+    if let failure = durability?.shared?.rejoining { return failure }
     guard let until = durability?.shared?.failFastUntil else { return nil }
     if timeline.now() < until, let failure = durability!.shared!.lastTurnFailure { return failure }
     durability!.shared!.failFastUntil = nil
@@ -171,8 +168,9 @@ extension EventServer {
 
   // MARK: - Turns
 
-  private func startTurnIfNeeded() {
-    guard let shared = durability?.shared, !shared.isTurnUnderWay, !shared.waiting.isEmpty else { return }
+  func startTurnIfNeeded() {
+    guard let shared = durability?.shared, !shared.isTurnUnderWay, shared.rejoining == nil, !shared.waiting.isEmpty
+    else { return }
     durability!.shared!.isTurnUnderWay = true
     durability!.shared!.turnsStarted += 1
     let number = durability!.shared!.turnsStarted
@@ -213,15 +211,22 @@ extension EventServer {
       _ = durability!.commit.writeSucceeded()
       releaseDurable()
     }
+    noteCaughtUpIfSo()
     endTurn()
     if durability!.recordsSinceSnapshot >= durability!.snapshotEvery { snapshotBetweenTurns() }
     startTurnIfNeeded()
   }
 
   private func turnFailed(_ error: ServerLogError) {
-    if durability!.shared!.hasDecided || durability!.commit.failure != nil {
-      // What this turn decided may or may not be in the log: the node is ahead of it and stops (a restart
-      // rebuilds it from the log); every request waiting on the turn fails, and none was answered.
+    if durability!.shared!.hasDecided, durability!.commit.failure == nil {
+      // What this turn decided may or may not be in the log (a commit whose answer was lost, a database
+      // slower than the deadline): the node is ahead of the log. It drops its state and rebuilds it from
+      // the log; every request waiting on the turn fails, and none was answered.
+      endTurn()
+      startRejoining(after: error)
+      return
+    }
+    if durability!.commit.failure != nil {
       logFailed(error)
       let waiting = durability!.shared!.waiting
       durability!.shared!.waiting = []
@@ -239,7 +244,7 @@ extension EventServer {
     for decision in waiting { decision.fail(error) }
   }
 
-  private func endTurn() {
+  func endTurn() {
     durability!.shared!.isTurnUnderWay = false
     durability!.shared!.activeTurn = nil
     durability!.shared!.hasDecided = false
@@ -277,6 +282,7 @@ extension EventServer {
         throw error
       }
     }
+    if applied { noteCaughtUpIfSo() }
     if applied, !durability!.appendWaiters.isEmpty { resumeAppendWaiters() }
   }
 
@@ -308,13 +314,17 @@ extension EventServer {
 
   /// Where the follower reads from; `nil` once the node stopped.
   private func followingPosition() -> UInt64? {
-    guard durability?.commit.failure == nil, !isShuttingDown else { return nil }
+    guard durability?.commit.failure == nil, durability?.shared?.rejoining == nil, !isShuttingDown else { return nil }
     return durability!.commit.durable
   }
 
   private func follow(_ records: [StoredRecord]) {
     // During a turn the records are applied by the turn itself (it holds the lock, so it reads them too).
-    guard durability?.shared?.hasDecided == false, durability?.commit.failure == nil else { return }
+    // A node rebuilding itself reads the log again from its new state (a follower cancelled then may still
+    // bring what it read before).
+    guard durability?.shared?.hasDecided == false, durability?.shared?.rejoining == nil,
+      durability?.commit.failure == nil, !Task.isCancelled
+    else { return }
     try? applyCommitted(records)
     if durability!.recordsSinceSnapshot >= durability!.snapshotEvery, durability!.shared!.isTurnUnderWay == false {
       snapshotBetweenTurns()
@@ -323,6 +333,7 @@ extension EventServer {
 
   func stopFollowing() {
     durability?.shared?.follower?.cancel()
+    durability?.shared?.rejoinTask?.cancel()
   }
 
   // MARK: - Snapshots
@@ -358,6 +369,8 @@ extension EventServer {
   func saveSharedSnapshot() async throws(ServerLogError) {
     await waitBetweenTurns()
     try checkLogHealthy()
+    // A node rebuilding itself holds nothing the log does not: there is nothing of its own to save.
+    guard durability!.shared!.rejoining == nil else { return }
     durability!.recordsSinceSnapshot = 0
     let position = durability!.commit.durable
     let bytes = try durability!.encodeSnapshot(machine, position)

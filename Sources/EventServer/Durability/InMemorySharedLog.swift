@@ -5,8 +5,9 @@ import Synchronization
 /// "Committed" means held by this object, which outlives the nodes a test kills.
 ///
 /// Turns take an in-memory lock, one after another in the order they asked. Faults are injected with
-/// ``failEveryCall(with:)`` (nothing is read or written) and ``loseNextCommitAnswer()`` (the records are
-/// committed, but the node hears of a failure).
+/// ``failEveryCall(with:)`` (nothing is read or written), ``loseNextCommitAnswer()`` (the records are
+/// committed, but the node hears of a failure) and ``failNextCommit()`` (the node decided, nothing is
+/// committed).
 ///
 /// ```swift
 /// let log = InMemorySharedLog()
@@ -18,6 +19,7 @@ public final class InMemorySharedLog: SharedServerLog {
     var records: [StoredRecord] = []
     var failure: ServerLogError?
     var loseCommitAnswer = false
+    var failCommit = false
     var turnHeld = false
     var turnWaiters: [CheckedContinuation<Void, Never>] = []
     var appendWaiters: [(id: Int, after: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
@@ -71,6 +73,15 @@ public final class InMemorySharedLog: SharedServerLog {
     contents.withLock { $0.loseCommitAnswer = true }
   }
 
+  /// The next turn lets its node decide, then commits nothing and throws, as a database that failed or
+  /// ran out of time before the commit.
+  public func failNextCommit() {
+    contents.withLock { $0.failCommit = true }
+  }
+
+  /// The newest position committed.
+  public var announcedPosition: UInt64 { contents.withLock { $0.lastPosition } }
+
   public func load() throws(ServerLogError) -> StoredLog {
     try contents.withLock { (contents) throws(ServerLogError) -> StoredLog in
       if let failure = contents.failure { throw failure }
@@ -113,6 +124,11 @@ public final class InMemorySharedLog: SharedServerLog {
     defer { releaseTurnLock() }
     let committed = try records(after: position, limit: .max)
     let decided = try await decide(committed)
+    let fails = contents.withLock { contents in
+      defer { contents.failCommit = false }
+      return contents.failCommit
+    }
+    if fails { throw .storage("the commit failed") }
     try commit(decided)
     let lost = contents.withLock { contents in
       contents.turns += 1

@@ -51,6 +51,15 @@ public protocol SharedServerLog: ServerLog {
   ///   in its first turn (every queue's event ids skip a random distance).
   /// - Throws: ``ServerLogError/inUse(_:)`` when one server holds the storage.
   func claimPlaceInCluster() async throws(ServerLogError) -> Bool
+
+  /// The newest position this log has heard committed (by any node), without asking the database: what a
+  /// node compares its own position with to report its replication lag. 0 when unknown.
+  var announcedPosition: UInt64 { get }
+}
+
+extension SharedServerLog {
+  /// Unknown: a log that cannot tell reports no lag.
+  public var announcedPosition: UInt64 { 0 }
 }
 
 /// How a cluster node follows and uses its ``SharedServerLog``.

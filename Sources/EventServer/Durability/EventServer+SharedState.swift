@@ -1,0 +1,63 @@
+import EventProtocol
+import Foundation
+
+extension EventServer {
+  /// A cluster node's side of its ``SharedServerLog``: the decisions waiting for the next turn, the turn
+  /// under way, and how it follows the log.
+  struct SharedState {
+    /// One input waiting for a turn: `run` performs it on the machine (in the turn), `fail` tells its caller
+    /// that the turn could not be taken.
+    struct Decision {
+      let run: () -> Void
+      let fail: (ServerLogError) -> Void
+    }
+
+    let log: any SharedServerLog
+    let settings: ReplicationSettings
+    var waiting: [Decision] = []
+    /// A turn was asked for and has not ended.
+    var isTurnUnderWay = false
+    /// The number of the turn under way: a turn the log abandoned at its deadline and that reaches its
+    /// decision late finds another number (or none) and decides nothing.
+    var activeTurn: Int?
+    var turnsStarted = 0
+    /// The turn under way has decided: the machine is ahead of the log until it commits.
+    var hasDecided = false
+    /// Until then, decisions fail at once (the last turn could not reach the log).
+    var failFastUntil: Timestamp?
+    var lastTurnFailure: ServerLogError?
+    /// The latest time any applied or decided entry carries: decisions never go back in time, whatever
+    /// the clocks of the nodes that wrote before.
+    var latestTime: Timestamp
+    var timerDecisionWaiting = false
+    var turnEndWaiters: [CheckedContinuation<Void, Never>] = []
+    var follower: Task<Void, Never>?
+    /// Rebuilds a machine from what the log holds: its stored state, the time now, the random source.
+    typealias Rebuild = (StoredLog, Timestamp, any RandomNumberGenerator & Sendable) throws(ServerLogError) -> (
+      Machine, LogRecoveryReport
+    )
+    /// Rebuilds the machine from what the log holds (see ``EventServer/startRejoining(after:)``).
+    let rebuild: Rebuild
+    /// Why the node is rebuilding itself from the log, while it is: requests fail at once meanwhile.
+    var rejoining: ServerLogError?
+    var rejoinTask: Task<Void, Never>?
+    var rejoinWaiters: [CheckedContinuation<Void, Never>] = []
+    /// How many times the node rebuilt itself from the log.
+    var rejoins = 0
+    /// The last time the node had applied every position the log announced (for its replication lag).
+    var caughtUpAt: Timestamp
+
+    init(
+      log: any SharedServerLog,
+      settings: ReplicationSettings,
+      latestTime: Timestamp,
+      rebuild: @escaping Rebuild
+    ) {
+      self.log = log
+      self.settings = settings
+      self.latestTime = latestTime
+      self.rebuild = rebuild
+      self.caughtUpAt = latestTime
+    }
+  }
+}
