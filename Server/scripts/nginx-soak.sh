@@ -2,7 +2,9 @@
 # A clean soak through the shipped nginx configuration: event-server nodes (SQLite, or PostgreSQL with
 # STORE=postgres) behind Server/deploy/nginx.conf, soak clients writing notes and long-polling through nginx,
 # no fault at all. Passes when every note is applied exactly once and nginx logged no error (no "upstream
-# prematurely closed connection", no 502). Servers on 127.0.0.1, bounded in time, stopped by their pids.
+# prematurely closed connection", no 502). Each node's 4xx/5xx answers, rebuilds from the log and replication
+# lag are printed: a node's 503 (the database slower than its deadline) is passed to the client, which backs
+# off, and is reported, not a failure. Servers on 127.0.0.1, bounded in time, stopped by their pids.
 # Usage: Server/scripts/nginx-soak.sh [CLIENTS] [NOTES]   (default 4 clients, 150 notes each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +30,7 @@ if [ "${STORE:-sqlite}" = postgres ]; then
 fi
 node_pids=()
 ports=()
+admin_ports=()
 finish() {
   stop_nginx
   for pid in "${node_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
@@ -37,8 +40,11 @@ finish() {
 trap finish EXIT
 for node in $(seq 1 "$nodes"); do
   node_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "$bin/event-server" --app notes --host 127.0.0.1 --port "$node_port" --data-dir "$work/node$node" \
-    --rate-burst 100000 --rate-per-second 100000 "${store[@]}" >"$work/node$node.log" 2>&1 &
+  admin_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$bin/event-server" --app notes --host 127.0.0.1 --port "$node_port" --admin-port "$admin_port" \
+    --data-dir "$work/node$node" --rate-burst 100000 --rate-per-second 100000 "${store[@]}" \
+    >"$work/node$node.log" 2>&1 &
+  admin_ports+=("$admin_port")
   node_pids+=("$!")
   ports+=("$node_port")
   for _ in $(seq 1 300); do grep -q "listening" "$work/node$node.log" && break; sleep 0.05; done
@@ -56,6 +62,14 @@ failed=0
 for index in $(seq 1 "$clients"); do
   if ! wait "${client_pids[$((index - 1))]}"; then failed=1; fi
   cat "$work/client$index.log"
+done
+# What each node answered besides 200s (5xx by route, API errors by code) and, for cluster nodes, its
+# rebuilds from the log and its replication lag now.
+for node in $(seq 1 "$nodes"); do
+  summary=$(curl -s --max-time 5 "http://127.0.0.1:${admin_ports[$((node - 1))]}/metrics" |
+    grep -E '^event_server_(requests_total\{[^}]*status="[45][0-9][0-9]"|refusals_total|log_rejoins|replication_lag)' |
+    tr '\n' ' ' || true)
+  echo "nginx-soak: node $node: ${summary:-no 4xx or 5xx}"
 done
 errors=$(grep -c -E "\[(error|crit|alert|emerg)\]" "$nginx_dir/error.log" || true)
 echo "nginx-soak: nginx logged $errors errors"

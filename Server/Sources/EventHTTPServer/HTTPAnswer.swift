@@ -90,7 +90,8 @@ public enum HTTPAnswer {
   }
 
   static func failure(_ error: EventAPIError, status: HTTPResponse.Status) -> Response {
-    refusalNote?.note(error.code)
+    // A client that went away was refused nothing: its 499 is counted by status only.
+    if status != clientClosedRequest { refusalNote?.note(error.code) }
     var response = json(status, (try? WireFormat.encode(error)) ?? Data(#"{"result":"error","msg":""}"#.utf8))
     if let retryAfter = error.retryAfter {
       let seconds = max(1, Int((Double(retryAfter / .milliseconds(1)) / 1000).rounded(.up)))

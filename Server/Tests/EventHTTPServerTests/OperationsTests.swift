@@ -155,6 +155,7 @@ struct OperationsTests {
     // The machine's own long-poll, cut when it stopped, may add one more: a 499 too, never a 5xx.
     #expect(metrics.contains(#"route="/api/v1/events",status="499""#))
     #expect(!metrics.contains(#"status="503""#))
+    #expect(!metrics.contains("SERVICE_UNAVAILABLE"), "a hang-up is no refusal")
     #expect(metrics.contains(#"event_server_refusals_total{code="UNAUTHORIZED"} 1"#))
     // Every series docs/deploying.md names exists.
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
