@@ -48,12 +48,12 @@ public final class PostgresServerLog: SharedServerLog {
   /// them instead of rebuilding from the snapshot.
   public static var recordsKeptBehindSnapshot: Int64 { 10_000 }
 
-  private let client: PostgresClient
+  let client: PostgresClient
   private let running: Task<Void, Never>
   /// The task holding the session whose advisory lock claims the database, once claimed.
   private let claimHolder = Mutex<Task<Void, Never>?>(nil)
   private let appendHints = AppendHints()
-  private let logger: Logger
+  let logger: Logger
   /// The database, without its password: what errors and logs name.
   public let location: String
   /// How long a read or a write may take before it fails.

@@ -195,6 +195,11 @@ public final class SQLiteServerLog: ServerLog {
     }
   }
 
+  /// Runs one statement on the log's connection (the migrations' runner uses it).
+  func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+    try await connection.query(sql, binds)
+  }
+
   private func position(of row: SQLiteRow) throws(ServerLogError) -> UInt64 {
     guard let value = row.column("position")?.integer, value >= 0 else {
       throw .undecodable("\(path): a row without a position")

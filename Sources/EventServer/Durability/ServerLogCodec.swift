@@ -70,7 +70,7 @@ public enum ServerLogCodec {
     do {
       return .entry(try WireJSON.decode(ServerLogEntry<Command>.self, from: payload))
     } catch {
-      throw .undecodable("log record \(position): \(error)")
+      throw .undecodable(SavedStateMismatch.describe(error, reading: "log record \(position)"))
     }
   }
 

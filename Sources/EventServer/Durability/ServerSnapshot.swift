@@ -80,7 +80,7 @@ public struct ServerSnapshot<Application: ServerApplication & Codable>: Sendable
     } catch let error as QueueDumpError {
       throw .undecodable("snapshot: \(error)")
     } catch {
-      throw .undecodable("snapshot: \(error)")
+      throw .undecodable(SavedStateMismatch.describe(error, reading: "the snapshot"))
     }
   }
 }
