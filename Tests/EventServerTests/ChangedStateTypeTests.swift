@@ -8,11 +8,19 @@ import UpdateMachineTesting
 
 /// Version 2 of the note board's state, with a field added after data was saved; `init(from:)` is
 /// synthesised, so the new field is required in what it reads.
-struct PinnedNoteBoard: ServerApplication, Codable {
+struct PinnedNoteBoard: NoteBoardVersion2, Codable {
   var notes: [UserID: [String]] = [:]
   var usersWhoseLastQueueWentAway: [UserID] = []
   var pinned: [UserID: String] = [:]
+}
 
+/// What both versions 2 do: the note board's commands and snapshots, over their own `notes`.
+protocol NoteBoardVersion2: ServerApplication
+where Command == NoteBoard.Command, Event == NoteEvent, Snapshot == NoteSnapshot {
+  var notes: [UserID: [String]] { get set }
+}
+
+extension NoteBoardVersion2 {
   func snapshot(for user: UserID) -> NoteSnapshot { NoteSnapshot(notes: notes[user] ?? []) }
 
   mutating func handle(
@@ -29,7 +37,7 @@ struct PinnedNoteBoard: ServerApplication, Codable {
   }
 }
 
-// docs/upgrading.md
+// UPGRADING-BEGIN
 /// Version 2 read tolerantly: a state saved before `pinned` existed starts with no pins.
 struct TolerantPinnedNoteBoard: ServerApplication, Codable {
   var notes: [UserID: [String]] = [:]
@@ -44,23 +52,10 @@ struct TolerantPinnedNoteBoard: ServerApplication, Codable {
     usersWhoseLastQueueWentAway = try container.decode([UserID].self, forKey: .usersWhoseLastQueueWentAway)
     pinned = try container.decodeIfPresent([UserID: String].self, forKey: .pinned) ?? [:]
   }
-  // end of the example
-
-  func snapshot(for user: UserID) -> NoteSnapshot { NoteSnapshot(notes: notes[user] ?? []) }
-
-  mutating func handle(
-    _ command: NoteBoard.Command,
-    from user: UserID
-  ) throws(CommandRejection)
-    -> [Delivery<NoteEvent>]
-  {
-    var board = NoteBoard()
-    board.notes = notes
-    let deliveries = try board.handle(command, from: user)
-    notes = board.notes
-    return deliveries
-  }
 }
+// UPGRADING-END
+
+extension TolerantPinnedNoteBoard: NoteBoardVersion2 {}
 
 @Suite("A state type changed since the state was saved: one clear refusal naming the field and the remedy")
 struct ChangedStateTypeTests {
@@ -104,6 +99,11 @@ struct ChangedStateTypeTests {
     #expect(await server.application.pinned.isEmpty)
   }
 
+  @Test("docs/upgrading.md shows the tolerant decoder exactly as compiled here")
+  func documented() throws {
+    try expectDocumented("UPGRADING", from: #filePath, in: "docs/upgrading.md")
+  }
+
   @Test("paths read as an operator would write them")
   func paths() {
     struct Key: CodingKey {
@@ -121,4 +121,18 @@ struct ChangedStateTypeTests {
     )
     #expect(SavedStateMismatch.path([]) == "the top level")
   }
+}
+
+/// Checks that the lines of `file` between `// <name>-BEGIN` and `// <name>-END` appear in `page` as they are.
+/// `indent` characters are taken off each line first.
+func expectDocumented(_ name: String, from file: String, in page: String, indent: Int = 0) throws {
+  let source = try String(contentsOf: URL(fileURLWithPath: file), encoding: .utf8)
+  let begin = try #require(source.range(of: "// \(name)-BEGIN\n"))
+  let end = try #require(source.range(of: "// \(name)-END", range: begin.upperBound..<source.endIndex))
+  let lines = source[begin.upperBound..<end.lowerBound].split(separator: "\n", omittingEmptySubsequences: false)
+  let code = lines.dropLast().map { String($0.dropFirst(indent)) }.joined(separator: "\n")
+  let root = URL(fileURLWithPath: file).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+  let text = try String(contentsOf: root.appendingPathComponent(page), encoding: .utf8)
+  #expect(text.contains(code), "\(page) lacks the code between // \(name)-BEGIN and -END of \(file)")
 }

@@ -11,19 +11,11 @@ import UpdateMachineTesting
   .timeLimit(.minutes(1))
 )
 struct ClusterNodeRejoinTests {
-  typealias Node = EventServer<NoteBoard, ManualClock>
+  typealias Node = NoteNode
 
   func join(_ log: InMemorySharedLog, clock: ManualClock, seed: UInt64) async throws -> Node {
-    try await Node.joining(
-      log,
-      application: NoteBoard(),
-      clock: clock,
-      anchor: t0,
-      random: SeededRandomNumberGenerator(seed: seed)
-    ).0
+    try await joinNode(log, clock: clock, seed: seed)
   }
-
-  func lastPosition(_ log: InMemorySharedLog) -> UInt64 { log.stored.records.last?.position ?? 0 }
 
   /// What two nodes must agree on once both applied the whole log.
   func durableState(of node: Node, through position: UInt64) async -> (NoteBoard, QueueDump<NoteEvent>) {

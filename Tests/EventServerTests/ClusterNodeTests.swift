@@ -11,20 +11,11 @@ import UpdateMachineTesting
   .timeLimit(.minutes(1))
 )
 struct ClusterNodeTests {
-  typealias Node = EventServer<NoteBoard, ManualClock>
+  typealias Node = NoteNode
 
   func join(_ log: InMemorySharedLog, clock: ManualClock, seed: UInt64) async throws -> Node {
-    try await Node.joining(
-      log,
-      application: NoteBoard(),
-      clock: clock,
-      anchor: t0,
-      random: SeededRandomNumberGenerator(seed: seed)
-    ).0
+    try await joinNode(log, clock: clock, seed: seed)
   }
-
-  /// The last position the shared log holds.
-  func lastPosition(_ log: InMemorySharedLog) -> UInt64 { log.stored.records.last?.position ?? 0 }
 
   /// The node's whole durable state (what a snapshot holds), once it applied everything the log holds.
   struct DurableState: Equatable {

@@ -41,3 +41,20 @@ func startDurableServer(
     random: SeededRandomNumberGenerator(seed: 3)
   ).0
 }
+
+/// A cluster node over the sample note board on a manual clock, as the cluster tests drive it.
+typealias NoteNode = EventServer<NoteBoard, ManualClock>
+
+/// A node joining `log` at `t0`, its random source seeded with `seed`.
+func joinNode(_ log: InMemorySharedLog, clock: ManualClock, seed: UInt64) async throws -> NoteNode {
+  try await NoteNode.joining(
+    log,
+    application: NoteBoard(),
+    clock: clock,
+    anchor: t0,
+    random: SeededRandomNumberGenerator(seed: seed)
+  ).0
+}
+
+/// The last position the shared log holds.
+func lastPosition(_ log: InMemorySharedLog) -> UInt64 { log.stored.records.last?.position ?? 0 }

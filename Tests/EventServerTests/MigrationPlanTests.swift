@@ -31,6 +31,28 @@ struct MigrationPlanTests {
     #expect(kind(of: { try MigrationPlan.pending(list, applied: gap) }) == .mismatch)
   }
 
+  @Test("docs/upgrading.md's list of migrations compiles, plans from a fresh database, and is shown as it is")
+  func documentedList() throws {
+    // MIGRATIONS-BEGIN
+    let migrations = [
+      SchemaMigration(
+        version: 1,
+        name: "notes",
+        sqlite: ["CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, text TEXT NOT NULL)"],
+        postgres: ["CREATE TABLE notes (id bigserial PRIMARY KEY, owner text NOT NULL, text text NOT NULL)"]
+      ),
+      SchemaMigration(
+        version: 2,
+        name: "notes.pinned",
+        sqlite: ["ALTER TABLE notes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0"],
+        postgres: ["ALTER TABLE notes ADD COLUMN pinned boolean NOT NULL DEFAULT false"]
+      ),
+    ]
+    // MIGRATIONS-END
+    #expect(try MigrationPlan.pending(migrations, applied: []).map(\.name) == ["notes", "notes.pinned"])
+    try expectDocumented("MIGRATIONS", from: #filePath, in: "docs/upgrading.md", indent: 4)
+  }
+
   @Test("a list whose versions skip, repeat or start elsewhere, or with an empty name, is refused")
   func invalidLists() {
     var skipping = list

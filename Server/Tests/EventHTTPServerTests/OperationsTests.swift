@@ -73,20 +73,8 @@ struct OperationsTests {
       configuration: configuration,
       logger: logger
     )
-    let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-    let (adminPorts, adminContinuation) = AsyncStream.makeStream(of: Int.self)
-    let running = Task {
-      try await server.run(handleSignals: false) {
-        portContinuation.yield($0)
-      } onAdminRunning: {
-        adminContinuation.yield($0)
-      }
-    }
-    var portIterator = ports.makeAsyncIterator()
-    var adminIterator = adminPorts.makeAsyncIterator()
-    let port = try #require(await portIterator.next())
-    let adminPort = try #require(await adminIterator.next())
-    let admin = URL(string: "http://127.0.0.1:\(adminPort)")!
+    let started = try await RunningWithAdmin.start(server)
+    let (port, admin, running) = (started.port, started.admin, started.running)
 
     #expect(try await get(admin.appendingPathComponent("healthz")).status == 200)
     #expect(try await get(admin.appendingPathComponent("readyz")).status == 200)
