@@ -39,6 +39,11 @@ public struct EventHTTPServerConfiguration: Sendable {
   public var adminPort: Int?
   /// The address the admin listener binds (loopback by default: it answers without a key).
   public var adminHost = "127.0.0.1"
+  /// The schema changes of the application's own tables, applied in order at start, before serving, in the
+  /// database that holds the input log (SQLite in ``dataDirectory``, or the PostgreSQL log given to the
+  /// server); see docs/upgrading.md. A start whose migrations are refused or fail stops with one line,
+  /// nothing changed (a failing migration is rolled back). Empty by default.
+  public var migrations: [SchemaMigration] = []
   /// How long a shutdown waits for the requests under way (after the parked polls were answered) before
   /// cancelling them; the state is written either way.
   public var shutdownGrace: Duration = .seconds(5)
@@ -175,6 +180,7 @@ where Application.Command: Codable & Equatable {
         application: Application.self
       )
     }
+    try await applyMigrations(to: durable)
     if let durable {
       let (server, report): (EventServer<Application, ContinuousClock>, LogRecoveryReport)
       if let shared = durable as? any SharedServerLog {
@@ -216,6 +222,26 @@ where Application.Command: Codable & Equatable {
       )
     }
     return events
+  }
+
+  /// Applies ``EventHTTPServerConfiguration/migrations`` to the log's database, before anything is served.
+  private func applyMigrations(to log: (any ServerLog)?) async throws {
+    let migrations = configuration.migrations
+    guard !migrations.isEmpty else { return }
+    guard let log = log as? any MigratingServerLog else {
+      throw StateError(
+        "the application has schema migrations but no database to apply them to: give a data directory or PostgreSQL"
+      )
+    }
+    do {
+      let report = try await log.migrate(migrations)
+      logger.info(
+        "schema migrations",
+        metadata: ["from": "\(report.from)", "to": "\(report.to)", "applied": "\(report.applied)"]
+      )
+    } catch {
+      throw StateError("schema migrations: \(error)")
+    }
   }
 
   /// Serves `events` over HTTP until shut down, then writes its state and closes `database`.

@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import PostgresNIO
 
-extension PostgresServerLog {
+extension PostgresServerLog: MigratingServerLog {
   /// The table where an application's applied migrations are recorded, beside the event log's tables.
   public static var migrationsTable: String { "app_schema_migrations" }
 

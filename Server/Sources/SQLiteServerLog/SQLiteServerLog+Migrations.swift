@@ -2,7 +2,7 @@ import EventServer
 import Foundation
 import SQLiteNIO
 
-extension SQLiteServerLog {
+extension SQLiteServerLog: MigratingServerLog {
   /// The table where an application's applied migrations are recorded, beside the event log's tables.
   public static var migrationsTable: String { "app_schema_migrations" }
 

@@ -154,3 +154,12 @@ public enum MigrationPlan {
     return Array(migrations.dropFirst(recorded.count))
   }
 }
+
+/// A log whose database can also hold an application's own tables, and migrate them (`SQLiteServerLog`,
+/// `PostgresServerLog` in the `Server/` package): what a host applies an application's migrations through.
+public protocol MigratingServerLog: ServerLog {
+  /// Brings the application's tables to the last version of `migrations` (see ``MigrationPlan``).
+  /// - Throws: ``MigrationError``; a refusal changes nothing, a failing migration is rolled back.
+  @discardableResult
+  func migrate(_ migrations: [SchemaMigration]) async throws(MigrationError) -> MigrationReport
+}
