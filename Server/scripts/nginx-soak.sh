@@ -33,7 +33,12 @@ ports=()
 admin_ports=()
 finish() {
   stop_nginx
+  # SIGTERM, then at most 10 s for each node to write its state, then SIGKILL: a node never outlives the soak.
   for pid in "${node_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${node_pids[@]}"; do
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
   if [ ${#store[@]} -gt 0 ]; then remove_postgres; fi
   cleanup
 }
