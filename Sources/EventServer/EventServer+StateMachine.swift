@@ -249,10 +249,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     user: UserID,
     now: Timestamp
   ) throws(EventAPIError) -> FetchAnswer<Application.FetchedItem> {
-    guard let slot = table.store.slot(of: queueID), table.store[slot: slot].user == user,
-      !table.store[slot: slot].isExpired(at: now)
-    else { throw .badEventQueueID(queueID) }
-    if let problem = request.problem { throw .badRequest(problem) }
+    let slot = try fetchableQueue(queueID, user: user, request: request, now: now)
     let page: FetchPage<Application.FetchedItem>
     do {
       page = try application.fetch(request, for: user)
@@ -260,6 +257,18 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       throw .badRequest(error.reason)
     }
     return FetchAnswer(queueID: queueID, lastEventID: table.store[slot: slot].lastEventID, request: request, page: page)
+  }
+
+  /// The slot of the queue a fetch reads with, after checking the queue and the request.
+  /// - Throws: As ``fetch(_:queueID:user:now:)``, before the application is asked.
+  func fetchableQueue(_ queueID: QueueID, user: UserID, request: FetchRequest, now: Timestamp) throws(EventAPIError)
+    -> Int
+  {
+    guard let slot = table.store.slot(of: queueID), table.store[slot: slot].user == user,
+      !table.store[slot: slot].isExpired(at: now)
+    else { throw .badEventQueueID(queueID) }
+    if let problem = request.problem { throw .badRequest(problem) }
+    return slot
   }
 
   /// The caller of a parked poll went away. The poll completes as cancelled; every event stays queued.
@@ -307,6 +316,23 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     let actions = try handle(command, from: user, origin: nil, now: now)
     record(.commandHandled(user: user, command: command), now: now)
     return actions
+  }
+
+  /// The application's deadline work was decided outside the machine (a stored application's, in its
+  /// database transaction): `command` carries what it delivered, and the application hands the deliveries
+  /// back (``StoredRelay``). Nobody authored them: they count toward no user's budget.
+  /// - Returns: The actions: parked polls the events wake, pushes.
+  public mutating func deadlineDecided(_ command: Application.Command, now: Timestamp) -> [Action] {
+    record(.deadlineDecided(command: command), now: now)
+    var actions: [Action] = []
+    applyDeadlineDecided(command, now: now, actions: &actions)
+    return actions
+  }
+
+  mutating func applyDeadlineDecided(_ command: Application.Command, now: Timestamp, actions: inout [Action]) {
+    // The relay hands back what was decided, whoever it names as the sender; a refusal delivers nothing.
+    guard let deliveries = try? application.handle(command, from: UserID(""), at: now) else { return }
+    deliver(deliveries, from: nil, origin: nil, now: now, actions: &actions)
   }
 
   /// Applies a command; events in `user`'s own queues carry `origin` when the command is a mutation.
@@ -508,14 +534,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     commandBytes: Int? = nil,
     now: Timestamp
   ) throws(EventAPIError) -> (MutationReceipt, [Action]) {
-    guard clientID.rawValue.utf8.count <= ClientID.maximumLength, !clientID.rawValue.isEmpty else {
-      throw .badRequest("client id must be 1 to \(ClientID.maximumLength) bytes")
-    }
-    guard MutationID.valid.contains(mutationID) else {
-      throw .badRequest("mutation_id must be 1 to \(MutationID.valid.upperBound.rawValue)")
-    }
-    if let limit = configuration.maximumCommandBytes, let commandBytes, commandBytes > limit {
-      throw .badRequest("the mutation's command is \(commandBytes) bytes; at most \(limit) are accepted")
+    if let problem = mutationProblem(clientID: clientID, mutationID: mutationID, commandBytes: commandBytes) {
+      throw problem
     }
     // No budget on what the user's earlier writes left unread in others' queues: that is the readers' doing, and
     // a reader must not be able to stop a writer (a queue its owner leaves unread overflows and is dropped at
@@ -529,6 +549,21 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       now: now
     )
     return try decideMutation(command, from: source, mutationID: mutationID, digest: digest, now: now)
+  }
+
+  /// Why a mutation is refused before anything is decided (client id or mutation id out of bounds, command
+  /// too large), or `nil`.
+  func mutationProblem(clientID: ClientID, mutationID: MutationID, commandBytes: Int?) -> EventAPIError? {
+    guard clientID.rawValue.utf8.count <= ClientID.maximumLength, !clientID.rawValue.isEmpty else {
+      return .badRequest("client id must be 1 to \(ClientID.maximumLength) bytes")
+    }
+    guard MutationID.valid.contains(mutationID) else {
+      return .badRequest("mutation_id must be 1 to \(MutationID.valid.upperBound.rawValue)")
+    }
+    if let limit = configuration.maximumCommandBytes, let commandBytes, commandBytes > limit {
+      return .badRequest("the mutation's command is \(commandBytes) bytes; at most \(limit) are accepted")
+    }
+    return nil
   }
 
   /// Decides a mutation that is not a reuse of an id: every step from here follows from durable state, so

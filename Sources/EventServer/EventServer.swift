@@ -37,6 +37,10 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   var nextFailureWaiterID = 0
   /// The durable side, when the server keeps an input log; `nil` for a server in memory only.
   var durability: Durability?
+  /// How requests are served when the application is a ``StoredApplication``; `nil` for an in-memory one.
+  var storedDriver: StoredDriver<Application, C>?
+  /// The stored application's inputs, one at a time.
+  var storedLane = StoredLane()
 
   /// A durable server's log, its group commit, and what waits for it.
   ///
@@ -142,6 +146,9 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     clientID: ClientID? = nil
   ) async throws(ServerLogError) -> Registration<Application.Snapshot> {
     try checkLogHealthy()
+    if let storedDriver {
+      return try await storedDriver.register(self, user, eventTypes, lifespan, clientID)
+    }
     do {
       return try await decide {
         let (registration, actions) = self.machine.register(
@@ -168,8 +175,9 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     _ request: FetchRequest,
     queueID: QueueID,
     user: UserID
-  ) throws(EventAPIError) -> FetchAnswer<Application.FetchedItem> {
-    try machine.fetch(request, queueID: queueID, user: user, now: timeline.now())
+  ) async throws(EventAPIError) -> FetchAnswer<Application.FetchedItem> {
+    if let storedDriver { return try await storedDriver.fetch(self, request, queueID, user) }
+    return try machine.fetch(request, queueID: queueID, user: user, now: timeline.now())
   }
 
   /// Polls a queue: acknowledges everything up to `lastEventID`, then returns every event still queued,
@@ -246,6 +254,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ///   server cannot make it durable.
   public func handle(_ command: Application.Command, from user: UserID) async throws {
     try checkLogHealthy()
+    if let storedDriver { return try await storedDriver.handle(self, command, user) }
     try await decide { ((), self.finish(try self.machine.handle(command, from: user, now: self.decisionNow()))) }
   }
 
@@ -263,7 +272,27 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     mutationID: MutationID
   ) async throws -> MutationReceipt {
     try checkLogHealthy()
+    if let storedDriver { return try await storedDriver.applyMutation(self, command, user, clientID, mutationID) }
     let (digest, commandBytes) = MutationDigest.measuring(command)
+    return try await decideMutation(
+      command,
+      user: user,
+      clientID: clientID,
+      mutationID: mutationID,
+      digest: digest,
+      commandBytes: commandBytes
+    )
+  }
+
+  /// Decides one mutation on the machine and answers once its decision is durable.
+  func decideMutation(
+    _ command: Application.Command,
+    user: UserID,
+    clientID: ClientID,
+    mutationID: MutationID,
+    digest: MutationDigest,
+    commandBytes: Int? = nil
+  ) async throws -> MutationReceipt {
     let outcome = try await decide { () -> (Result<MutationReceipt, EventAPIError>, UInt64) in
       let outcome: Result<MutationReceipt, EventAPIError>
       var actions: [Machine.Action] = []
@@ -300,6 +329,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ) async throws -> [MutationOutcome] where Application.Command: Equatable {
     try checkLogHealthy()
     if let malformation = batch.malformation { throw EventAPIError.badRequest(malformation) }
+    if let storedDriver { return try await storedMutations(batch, from: user, driver: storedDriver) }
     let measured = batch.requests.map { MutationDigest.measuring($0.mutation) }.map { ($0.0, $0.1) }
     return try await decide { () -> ([MutationOutcome], UInt64) in
       let (outcomes, actions) = try self.machine.applyMutations(
@@ -310,6 +340,27 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       )
       return (outcomes, self.finish(actions))
     }
+  }
+
+  /// A stored application's batch: each write decided in order in its own transaction, as
+  /// ``EventServerStateMachine/applyMutations(_:measured:from:now:)`` decides them in memory (at most the
+  /// mutation window, stopping after a reused id).
+  private func storedMutations(
+    _ batch: MutationBatch<Application.Command>,
+    from user: UserID,
+    driver: StoredDriver<Application, C>
+  ) async throws -> [MutationOutcome] where Application.Command: Equatable {
+    var outcomes: [MutationOutcome] = []
+    for request in batch.requests.prefix(max(machine.configuration.mutationWindow, 1)) {
+      do {
+        let receipt = try await driver.applyMutation(self, request.mutation, user, request.clientID, request.mutationID)
+        outcomes.append(.acknowledged(request.mutationID, receipt))
+      } catch let error as EventAPIError {
+        outcomes.append(.refused(request.mutationID, error))
+        if error.code == .mutationIDReused { break }
+      }
+    }
+    return outcomes
   }
 
   /// Changes the application's own bookkeeping outside any command (such as taking the list of files to
@@ -415,6 +466,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     }
     guard durability?.shared != nil else {
       timerDecided(finish(machine.timerFired(now: timeline.now())), at: timeline.now())
+      if let storedDriver { Task { await storedDriver.runDeadlineIfDue(self) } }
       return
     }
     // A cluster node's heartbeats, sweeps and deadlines are decisions too: taken in a turn, on current state.

@@ -491,7 +491,7 @@ public final class PostgresServerLog: SharedServerLog {
   /// waiting for a connection to a stopped database may not): the operation is cancelled and left to end
   /// on its own, and what it still does is harmless (a turn abandoned this way decides nothing, see
   /// ``appendTurn(after:_:)``; a write that commits late was never answered).
-  private func withDeadline<Result: Sendable>(
+  func withDeadline<Result: Sendable>(
     _ operation: @escaping @Sendable () async throws -> Result
   ) async throws(ServerLogError) -> Result {
     let answer = FirstAnswer<Result>()

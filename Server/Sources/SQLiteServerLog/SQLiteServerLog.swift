@@ -142,7 +142,7 @@ public final class SQLiteServerLog: ServerLog {
 
   /// One `INSERT` of `chunk`; a position already taken fails the whole statement: positions are never
   /// overwritten.
-  private func insert(_ chunk: ArraySlice<StoredRecord>) async throws(ServerLogError) {
+  func insert(_ chunk: ArraySlice<StoredRecord>) async throws(ServerLogError) {
     let placeholders = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
     var binds: [SQLiteData] = []
     binds.reserveCapacity(chunk.count * 2)
@@ -187,7 +187,7 @@ public final class SQLiteServerLog: ServerLog {
     }
   }
 
-  private func run(_ sql: String, _ binds: [SQLiteData] = []) async throws(ServerLogError) -> [SQLiteRow] {
+  func run(_ sql: String, _ binds: [SQLiteData] = []) async throws(ServerLogError) -> [SQLiteRow] {
     do {
       return try await connection.query(sql, binds)
     } catch {

@@ -167,7 +167,7 @@ extension EventServer {
   }
 
   /// Suspends until the write under way ends.
-  private func waitUntilWritten() async throws(ServerLogError) {
+  func waitUntilWritten() async throws(ServerLogError) {
     try await waitUntilDurable(durability!.commit.durable + 1)
   }
 

@@ -98,6 +98,8 @@ extension EventServerStateMachine {
       pushRegistry.tokenInvalid(token)
     case .applicationDeadlineReached:
       deliver(application.deadlineReached(at: now), from: nil, origin: nil, now: now, actions: &actions)
+    case .deadlineDecided(let command):
+      applyDeadlineDecided(command, now: now, actions: &actions)
     case .recovered(let idSkip):
       actions += applyRecovered(now: now, idSkip: idSkip)
     }

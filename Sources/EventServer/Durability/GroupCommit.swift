@@ -104,6 +104,25 @@ public struct GroupCommit: Sendable, Equatable {
     return write
   }
 
+  /// A stored application's input takes the writer (no write under way): records enqueued meanwhile wait,
+  /// and the input's transaction writes them with its own (``gatherReserved()``).
+  public mutating func reserve() {
+    precondition(inFlight == nil && failure == nil, "reserve() while writing or after a failure")
+    inFlight = Write(records: [], snapshot: nil, through: durable)
+  }
+
+  /// A stored input decided: folds every record enqueued since ``reserve()`` into the reserved write and
+  /// returns them, for the input's transaction to append before it commits (then ``writeSucceeded()``). A
+  /// snapshot asked for meanwhile waits for the next write.
+  public mutating func gatherReserved() -> [StoredRecord] {
+    guard var write = inFlight, failure == nil else { return [] }
+    write.records += pending
+    write.through = write.records.last?.position ?? write.through
+    pending = []
+    inFlight = write
+    return write.records
+  }
+
   /// Records through `position`, committed by other nodes of a shared log, were applied: they are durable,
   /// and this node's next records follow them. Only between turns (nothing pending, no write under way).
   public mutating func adopt(through position: UInt64) {

@@ -50,6 +50,10 @@ public enum ServerInput<Command: Codable & Sendable>: Sendable, Codable {
   /// The application's own deadline came (``ServerApplication/deadlineReached(at:)``); what it did
   /// follows from its durable state and the entry's time, and is recomputed on replay.
   case applicationDeadlineReached
+  /// A stored application's deadline work, decided in its database transaction
+  /// (``StoredApplication/deadlineReached(at:in:)``): `command` carries the events it delivered, which the
+  /// application (a ``StoredRelay``) hands back on replay.
+  case deadlineDecided(command: Command)
   /// The server started again from durable state: every queue's event ids jump `idSkip` ahead (a random
   /// distance drawn at that recovery, so a lost incarnation that started from the same state almost surely
   /// handed out other ids), and each queue that accepts `restart` events gets one. `idSkip` is absent in logs

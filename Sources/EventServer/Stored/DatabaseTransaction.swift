@@ -1,0 +1,131 @@
+import Foundation
+
+/// The SQL a stored application speaks: which database runs its statements.
+///
+/// SQLite and PostgreSQL differ in types (`INTEGER` and `bigint`, `BLOB` and `bytea`) and in some syntax; an
+/// application that serves both writes its statements for each, or keeps to what both accept.
+public enum SQLDialect: Sendable, Hashable {
+  /// SQLite: the embedded default of `event-server --data-dir`.
+  case sqlite
+  /// PostgreSQL: `event-server --postgres URL`.
+  case postgres
+}
+
+/// One value bound into a statement or read from a row.
+public enum SQLValue: Sendable, Hashable {
+  /// SQL `NULL`.
+  case null
+  /// An integer (SQLite `INTEGER`; PostgreSQL `smallint`, `integer`, `bigint`, and `boolean` as 0 or 1).
+  case integer(Int64)
+  /// A floating-point number (`REAL`, `double precision`).
+  case real(Double)
+  /// Text (`TEXT`, `text`, `varchar`).
+  case text(String)
+  /// Bytes (`BLOB`, `bytea`).
+  case blob(Data)
+
+  /// The integer, when the value is one.
+  public var integer: Int64? {
+    if case .integer(let value) = self { value } else { nil }
+  }
+
+  /// The text, when the value is some.
+  public var text: String? {
+    if case .text(let value) = self { value } else { nil }
+  }
+
+  /// The bytes, when the value is a blob.
+  public var blob: Data? {
+    if case .blob(let value) = self { value } else { nil }
+  }
+
+  /// Whether the value is SQL `NULL`.
+  public var isNull: Bool { self == .null }
+}
+
+/// One row a statement returned: its values by column name.
+public struct SQLRow: Sendable, Hashable {
+  /// The columns, in the statement's order.
+  public var columns: [String]
+  /// The values, one per column.
+  public var values: [SQLValue]
+
+  /// A row of `values` under `columns`.
+  public init(columns: [String], values: [SQLValue]) {
+    precondition(columns.count == values.count, "one value per column")
+    self.columns = columns
+    self.values = values
+  }
+
+  /// The value of column `name`, or `nil` when the row has no such column.
+  public subscript(_ name: String) -> SQLValue? {
+    guard let index = columns.firstIndex(of: name) else { return nil }
+    return values[index]
+  }
+}
+
+/// Why a statement of a stored application failed: the database refused it or could not be reached. The
+/// transaction it ran in is rolled back: no change, no event, no decision.
+public struct DatabaseError: Error, Hashable, Sendable, CustomStringConvertible {
+  /// What the database said, with the statement's first words.
+  public var detail: String
+
+  /// An error described by `detail`.
+  public init(_ detail: String) {
+    self.detail = detail
+  }
+
+  public var description: String { "database: \(detail)" }
+}
+
+/// An open database transaction, as a stored application sees it: statements run in it see its own
+/// changes, and commit or roll back with it (and with the event log's records of the same input).
+///
+/// Placeholders are `?`, in order, whatever the dialect (PostgreSQL's `$1`, `$2`… are written for you).
+///
+/// ```swift
+/// let rows = try await transaction.execute("SELECT text FROM notes WHERE owner = ?", [.text("alice")])
+/// let texts = rows.compactMap { $0["text"]?.text }
+/// ```
+public protocol DatabaseTransaction: Sendable {
+  /// Which database runs the statements.
+  var dialect: SQLDialect { get }
+
+  /// Runs one statement with `values` bound to its `?` placeholders, and returns the rows it produced.
+  /// - Throws: ``DatabaseError`` when the database refuses the statement or cannot be reached; the whole
+  ///   transaction then rolls back.
+  func execute(_ sql: String, _ values: [SQLValue]) async throws(DatabaseError) -> [SQLRow]
+}
+
+extension DatabaseTransaction {
+  /// Runs one statement without values.
+  /// - Throws: ``DatabaseError``, as ``execute(_:_:)``.
+  @discardableResult
+  public func execute(_ sql: String) async throws(DatabaseError) -> [SQLRow] {
+    try await execute(sql, [])
+  }
+}
+
+/// The transaction a stored input runs in, as the server sees it: the application's statements and the
+/// input log's records, committed together.
+public protocol LogTransaction: DatabaseTransaction {
+  /// Appends records to the input log inside this transaction (they are durable when it commits).
+  /// - Throws: ``ServerLogError`` when they could not be written; the transaction then rolls back.
+  func append(_ records: [StoredRecord]) async throws(ServerLogError)
+}
+
+/// An input log kept in a database that a stored application's tables share, so one transaction covers
+/// an input's table changes and its log records: the SQLite and PostgreSQL logs of the `Server/` package.
+public protocol TransactionalServerLog: MigratingServerLog {
+  /// Which database it is.
+  var dialect: SQLDialect { get }
+
+  /// Runs `body` in one write transaction, and commits when it returns (rolls back when it throws).
+  /// - Returns: What `body` returned, once committed.
+  /// - Throws: What `body` threw (rolled back), or ``ServerLogError`` when the transaction could not begin
+  ///   or commit; after a failed commit it may or may not be durable (an answer lost on the way), and the
+  ///   server stops, to recover from what the database holds.
+  func transaction<Result: Sendable>(
+    _ body: @escaping @Sendable (any LogTransaction) async throws -> Result
+  ) async throws -> Result
+}
