@@ -78,6 +78,11 @@ where Application.Command: Codable & Equatable {
   /// Adds routes beyond the events API (such as the video domain's blobs).
   public typealias ExtraRoutes =
     @Sendable (Router<EventRequestContext>, EventServer<Application, ContinuousClock>, RequestGate) -> Void
+  /// Starts the event server of a stored application on its database.
+  typealias StoredStart =
+    @Sendable (any TransactionalServerLog, EventServerConfiguration, any PushGateway, Int) async throws -> (
+      EventServer<Application, ContinuousClock>, LogRecoveryReport
+    )
 
   /// The configuration.
   public let configuration: EventHTTPServerConfiguration
@@ -89,6 +94,8 @@ where Application.Command: Codable & Equatable {
   private let extraRoutes: ExtraRoutes?
   private let periodicTasks: [PeriodicTask<Application>]
   private let suppliedLog: (any ServerLog)?
+  /// How a stored application's server starts (``init(storedApplication:configuration:logger:pushGateway:log:periodicTasks:extraRoutes:)``).
+  private let storedStart: StoredStart?
   private let running = Mutex<ServiceGroup?>(nil)
   private let current = Mutex<EventServer<Application, ContinuousClock>?>(nil)
   private let shutdownRequested = Mutex(false)
@@ -99,7 +106,7 @@ where Application.Command: Codable & Equatable {
   ///
   /// The input log and snapshots go to `log` when given (a `PostgresServerLog`, say: the caller opens and
   /// closes it), else to SQLite in the configuration's data directory, else nowhere (state in memory).
-  public init(
+  public convenience init(
     application: Application,
     configuration: EventHTTPServerConfiguration,
     logger: Logger,
@@ -108,6 +115,67 @@ where Application.Command: Codable & Equatable {
     periodicTasks: [PeriodicTask<Application>] = [],
     extraRoutes: ExtraRoutes? = nil
   ) {
+    self.init(
+      application: application,
+      storedStart: nil,
+      configuration: configuration,
+      logger: logger,
+      pushGateway: pushGateway,
+      log: log,
+      periodicTasks: periodicTasks,
+      extraRoutes: extraRoutes
+    )
+  }
+
+  /// A server for a stored application, whose state lives in tables of the database that holds the log:
+  /// SQLite in the configuration's data directory, or `log` when given (a `PostgresServerLog`, served as one
+  /// server). Its migrations are applied at start; it needs one of the two.
+  ///
+  /// ```swift
+  /// let server = EventHTTPServer(storedApplication: StoredNoteBoard(), configuration: configuration, logger: logger)
+  /// try await server.run()
+  /// ```
+  public convenience init<Stored: StoredApplication>(
+    storedApplication: Stored,
+    configuration: EventHTTPServerConfiguration,
+    logger: Logger,
+    pushGateway: (any PushGateway)? = nil,
+    log: (any TransactionalServerLog)? = nil,
+    periodicTasks: [PeriodicTask<Application>] = [],
+    extraRoutes: ExtraRoutes? = nil
+  ) where Application == StoredRelay<Stored> {
+    self.init(
+      application: StoredRelay<Stored>(),
+      storedStart: { log, eventServer, pushGateway, snapshotEvery in
+        try await EventServer.serving(
+          storedApplication,
+          from: log,
+          configuration: eventServer,
+          clock: ContinuousClock(),
+          pushGateway: pushGateway,
+          snapshotEvery: snapshotEvery
+        )
+      },
+      configuration: configuration,
+      logger: logger,
+      pushGateway: pushGateway,
+      log: log,
+      periodicTasks: periodicTasks,
+      extraRoutes: extraRoutes
+    )
+  }
+
+  private init(
+    application: Application,
+    storedStart: StoredStart?,
+    configuration: EventHTTPServerConfiguration,
+    logger: Logger,
+    pushGateway: (any PushGateway)?,
+    log: (any ServerLog)?,
+    periodicTasks: [PeriodicTask<Application>],
+    extraRoutes: ExtraRoutes?
+  ) {
+    self.storedStart = storedStart
     self.suppliedLog = log
     self.periodicTasks = periodicTasks
     self.initialApplication = application
@@ -171,10 +239,15 @@ where Application.Command: Codable & Equatable {
     let events: EventServer<Application, ContinuousClock>
     if let suppliedLog {
       durable = suppliedLog
-    } else if let databaseURL, let directory = configuration.dataDirectory {
+    } else if let databaseURL {
       let log = try await SQLiteServerLog.open(path: databaseURL.path)
       database = log
       durable = log
+    }
+    if let storedStart {
+      return try await startStoredServer(storedStart, on: durable)
+    }
+    if suppliedLog == nil, let log = database, let directory = configuration.dataDirectory {
       try await LegacyDumpImport(directory: directory, logger: logger).importIfNeeded(
         into: log,
         application: Application.self
@@ -222,6 +295,40 @@ where Application.Command: Codable & Equatable {
       )
     }
     return events
+  }
+
+  /// Starts a stored application's server on the database that holds the log: its migrations, then the
+  /// queues recovered from the log. A start-up failure is one line (a ``StateError``).
+  private func startStoredServer(
+    _ start: StoredStart,
+    on log: (any ServerLog)?
+  ) async throws -> EventServer<Application, ContinuousClock> {
+    guard let log = log as? any TransactionalServerLog else {
+      throw StateError(
+        "this application keeps its state in database tables: give a data directory (SQLite) or PostgreSQL"
+      )
+    }
+    let server: EventServer<Application, ContinuousClock>
+    let report: LogRecoveryReport
+    do {
+      (server, report) = try await start(
+        TimedTransactionalLog(inner: log, metrics: metrics),
+        configuration.eventServer,
+        pushGateway,
+        configuration.snapshotEveryRecords
+      )
+    } catch let error as MigrationError {
+      throw StateError("schema migrations: \(error)")
+    }
+    let queues = await server.queueCount
+    logger.info(
+      "recovered from the log; the application's state is in its tables",
+      metadata: [
+        "snapshot": "\(report.snapshotPosition)", "replayed": "\(report.replayed)",
+        "position": "\(report.lastPosition)", "queues": "\(queues)",
+      ]
+    )
+    return server
   }
 
   /// Applies ``EventHTTPServerConfiguration/migrations`` to the log's database, before anything is served.

@@ -132,6 +132,42 @@ struct TimedServerLog: ServerLog {
   func claimForOneServer() async throws(ServerLogError) { try await inner.claimForOneServer() }
 }
 
+/// A stored application's log that times its transactions into ``ServerMetrics`` (as appends: a stored
+/// input's transaction is its write).
+struct TimedTransactionalLog: TransactionalServerLog {
+  let inner: any TransactionalServerLog
+  let metrics: ServerMetrics
+
+  var dialect: SQLDialect { inner.dialect }
+
+  func load() async throws(ServerLogError) -> StoredLog { try await inner.load() }
+
+  func append(_ records: [StoredRecord]) async throws(ServerLogError) {
+    let start = ContinuousClock.now
+    try await inner.append(records)
+    metrics.logAppended(records: records.count, after: ContinuousClock.now - start)
+  }
+
+  func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) { try await inner.saveSnapshot(snapshot) }
+
+  func truncate(after position: UInt64) async throws(ServerLogError) { try await inner.truncate(after: position) }
+
+  func claimForOneServer() async throws(ServerLogError) { try await inner.claimForOneServer() }
+
+  func migrate(_ migrations: [SchemaMigration]) async throws(MigrationError) -> MigrationReport {
+    try await inner.migrate(migrations)
+  }
+
+  func transaction<Result: Sendable>(
+    _ body: @escaping @Sendable (any LogTransaction) async throws -> Result
+  ) async throws -> Result {
+    let start = ContinuousClock.now
+    let result = try await inner.transaction(body)
+    metrics.logAppended(records: 1, after: ContinuousClock.now - start)
+    return result
+  }
+}
+
 /// A shared log that times its turns into ``ServerMetrics`` (as appends: a turn is a cluster node's write).
 struct TimedSharedLog: SharedServerLog {
   let inner: any SharedServerLog

@@ -20,6 +20,7 @@ extension PostgresServerLog: TransactionalServerLog {
   public func transaction<Result: Sendable>(
     _ body: @escaping @Sendable (any LogTransaction) async throws -> Result
   ) async throws -> Result {
+    let location = location
     let outcome: Swift.Result<Result, any Error> = try await withDeadline {
       do {
         return .success(
@@ -27,6 +28,13 @@ extension PostgresServerLog: TransactionalServerLog {
             try await body(PostgresLogTransaction(log: self, connection: connection))
           }
         )
+      } catch let error as PostgresTransactionError {
+        // What the body threw comes back as it was (a rejection, a refused statement); a transaction that
+        // could not begin or commit is the log's failure.
+        if let thrown = error.closureError, error.commitError == nil, error.beginError == nil {
+          return .failure(thrown)
+        }
+        return .failure(ServerLogError.storage("\(location): the transaction failed: \(String(reflecting: error))"))
       } catch {
         return .failure(error)
       }

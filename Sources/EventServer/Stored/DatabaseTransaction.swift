@@ -94,6 +94,7 @@ public protocol DatabaseTransaction: Sendable {
   /// Runs one statement with `values` bound to its `?` placeholders, and returns the rows it produced.
   /// - Throws: ``DatabaseError`` when the database refuses the statement or cannot be reached; the whole
   ///   transaction then rolls back.
+  @discardableResult
   func execute(_ sql: String, _ values: [SQLValue]) async throws(DatabaseError) -> [SQLRow]
 }
 

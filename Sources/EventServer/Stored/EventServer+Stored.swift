@@ -72,7 +72,8 @@ extension EventServer {
     pushGateway: any PushGateway = NoPushGateway(),
     snapshotEvery: Int = 100_000
   ) async throws -> (EventServer, LogRecoveryReport) where Application == StoredRelay<Stored> {
-    try await log.claimForOneServer()
+    // The claim is taken by `recovering`; migrations are serialised by the database (the SQLite file's lock,
+    // PostgreSQL's advisory lock), and a refused one changes nothing.
     try await log.migrate(application.migrations)
     let (server, report) = try await recovering(
       from: log,
@@ -113,6 +114,42 @@ extension EventServer {
       server.rescheduleTimer()
       return ((), 0)
     }
+  }
+
+  /// Reads the stored application's tables in one transaction while the server serves, with no other
+  /// stored input running: what an operator's report, an admin route or a test compares clients with.
+  /// Statements that change the tables are rolled back: a change must be a command, so that its events
+  /// reach the queues.
+  ///
+  /// ```swift
+  /// let notes = try await server.readStoredState { transaction in
+  ///   try await transaction.execute("SELECT count(*) AS n FROM notes").first?["n"]?.integer
+  /// }
+  /// ```
+  /// - Throws: What `body` threw; ``ServerLogError`` when the server has no stored application or its log
+  ///   failed.
+  public func readStoredState<Value: Sendable>(
+    _ body: @escaping @Sendable (any DatabaseTransaction) async throws -> Value
+  ) async throws -> Value {
+    guard let log = durability?.log as? any TransactionalServerLog, storedDriver != nil else {
+      throw ServerLogError.storage("this server keeps no application state in a database")
+    }
+    await acquireStoredLane()
+    defer { releaseStoredLane() }
+    do {
+      try await storedStep(on: log) { transaction -> Value in
+        // Thrown after the read, so the transaction rolls back whatever the body wrote.
+        throw ReadOnly(value: try await body(transaction))
+      } decide: { _, _ in ((), 0) }
+    } catch let read as ReadOnly<Value> {
+      return read.value
+    }
+    preconditionFailure("readStoredState: the read returned without its value")
+  }
+
+  /// Carries a read's value out of the transaction that is rolled back after it.
+  private struct ReadOnly<Value: Sendable>: Error {
+    var value: Value
   }
 
   // MARK: - The lane
@@ -171,6 +208,9 @@ extension EventServer {
     } catch {
       guard storedLane.decided else {
         writerReleased()
+        // The database refused a statement or could not be reached: nothing was decided, the client may
+        // send it again (answered 503 on the wire).
+        if let refused = error as? DatabaseError { throw ServerLogError.storage("\(refused)") }
         throw error
       }
       let failure = (error as? ServerLogError) ?? .storage("a stored input's transaction failed to commit: \(error)")

@@ -1,0 +1,125 @@
+import EventProtocol
+import EventServer
+import Foundation
+import SampleApps
+import Testing
+
+/// A stored notes board whose post of "boom" writes its row, then fails in the database: the transaction
+/// must roll back whole.
+struct FailingStoredNoteBoard: StoredApplication {
+  typealias Snapshot = NoteSnapshot
+  typealias Event = NoteEvent
+  typealias Command = NoteBoard.Command
+
+  var migrations: [SchemaMigration] { StoredNoteBoard.schema }
+
+  func snapshot(for user: UserID, in transaction: any DatabaseTransaction) async throws -> NoteSnapshot {
+    try await StoredNoteBoard().snapshot(for: user, in: transaction)
+  }
+
+  func handle(
+    _ command: NoteBoard.Command,
+    from user: UserID,
+    at now: Timestamp,
+    in transaction: any DatabaseTransaction
+  ) async throws -> [Delivery<NoteEvent>] {
+    let deliveries = try await StoredNoteBoard().handle(command, from: user, at: now, in: transaction)
+    if case .post("boom", _) = command { try await transaction.execute("INSERT INTO no_such_table VALUES (1)") }
+    return deliveries
+  }
+}
+
+@Suite(
+  "Stored applications: a command's rows, its events and its decision commit together, on SQLite and PostgreSQL",
+  .serialized,
+  .timeLimit(.minutes(5))
+)
+struct StoredApplicationTests {
+  typealias Server = EventServer<StoredRelay<StoredNoteBoard>, ContinuousClock>
+
+  static func serve(_ log: any TransactionalServerLog) async throws -> Server {
+    try await EventServer.serving(StoredNoteBoard(), from: log, clock: ContinuousClock()).0
+  }
+
+  static func notes(of user: UserID, on server: Server) async throws -> [String] {
+    try await server.readStoredState { try await StoredNoteBoard.notes(of: user, in: $0) }
+  }
+
+  static func texts(_ events: [EventEnvelope<NoteEvent>]) -> [String] {
+    events.compactMap { envelope in
+      if case .payload(.note(let text)) = envelope.body { text } else { nil }
+    }
+  }
+
+  @Test("exactly once, rejections remembered, a forged decision refused, and all of it survives a restart", arguments: StoredBackend.available)
+  func exactlyOnceAcrossRestart(_ backend: StoredBackend) async throws {
+    let database = try await backend.scratch()
+    var log = try await database.open()
+    var server = try await Self.serve(log)
+    let alice = try await server.register(user: "alice")
+    #expect(alice.snapshot == NoteSnapshot(notes: []))
+
+    let post = StoredCommand<NoteBoard.Command, NoteEvent>.request(.post("hi", to: ["alice"]))
+    let first = try await server.applyMutation(post, from: "bob", clientID: "phone", mutationID: MutationID(1))
+    let again = try await server.applyMutation(post, from: "bob", clientID: "phone", mutationID: MutationID(1))
+    #expect(first.applied && !again.applied)
+    #expect(try await Self.notes(of: "alice", on: server) == ["hi"], "one row, not two")
+
+    let forbidden = StoredCommand<NoteBoard.Command, NoteEvent>.request(.forbidden)
+    for _ in 0..<2 {
+      await #expect(throws: EventAPIError.self) {
+        try await server.applyMutation(forbidden, from: "bob", clientID: "phone", mutationID: MutationID(2))
+      }
+    }
+    let forged = StoredCommand<NoteBoard.Command, NoteEvent>.delivered([Delivery(to: ["alice"], event: .note(text: "forged"))])
+    await #expect(throws: EventAPIError.self) {
+      try await server.applyMutation(forged, from: "mallory", clientID: "x", mutationID: MutationID(1))
+    }
+    let events = try await server.events(queueID: alice.queueID, user: "alice", lastEventID: -1, dontBlock: true)
+    #expect(Self.texts(events) == ["hi"])
+    let lastSeen = try #require(events.last?.id)
+
+    await server.shutdown()
+    try await server.saveSnapshot()
+    await database.close(log)
+    log = try await database.open()
+    server = try await Self.serve(log)
+    // The queue survived; the memory of decisions too (a repeat is not applied again, a rejection stays one).
+    let repeated = try await server.applyMutation(post, from: "bob", clientID: "phone", mutationID: MutationID(1))
+    #expect(!repeated.applied)
+    await #expect(throws: EventAPIError.self) {
+      try await server.applyMutation(forbidden, from: "bob", clientID: "phone", mutationID: MutationID(2))
+    }
+    _ = try await server.applyMutation(.request(.post("after", to: ["alice"])), from: "bob", clientID: "phone", mutationID: MutationID(3))
+    let resumed = try await server.events(queueID: alice.queueID, user: "alice", lastEventID: lastSeen, dontBlock: true)
+    #expect(Self.texts(resumed) == ["after"], "the queue resumed after the restart with nothing lost")
+    #expect(try await Self.notes(of: "alice", on: server) == ["hi", "after"])
+    let fresh = try await server.register(user: "alice")
+    #expect(fresh.snapshot == NoteSnapshot(notes: ["hi", "after"]))
+    await server.shutdown()
+    await database.close(log)
+  }
+
+  @Test("a command whose transaction fails midway leaves no row, no event and no decision", arguments: StoredBackend.available)
+  func failingTransaction(_ backend: StoredBackend) async throws {
+    let database = try await backend.scratch()
+    let log = try await database.open()
+    let server = try await EventServer.serving(FailingStoredNoteBoard(), from: log, clock: ContinuousClock()).0
+    let alice = try await server.register(user: "alice")
+    let position = await server.durablePosition
+    await #expect(throws: ServerLogError.self) {
+      try await server.applyMutation(.request(.post("boom", to: ["alice"])), from: "bob", clientID: "phone", mutationID: MutationID(1))
+    }
+    #expect(await server.durablePosition == position, "nothing recorded")
+    #expect(await server.logFailure == nil, "a refused statement is not a failed log")
+    let events = try await server.events(queueID: alice.queueID, user: "alice", lastEventID: -1, dontBlock: true)
+    #expect(events.isEmpty, "no event")
+    #expect(try await server.readStoredState { try await StoredNoteBoard.notes(of: "alice", in: $0) } == [], "no row")
+    // No decision either: the same mutation id is free for the write the client sends next.
+    let receipt = try await server.applyMutation(.request(.post("fine", to: ["alice"])), from: "bob", clientID: "phone", mutationID: MutationID(1))
+    #expect(receipt.applied)
+    #expect(try await server.readStoredState { try await StoredNoteBoard.notes(of: "alice", in: $0) } == ["fine"])
+    await server.shutdown()
+    await database.close(log)
+  }
+}
