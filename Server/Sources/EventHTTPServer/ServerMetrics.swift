@@ -158,6 +158,8 @@ struct TimedTransactionalLog: TransactionalServerLog {
     try await inner.migrate(migrations)
   }
 
+  func appliedMigrations() async throws(MigrationError) -> [AppliedMigration] { try await inner.appliedMigrations() }
+
   func transaction<Result: Sendable>(
     _ body: @escaping @Sendable (any LogTransaction) async throws -> Result
   ) async throws -> Result {

@@ -162,4 +162,8 @@ public protocol MigratingServerLog: ServerLog {
   /// - Throws: ``MigrationError``; a refusal changes nothing, a failing migration is rolled back.
   @discardableResult
   func migrate(_ migrations: [SchemaMigration]) async throws(MigrationError) -> MigrationReport
+
+  /// The migrations the database recorded, in version order (none before the first migration).
+  /// - Throws: ``MigrationError`` of kind `storage` when the database cannot be read.
+  func appliedMigrations() async throws(MigrationError) -> [AppliedMigration]
 }
