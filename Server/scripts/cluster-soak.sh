@@ -48,7 +48,7 @@ export EVENT_SERVER_API_KEYS="$keys"
 # start_node N: starts node N on its port and waits until it listens (at most 15 s).
 start_node() {
   local node=$1 log="$work/node$1.log"
-  "$bin/event-server" --app notes --host 127.0.0.1 --port "${ports[$node]}" --data-dir "$work/node$node" \
+  "$bin/event-server" --app notes-memory --host 127.0.0.1 --port "${ports[$node]}" --data-dir "$work/node$node" \
     --postgres "$postgres_url" --rate-burst 100000 --rate-per-second 100000 >>"$log" 2>&1 &
   node_pids[$node]=$!
   pids+=("$!")

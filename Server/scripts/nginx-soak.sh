@@ -46,7 +46,7 @@ trap finish EXIT
 for node in $(seq 1 "$nodes"); do
   node_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   admin_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "$bin/event-server" --app notes --host 127.0.0.1 --port "$node_port" --admin-port "$admin_port" \
+  "$bin/event-server" --app notes-memory --host 127.0.0.1 --port "$node_port" --admin-port "$admin_port" \
     --data-dir "$work/node$node" --rate-burst 100000 --rate-per-second 100000 "${store[@]}" \
     >"$work/node$node.log" 2>&1 &
   admin_ports+=("$admin_port")

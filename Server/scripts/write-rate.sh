@@ -14,7 +14,7 @@ bin=$(swift build -c "$configuration" --show-bin-path)
 
 source scripts/live-server.sh
 echo "writer:writer-key-1234" > "$work/keys"
-start_server "$bin/event-server" --app notes --host 127.0.0.1 --port "$port" --data-dir "$work/data" \
+start_server "$bin/event-server" --app "${APP:-notes-memory}" --host 127.0.0.1 --port "$port" --data-dir "$work/data" \
   --keys-file "$work/keys" --rate-burst 1000000 --rate-per-second 1000000
 echo "== one device, $rate writes/s offered for $seconds s (cores: $(nproc), $configuration build)"
 for batch in 1 32; do

@@ -16,6 +16,10 @@ public struct StoredNoteBoard: StoredApplication {
   public typealias Snapshot = NoteSnapshot
   public typealias Event = NoteEvent
   public typealias Command = NoteBoard.Command
+  public typealias FetchedItem = StoredNote
+
+  /// The narrow of a user's own notes, which ``fetch(_:for:in:)`` answers (`[["is", "notes"]]`).
+  public static let notesNarrow = Narrow([NarrowTerm("is", "notes")])
 
   /// The board's schema: one row per note received, indexed by recipient.
   public static let schema: [SchemaMigration] = [
@@ -68,11 +72,70 @@ public struct StoredNoteBoard: StoredApplication {
     }
   }
 
+  /// One page of `user`'s notes around the request's anchor (a note's id), read with the index: the page
+  /// costs the same whatever the table holds.
+  /// - Throws: ``CommandRejection`` for any narrow but ``notesNarrow``.
+  public func fetch(
+    _ request: FetchRequest,
+    for user: UserID,
+    in transaction: any DatabaseTransaction
+  ) async throws -> FetchPage<StoredNote> {
+    guard request.narrow == Self.notesNarrow else { throw CommandRejection("unknown narrow \(request.narrow)") }
+    let split: Int64
+    switch request.anchor {
+    case .oldest: split = .min
+    case .newest: split = .max
+    case .position(let position): split = Int64(position)
+    }
+    let recipient = SQLValue.text(user.rawValue)
+    // One more than asked on each side tells whether the page reaches the oldest or the newest note.
+    let before = try await transaction.execute(
+      "SELECT id, text FROM notes WHERE recipient = ? AND id < ? ORDER BY id DESC LIMIT ?",
+      [recipient, .integer(split), .integer(Int64(request.before + 1))]
+    )
+    let anchorIncluded: Int
+    if case .position = request.anchor { anchorIncluded = 1 } else { anchorIncluded = 0 }
+    let after = try await transaction.execute(
+      "SELECT id, text FROM notes WHERE recipient = ? AND id >= ? ORDER BY id LIMIT ?",
+      [recipient, .integer(split), .integer(Int64(request.after + anchorIncluded + 1))]
+    )
+    var afterNotes = after.map(StoredNote.init(row:))
+    // The anchor's own note counts beside the `after` ones, as in Zulip; otherwise `after` notes.
+    let afterLimit = request.after + (afterNotes.first.map { Int64($0.id) == split } == true ? anchorIncluded : 0)
+    let foundNewest = afterNotes.count <= afterLimit
+    afterNotes = Array(afterNotes.prefix(afterLimit))
+    let beforeNotes = before.map(StoredNote.init(row:))
+    let foundOldest = beforeNotes.count <= request.before
+    return FetchPage(
+      items: beforeNotes.prefix(request.before).reversed() + afterNotes,
+      foundOldest: foundOldest,
+      foundNewest: foundNewest
+    )
+  }
+
   /// Every note `user` received, read in `transaction`, oldest first: the truth a test compares clients with.
   public static func notes(
     of user: UserID,
     in transaction: any DatabaseTransaction
   ) async throws -> [String] {
     try await StoredNoteBoard().snapshot(for: user, in: transaction).notes
+  }
+}
+
+/// One note as a fetch answers it: its row id (the position fetches anchor on) and its text.
+public struct StoredNote: Codable, Sendable, Equatable {
+  /// The row id: increasing in the order notes were posted.
+  public var id: Int
+  /// The note.
+  public var text: String
+
+  /// A note from its parts.
+  public init(id: Int, text: String) {
+    self.id = id
+    self.text = text
+  }
+
+  init(row: SQLRow) {
+    self.init(id: Int(row["id"]?.integer ?? 0), text: row["text"]?.text ?? "")
   }
 }

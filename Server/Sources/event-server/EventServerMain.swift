@@ -67,6 +67,16 @@ struct EventServerMain {
       let log: (any ServerLog)? = postgres
       switch options.app {
       case "notes":
+        // The note board with its notes in a table of the database (SQLite in --data-dir, or PostgreSQL).
+        let server = EventHTTPServer(
+          storedApplication: StoredNoteBoard(),
+          configuration: configuration,
+          logger: logger,
+          pushGateway: pushGateway,
+          log: postgres
+        )
+        try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
+      case "notes-memory":
         let server = EventHTTPServer(
           application: NoteBoard(),
           configuration: configuration,
@@ -133,7 +143,12 @@ struct EventServerArguments: ParsableCommand {
       """
   )
 
-  @Option(help: "videos (default) | episodes | notes (the sample note board, for soak tests)")
+  @Option(
+    help: """
+      videos (default) | episodes | notes (the sample note board, its notes in a database table) | notes-memory \
+      (the same board held in memory and rebuilt from the log: the one a cluster of nodes serves)
+      """
+  )
   var app = "videos"
   @Option(help: "Who may change the episode catalog, comma-separated.")
   var admins = "admin"
@@ -216,8 +231,8 @@ struct EventServerArguments: ParsableCommand {
         throw ValidationError("--\(name) must be in \(range.lowerBound)...\(range.upperBound), not \(value)")
       }
     }
-    guard ["videos", "episodes", "notes"].contains(app) else {
-      throw ValidationError("--app must be videos, episodes or notes, not '\(app)'")
+    guard ["videos", "episodes", "notes", "notes-memory"].contains(app) else {
+      throw ValidationError("--app must be videos, episodes, notes or notes-memory, not '\(app)'")
     }
     guard ["text", "json"].contains(logFormat) else {
       throw ValidationError("--log-format must be text or json, not '\(logFormat)'")

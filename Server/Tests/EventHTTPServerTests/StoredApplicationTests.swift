@@ -122,4 +122,44 @@ struct StoredApplicationTests {
     await server.shutdown()
     await database.close(log)
   }
+
+  @Test("a fetched page is the page of the whole list, read with the index, atomic with the queue", arguments: StoredBackend.available)
+  func fetchedPages(_ backend: StoredBackend) async throws {
+    let database = try await backend.scratch()
+    let log = try await database.open()
+    let server = try await Self.serve(log)
+    let alice = try await server.register(user: "alice")
+    for index in 1...30 {
+      let recipients: [UserID] = index % 3 == 0 ? ["bob"] : ["alice", "bob"]
+      _ = try await server.applyMutation(.request(.post("n\(index)", to: recipients)), from: "carol", clientID: "web", mutationID: MutationID(UInt64(index)))
+    }
+    let all = try await server.readStoredState { transaction in
+      try await transaction.execute("SELECT id, text FROM notes WHERE recipient = 'alice' ORDER BY id")
+        .map { StoredNote(id: Int($0["id"]?.integer ?? 0), text: $0["text"]?.text ?? "") }
+    }
+    #expect(all.count == 20)
+    var random = SeededRandomNumberGenerator(seed: 7)
+    var anchors: [FetchAnchor] = [.oldest, .newest]
+    for _ in 0..<20 { anchors.append(.position(Int.random(in: 0...(all.last!.id + 2), using: &random))) }
+    for anchor in anchors {
+      let request = FetchRequest(
+        narrow: StoredNoteBoard.notesNarrow,
+        anchor: anchor,
+        before: Int.random(in: 0...6, using: &random),
+        after: Int.random(in: 0...6, using: &random)
+      )
+      let answer = try await server.fetch(request, queueID: alice.queueID, user: "alice")
+      #expect(answer.page == FetchPage.select(all, request: request, position: \.id), "\(request)")
+      #expect(answer.lastEventID == 19, "atomic with the queue: its 20 events")
+    }
+    await #expect(throws: EventAPIError.self) {
+      try await server.fetch(
+        FetchRequest(narrow: Narrow([NarrowTerm("is", "other")]), anchor: .newest, before: 1, after: 0),
+        queueID: alice.queueID,
+        user: "alice"
+      )
+    }
+    await server.shutdown()
+    await database.close(log)
+  }
 }
