@@ -130,17 +130,24 @@ extension Delivery: Codable {
     case event
   }
 
+  // The event is kept as the wire carries it, in an envelope (its `type` beside its fields: a payload's own
+  // encoding may leave the type to the envelope), with id 0.
   public init(from decoder: any Decoder) throws {
     let container = try decoder.container(keyedBy: CodingKeys.self)
-    self.init(
-      to: try container.decode([UserID].self, forKey: .recipients),
-      event: try container.decode(Event.self, forKey: .event)
-    )
+    let envelope = try container.decode(EventEnvelope<Event>.self, forKey: .event)
+    guard case .payload(let event) = envelope.body else {
+      throw DecodingError.dataCorruptedError(
+        forKey: .event,
+        in: container,
+        debugDescription: "a delivery's event of type \(envelope.body.type) is not one of this build's"
+      )
+    }
+    self.init(to: try container.decode([UserID].self, forKey: .recipients), event: event)
   }
 
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode(recipients, forKey: .recipients)
-    try container.encode(event, forKey: .event)
+    try container.encode(EventEnvelope(id: 0, body: .payload(event)), forKey: .event)
   }
 }
