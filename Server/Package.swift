@@ -22,6 +22,7 @@ let package = Package(
     .executable(name: "event-server-load", targets: ["event-server-load"]),
     .executable(name: "soak-client", targets: ["soak-client"]),
     .executable(name: "durability-bench", targets: ["durability-bench"]),
+    .executable(name: "stored-scale", targets: ["stored-scale"]),
     .library(name: "EventHTTPServer", targets: ["EventHTTPServer"]),
     .library(name: "VideoBlobRoutes", targets: ["VideoBlobRoutes"]),
     .library(name: "SQLiteServerLog", targets: ["SQLiteServerLog"]),
@@ -171,6 +172,22 @@ let package = Package(
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         "SQLiteServerLog",
         "PostgresServerLog",
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "EventProtocol", package: root),
+        .product(name: "EventServer", package: root),
+        .product(name: "SampleApps", package: root),
+      ],
+      swiftSettings: swiftSettings
+    ),
+    // Whether a stored application's server grows with its data (1,000,000 users' notes). Prints figures.
+    .executableTarget(
+      name: "stored-scale",
+      dependencies: [
+        "CommandLineTool",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        "SQLiteServerLog",
+        "PostgresServerLog",
+        .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),

@@ -26,6 +26,11 @@ struct StoredLane {
   var decided = false
   /// The number of the last input started.
   var step = 0
+  /// After a transaction the database did not complete (unreachable, out of time), the inputs waiting behind
+  /// it fail at once until then, instead of each waiting for the database's deadline in turn.
+  var failFastUntil: Timestamp?
+  /// That transaction's failure, answered meanwhile.
+  var lastFailure: ServerLogError?
   /// The number of the input whose transaction is open, if one is: a transaction abandoned at its deadline
   /// whose work ends later must not decide on the machine (its number is no longer open).
   var openStep: Int?
@@ -187,6 +192,10 @@ extension EventServer {
     decide: @escaping @Sendable (isolated EventServer, Work) throws -> (Value, UInt64)
   ) async throws -> Value {
     try checkLogHealthy()
+    if let until = storedLane.failFastUntil, let failure = storedLane.lastFailure {
+      if timeline.now() < until { throw failure }
+      storedLane.failFastUntil = nil
+    }
     while durability!.commit.isWriting { try await waitUntilWritten() }
     try checkLogHealthy()
     durability!.commit.reserve()
@@ -211,6 +220,11 @@ extension EventServer {
         // The database refused a statement or could not be reached: nothing was decided, the client may
         // send it again (answered 503 on the wire).
         if let refused = error as? DatabaseError { throw ServerLogError.storage("\(refused)") }
+        if let failure = error as? ServerLogError {
+          // The database did not complete the transaction: what waits behind it fails at once for a second.
+          storedLane.failFastUntil = timeline.now().advanced(by: .seconds(1))
+          storedLane.lastFailure = failure
+        }
         throw error
       }
       let failure = (error as? ServerLogError) ?? .storage("a stored input's transaction failed to commit: \(error)")
