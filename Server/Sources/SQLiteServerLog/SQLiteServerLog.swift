@@ -3,6 +3,7 @@ import EventServer
 import Foundation
 import NIOCore
 import SQLiteNIO
+import Synchronization
 
 /// The embedded default ``ServerLog``: the input log and the newest snapshot in one SQLite database, in WAL
 /// mode with `synchronous = FULL`, so a committed transaction survives a crash of the process and a loss of
@@ -29,6 +30,8 @@ public final class SQLiteServerLog: ServerLog {
   private let lock: ExclusiveFileLock
   /// The database file.
   public let path: String
+  /// Whether ``close()`` has not run yet.
+  private let isOpen = Mutex(true)
 
   private init(connection: SQLiteConnection, lock: ExclusiveFileLock, path: String) {
     self.connection = connection
@@ -94,8 +97,9 @@ public final class SQLiteServerLog: ServerLog {
     if version < Self.schemaVersion { _ = try await run("PRAGMA user_version = \(Self.schemaVersion)") }
   }
 
-  /// Closes the database.
+  /// Closes the database. Closing it again does nothing (a second close of the connection crashed).
   public func close() async {
+    guard isOpen.withLock({ open in defer { open = false }; return open }) else { return }
     try? await connection.close()
     lock.release()
   }

@@ -45,6 +45,19 @@ struct DurabilityBenchMain {
       )
       report("SQLite log (WAL, synchronous FULL)", try await measure(onDisk, writers: writers, seconds: seconds))
       await sqlite.close()
+      let storedLog = try await SQLiteServerLog.open(path: folder.appendingPathComponent("stored.sqlite").path)
+      let (stored, _) = try await EventServer.serving(
+        StoredNoteBoard(),
+        from: storedLog,
+        clock: ContinuousClock(),
+        snapshotEvery: Int.max
+      )
+      report(
+        "SQLite, stored note board (a transaction each)",
+        try await measure(stored, writers: writers, seconds: seconds)
+      )
+      await stored.shutdown()
+      await storedLog.close()
       if let url = arguments.postgres {
         var logger = Logger(label: "durability-bench")
         logger.logLevel = .critical
@@ -90,6 +103,34 @@ struct DurabilityBenchMain {
     writers: Int,
     seconds: Double
   ) async throws -> Figures {
+    try await measure(writers: writers, seconds: seconds) { writer, command, user, clientID, mutationID in
+      _ = try await servers[writer % servers.count].applyMutation(
+        command,
+        from: user,
+        clientID: clientID,
+        mutationID: mutationID
+      )
+    }
+  }
+
+  /// The same on a server of the stored note board (each write its own transaction).
+  static func measure(
+    _ server: EventServer<StoredRelay<StoredNoteBoard>, ContinuousClock>,
+    writers: Int,
+    seconds: Double
+  ) async throws -> Figures {
+    try await measure(writers: writers, seconds: seconds) { _, command, user, clientID, mutationID in
+      _ = try await server.applyMutation(.request(command), from: user, clientID: clientID, mutationID: mutationID)
+    }
+  }
+
+  /// `writers` tasks each send mutations one after another for `seconds` through `write` (given the writer's
+  /// number, the command, its user, client id and mutation id).
+  static func measure(
+    writers: Int,
+    seconds: Double,
+    write: @escaping @Sendable (Int, NoteBoard.Command, UserID, ClientID, MutationID) async throws -> Void
+  ) async throws -> Figures {
     let clock = ContinuousClock()
     let start = clock.now
     // Each measurement writes as new installations: mutation ids restart at 1.
@@ -97,7 +138,6 @@ struct DurabilityBenchMain {
     let end = start + .milliseconds(Int64(seconds * 1000))
     let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
       for writer in 0..<writers {
-        let server = servers[writer % servers.count]
         group.addTask {
           var latencies: [Duration] = []
           var mutationID: UInt64 = 0
@@ -105,11 +145,12 @@ struct DurabilityBenchMain {
           while clock.now < end {
             mutationID += 1
             let began = clock.now
-            _ = try await server.applyMutation(
+            try await write(
+              writer,
               .post("n\(mutationID)", to: [user]),
-              from: user,
-              clientID: ClientID(rawValue: "bench-\(run)-\(writer)"),
-              mutationID: MutationID(rawValue: mutationID)
+              user,
+              ClientID(rawValue: "bench-\(run)-\(writer)"),
+              MutationID(rawValue: mutationID)
             )
             latencies.append(clock.now - began)
           }

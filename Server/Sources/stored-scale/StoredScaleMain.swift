@@ -37,7 +37,7 @@ struct StoredScaleMain {
       "stored-scale: \(ProcessInfo.processInfo.activeProcessorCount) cores; \(arguments.notesPerUser) notes per user; "
         + "\(arguments.samples) samples of each request"
     )
-    print("backend     users      rows  database  start-up  memory(RSS)  register p50/p99  mutation p50/p99  fetch p50/p99")
+    print("backend     users      rows  database  start-up  memory(RSS)  register p50/p99  mutation p50/p99  fetch p50/p99    writes/s (64 writers)")
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stored-scale-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: folder) }
     var backends: [(String, (Int) async throws -> String)] = [
@@ -62,7 +62,17 @@ struct StoredScaleMain {
   /// Applies the board's schema and inserts `users` × `notesPerUser` notes in batches.
   static func load(database: String, users: Int, notesPerUser: Int) async throws -> Int {
     let log = try await open(database)
-    defer { Task { await close(log) } }
+    do {
+      try await fill(log, users: users, notesPerUser: notesPerUser)
+    } catch {
+      await close(log)
+      throw error
+    }
+    await close(log)
+    return users * notesPerUser
+  }
+
+  private static func fill(_ log: any TransactionalServerLog, users: Int, notesPerUser: Int) async throws {
     try await log.migrate(StoredNoteBoard.schema)
     let total = users * notesPerUser
     let batch = 200_000
@@ -87,8 +97,6 @@ struct StoredScaleMain {
       start = end
       if total > batch { progress("  \(end) of \(total) rows") }
     }
-    await close(log)
-    return total
   }
 
   /// Runs this executable again with `--measure`, and returns the figures it printed.
@@ -143,13 +151,36 @@ struct StoredScaleMain {
       _ = try await server.fetch(request, queueID: queueID, user: user)
       fetchTimes.append(ContinuousClock.now - start)
     }
+    // Acknowledged writes per second from 64 writers at once, for two seconds.
+    let clock = ContinuousClock()
+    let end = clock.now + .seconds(2)
+    let writesStarted = clock.now
+    let written = try await withThrowingTaskGroup(of: Int.self) { group in
+      for writer in 0..<64 {
+        group.addTask {
+          var count = 0
+          while clock.now < end {
+            count += 1
+            _ = try await server.applyMutation(
+              .request(.post("rate \(count)", to: [UserID("user\(writer)")])),
+              from: "rate",
+              clientID: ClientID(rawValue: "rate-\(writer)"),
+              mutationID: MutationID(UInt64(count))
+            )
+          }
+          return count
+        }
+      }
+      return try await group.reduce(0, +)
+    }
+    let writesPerSecond = Int(Double(written) / durationSeconds(clock.now - writesStarted))
     let size = databaseSize(database)
     await server.shutdown()
     await close(log)
     print(
       "\(size.padding(toLength: 8, withPad: " ", startingAt: 0))  \(format(startUp).padding(toLength: 8, withPad: " ", startingAt: 0))  "
         + "\(residentMegabytes()) MB".padding(toLength: 11, withPad: " ", startingAt: 0)
-        + "  \(percentiles(registerTimes))  \(percentiles(mutationTimes))  \(percentiles(fetchTimes))"
+        + "  \(percentiles(registerTimes))  \(percentiles(mutationTimes))  \(percentiles(fetchTimes))  \(writesPerSecond)"
     )
   }
 
@@ -218,7 +249,15 @@ struct StoredScaleMain {
 
   static func format(_ duration: Duration) -> String {
     let milliseconds = Double(duration.components.seconds) * 1_000 + Double(duration.components.attoseconds) / 1e15
-    return milliseconds >= 100 ? String(format: "%.0f ms", milliseconds) : String(format: "%.2f ms", milliseconds)
+    if milliseconds >= 100 { return "\(Int(milliseconds.rounded())) ms" }
+    // Two decimals, without String(format:) (it crashed in a release build on Linux).
+    let hundredths = Int((milliseconds * 100).rounded())
+    let fraction = hundredths % 100
+    return "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction) ms"
+  }
+
+  static func durationSeconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
   }
 
   static func pad(_ number: Int, _ width: Int) -> String {
