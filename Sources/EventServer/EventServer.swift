@@ -39,8 +39,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   var durability: Durability?
   /// How requests are served when the application is a ``StoredApplication``; `nil` for an in-memory one.
   var storedDriver: StoredDriver<Application, C>?
-  /// The stored application's inputs, one at a time.
-  var storedLane = StoredLane()
+  /// The stored application's inputs waiting for the database, and the batch under way.
+  var storedBatches = StoredBatches()
 
   /// A durable server's log, its group commit, and what waits for it.
   ///

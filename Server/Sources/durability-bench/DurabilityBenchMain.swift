@@ -53,7 +53,7 @@ struct DurabilityBenchMain {
         snapshotEvery: Int.max
       )
       report(
-        "SQLite, stored note board (a transaction each)",
+        "SQLite, stored note board (batched inputs)",
         try await measure(stored, writers: writers, seconds: seconds)
       )
       await stored.shutdown()
@@ -113,7 +113,7 @@ struct DurabilityBenchMain {
     }
   }
 
-  /// The same on a server of the stored note board (each write its own transaction).
+  /// The same on a server of the stored note board (its inputs batched per transaction, a savepoint each).
   static func measure(
     _ server: EventServer<StoredRelay<StoredNoteBoard>, ContinuousClock>,
     writers: Int,

@@ -1,41 +1,6 @@
 import EventProtocol
 import Foundation
 
-/// How an ``EventServer`` serves a ``StoredApplication``: the steps its requests take instead of the
-/// in-memory ones. Built once, where the application's type is known; the server's public requests hand
-/// themselves to it.
-struct StoredDriver<Application: ServerApplication, C: Clock>: Sendable where C.Duration == Duration {
-  typealias Server = EventServer<Application, C>
-
-  let register:
-    @Sendable (Server, UserID, Set<String>?, Duration?, ClientID?) async throws(ServerLogError) ->
-      Registration<Application.Snapshot>
-  let applyMutation: @Sendable (Server, Application.Command, UserID, ClientID, MutationID) async throws -> MutationReceipt
-  let handle: @Sendable (Server, Application.Command, UserID) async throws -> Void
-  let fetch:
-    @Sendable (Server, FetchRequest, QueueID, UserID) async throws(EventAPIError) -> FetchAnswer<Application.FetchedItem>
-  let runDeadlineIfDue: @Sendable (Server) async -> Void
-}
-
-/// The stored inputs of one server, one at a time: a stored input reads and writes the application's tables
-/// and the log in one transaction, so the next must see what it committed.
-struct StoredLane {
-  var isBusy = false
-  var waiters: [CheckedContinuation<Void, Never>] = []
-  /// Whether the current input's decision was taken (its records are in its transaction).
-  var decided = false
-  /// The number of the last input started.
-  var step = 0
-  /// After a transaction the database did not complete (unreachable, out of time), the inputs waiting behind
-  /// it fail at once until then, instead of each waiting for the database's deadline in turn.
-  var failFastUntil: Timestamp?
-  /// That transaction's failure, answered meanwhile.
-  var lastFailure: ServerLogError?
-  /// The number of the input whose transaction is open, if one is: a transaction abandoned at its deadline
-  /// whose work ends later must not decide on the machine (its number is no longer open).
-  var openStep: Int?
-}
-
 /// What a command did in its transaction: its events, and the application's next deadline after it.
 struct StoredOutcome<Event: EventPayload>: Sendable {
   var deliveries: [Delivery<Event>]
@@ -106,25 +71,23 @@ extension EventServer {
     _ application: Stored,
     from log: any TransactionalServerLog
   ) async throws where Application == StoredRelay<Stored> {
-    await acquireStoredLane()
-    defer { releaseStoredLane() }
-    try await storedStep(on: log) { transaction in
+    try await runStored(on: log) { transaction in
       try await application.nextDeadline(in: transaction)
     } decide: { server, deadline in
       // A deadline replayed from the log ran in its own transaction then: nothing of it is left to run.
+      let next = try deadline.get()
       server.machine.updateBookkeeping { relay in
         relay.deadlineDue = nil
-        relay.deadline = deadline
+        relay.deadline = next
       }
       server.rescheduleTimer()
-      return ((), 0)
     }
   }
 
-  /// Reads the stored application's tables in one transaction while the server serves, with no other
-  /// stored input running: what an operator's report, an admin route or a test compares clients with.
-  /// Statements that change the tables are rolled back: a change must be a command, so that its events
-  /// reach the queues.
+  /// Reads the stored application's tables in one transaction while the server serves, in order with the
+  /// application's inputs (it sees every input decided before it, none after): what an operator's report,
+  /// an admin route or a test compares clients with. Statements that change the tables are rolled back: a
+  /// change must be a command, so that its events reach the queues.
   ///
   /// ```swift
   /// let notes = try await server.readStoredState { transaction in
@@ -139,118 +102,21 @@ extension EventServer {
     guard let log = durability?.log as? any TransactionalServerLog, storedDriver != nil else {
       throw ServerLogError.storage("this server keeps no application state in a database")
     }
-    await acquireStoredLane()
-    defer { releaseStoredLane() }
-    do {
-      try await storedStep(on: log) { transaction -> Value in
-        // Thrown after the read, so the transaction rolls back whatever the body wrote.
-        throw ReadOnly(value: try await body(transaction))
-      } decide: { _, _ in ((), 0) }
-    } catch let read as ReadOnly<Value> {
-      return read.value
+    return try await runStored(on: log) { transaction -> Value in
+      // Thrown after the read, so its savepoint rolls back whatever the body wrote.
+      throw ReadOnly(value: try await body(transaction))
+    } decide: { _, read in
+      switch read {
+      case .success(let value): return value
+      case .failure(let error as ReadOnly<Value>): return error.value
+      case .failure(let error): throw error
+      }
     }
-    preconditionFailure("readStoredState: the read returned without its value")
   }
 
-  /// Carries a read's value out of the transaction that is rolled back after it.
+  /// Carries a read's value out of the savepoint that is rolled back after it.
   private struct ReadOnly<Value: Sendable>: Error {
     var value: Value
-  }
-
-  // MARK: - The lane
-
-  func acquireStoredLane() async {
-    guard storedLane.isBusy else {
-      storedLane.isBusy = true
-      return
-    }
-    await withCheckedContinuation { storedLane.waiters.append($0) }
-  }
-
-  func releaseStoredLane() {
-    guard !storedLane.waiters.isEmpty else {
-      storedLane.isBusy = false
-      return
-    }
-    storedLane.waiters.removeFirst().resume()
-  }
-
-  // MARK: - One stored input
-
-  /// Runs one stored input (the caller holds the lane): takes the log's writer once no write is under way,
-  /// runs `work` in a transaction, then `decide` on the machine in one step, appends every record waiting
-  /// (the input's and any other input's decided meanwhile) in the same transaction, and commits.
-  ///
-  /// When `work` or `decide` throws, the transaction rolls back, nothing is decided, and the writer goes
-  /// on with what waited. When the append or the commit fails after the decision, the log has failed (the
-  /// machine is ahead of the database): the server stops, and a restart recovers from what committed.
-  /// - Returns: What `decide` returned, once committed.
-  @discardableResult
-  func storedStep<Work: Sendable, Value: Sendable>(
-    on log: any TransactionalServerLog,
-    work: @escaping @Sendable (any DatabaseTransaction) async throws -> Work,
-    decide: @escaping @Sendable (isolated EventServer, Work) throws -> (Value, UInt64)
-  ) async throws -> Value {
-    try checkLogHealthy()
-    if let until = storedLane.failFastUntil, let failure = storedLane.lastFailure {
-      if timeline.now() < until { throw failure }
-      storedLane.failFastUntil = nil
-    }
-    while durability!.commit.isWriting { try await waitUntilWritten() }
-    try checkLogHealthy()
-    durability!.commit.reserve()
-    storedLane.decided = false
-    storedLane.step += 1
-    let step = storedLane.step
-    storedLane.openStep = step
-    defer { storedLane.openStep = nil }
-    do {
-      let (value, position) = try await log.transaction { transaction in
-        let worked = try await work(transaction)
-        let (value, position, records) = try await self.decideReserved(worked, in: step, decide)
-        if !records.isEmpty { try await transaction.append(records) }
-        return (value, position)
-      }
-      writerReleased()
-      try await waitUntilDurable(position)
-      return value
-    } catch {
-      guard storedLane.decided else {
-        writerReleased()
-        // The database refused a statement or could not be reached: nothing was decided, the client may
-        // send it again (answered 503 on the wire).
-        if let refused = error as? DatabaseError { throw ServerLogError.storage("\(refused)") }
-        if let failure = error as? ServerLogError {
-          // The database did not complete the transaction: what waits behind it fails at once for a second.
-          storedLane.failFastUntil = timeline.now().advanced(by: .seconds(1))
-          storedLane.lastFailure = failure
-        }
-        throw error
-      }
-      let failure = (error as? ServerLogError) ?? .storage("a stored input's transaction failed to commit: \(error)")
-      logFailed(failure)
-      throw failure
-    }
-  }
-
-  private func decideReserved<Work: Sendable, Value: Sendable>(
-    _ work: Work,
-    in step: Int,
-    _ decide: @Sendable (isolated EventServer, Work) throws -> (Value, UInt64)
-  ) throws -> (Value, UInt64, [StoredRecord]) {
-    guard storedLane.openStep == step else {
-      throw ServerLogError.storage("the input's transaction was abandoned at its deadline")
-    }
-    let (value, position) = try decide(self, work)
-    storedLane.decided = true
-    return (value, position, durability!.commit.gatherReserved())
-  }
-
-  /// The reserved write ended (committed, or rolled back with nothing decided): what waited is written next.
-  private func writerReleased() {
-    let next = durability!.commit.writeSucceeded()
-    releaseDurable()
-    if let next { startWriting(next) }
   }
 
   // MARK: - Requests
@@ -263,13 +129,12 @@ extension EventServer {
     lifespan: Duration?,
     clientID: ClientID?
   ) async throws(ServerLogError) -> Registration<Stored.Snapshot?> where Application == StoredRelay<Stored> {
-    await acquireStoredLane()
-    defer { releaseStoredLane() }
     do {
-      return try await storedStep(on: log) { transaction in
+      return try await runStored(on: log) { transaction in
         try await application.snapshot(for: user, in: transaction)
-      } decide: { server, snapshot in
-        // The snapshot was read with no other stored input running: the queue starts right after it.
+      } decide: { server, read in
+        // Read after every input decided before it and before any after it: the queue starts right after it.
+        let snapshot = try read.get()
         server.machine.updateBookkeeping { $0.stagedSnapshot = snapshot }
         defer { server.machine.updateBookkeeping { $0.stagedSnapshot = nil } }
         let (registration, actions) = server.machine.register(
@@ -279,7 +144,8 @@ extension EventServer {
           clientID: clientID,
           now: server.decisionNow()
         )
-        return (registration, server.finish(actions))
+        server.finish(actions)
+        return registration
       }
     } catch let error as ServerLogError {
       throw error
@@ -296,48 +162,56 @@ extension EventServer {
     clientID: ClientID,
     mutationID: MutationID
   ) async throws -> MutationReceipt where Application == StoredRelay<Stored> {
-    try checkLogHealthy()
     guard let request = command.request else { throw EventAPIError.badRequest(Self.reservedKeyRefusal) }
     let (digest, commandBytes) = MutationDigest.measuring(command)
     if let problem = machine.mutationProblem(clientID: clientID, mutationID: mutationID, commandBytes: commandBytes) {
       throw problem
     }
-    await acquireStoredLane()
-    defer { releaseStoredLane() }
     let source = MutationSource(user: user, clientID: clientID)
-    guard machine.mutationMemory.verdict(for: source, mutationID: mutationID, digest: digest) == .new else {
-      // A repeat or a reused id: answered from the mutation memory, as for an in-memory application.
-      return try await decideMutation(command, user: user, clientID: clientID, mutationID: mutationID, digest: digest)
-    }
     let now = decisionNow()
-    do {
-      return try await storedStep(on: log) { transaction in
-        StoredOutcome(
-          deliveries: try await application.handle(request, from: user, at: now, in: transaction),
-          nextDeadline: try await application.nextDeadline(in: transaction)
-        )
-      } decide: { server, outcome in
+    return try await runStored(on: log) { transaction -> StoredOutcome<Stored.Event>? in
+      // A repeat or a reused id is answered from the mutation memory, without the application.
+      guard await self.isNewMutation(source, mutationID: mutationID, digest: digest) else { return nil }
+      return StoredOutcome(
+        deliveries: try await application.handle(request, from: user, at: now, in: transaction),
+        nextDeadline: try await application.nextDeadline(in: transaction)
+      )
+    } decide: { server, worked in
+      let decision: Application.Command
+      switch worked {
+      case .success(nil):
+        decision = command
+      case .success(let outcome?):
         server.stageDeadline(outcome.nextDeadline, of: Stored.self)
+        decision = .delivered(outcome.deliveries)
+      case .failure(let rejection as CommandRejection):
+        // Its writes roll back; the refusal is a decision, remembered for repeats, committed before answered.
+        decision = .rejected(rejection.reason)
+      case .failure(let error):
+        throw error
+      }
+      let now = server.decisionNow()
+      do throws(EventAPIError) {
         let (receipt, actions) = try server.machine.applyMutation(
-          .delivered(outcome.deliveries),
+          decision,
           from: user,
           clientID: clientID,
           mutationID: mutationID,
           digest: digest,
-          now: server.decisionNow()
+          now: now
         )
-        return (receipt, server.finish(actions))
+        server.finish(actions)
+        return receipt
+      } catch {
+        server.finish([])
+        throw error
       }
-    } catch let rejection as CommandRejection {
-      // Its changes rolled back; the refusal is a decision, remembered for repeats, durable before answered.
-      return try await decideMutation(
-        .rejected(rejection.reason),
-        user: user,
-        clientID: clientID,
-        mutationID: mutationID,
-        digest: digest
-      )
     }
+  }
+
+  /// Whether a mutation is new to the mutation memory now (not a repeat, not a reused id).
+  private func isNewMutation(_ source: MutationSource, mutationID: MutationID, digest: MutationDigest) -> Bool {
+    machine.mutationMemory.verdict(for: source, mutationID: mutationID, digest: digest) == .new
   }
 
   func storedHandle<Stored: StoredApplication>(
@@ -346,24 +220,22 @@ extension EventServer {
     command: Application.Command,
     user: UserID
   ) async throws where Application == StoredRelay<Stored> {
-    try checkLogHealthy()
     guard let request = command.request else { throw EventAPIError.badRequest(Self.reservedKeyRefusal) }
-    await acquireStoredLane()
-    defer { releaseStoredLane() }
     let now = decisionNow()
-    do {
-      try await storedStep(on: log) { transaction in
-        StoredOutcome(
-          deliveries: try await application.handle(request, from: user, at: now, in: transaction),
-          nextDeadline: try await application.nextDeadline(in: transaction)
-        )
-      } decide: { server, outcome in
-        server.stageDeadline(outcome.nextDeadline, of: Stored.self)
-        let actions = try server.machine.handle(.delivered(outcome.deliveries), from: user, now: server.decisionNow())
-        return ((), server.finish(actions))
+    try await runStored(on: log) { transaction in
+      StoredOutcome(
+        deliveries: try await application.handle(request, from: user, at: now, in: transaction),
+        nextDeadline: try await application.nextDeadline(in: transaction)
+      )
+    } decide: { server, worked in
+      let outcome: StoredOutcome<Stored.Event>
+      do {
+        outcome = try worked.get()
+      } catch let rejection as CommandRejection {
+        throw EventAPIError.badRequest(rejection.reason)
       }
-    } catch let rejection as CommandRejection {
-      throw EventAPIError.badRequest(rejection.reason)
+      server.stageDeadline(outcome.nextDeadline, of: Stored.self)
+      server.finish(try server.machine.handle(.delivered(outcome.deliveries), from: user, now: server.decisionNow()))
     }
   }
 
@@ -376,21 +248,23 @@ extension EventServer {
   ) async throws(EventAPIError) -> FetchAnswer<Stored.FetchedItem> where Application == StoredRelay<Stored> {
     // Refused before the database is asked when the queue or the request is wrong.
     _ = try machine.fetchableQueue(queueID, user: user, request: request, now: timeline.now())
-    await acquireStoredLane()
-    defer { releaseStoredLane() }
     do {
-      return try await storedStep(on: log) { transaction in
+      return try await runStored(on: log) { transaction in
         try await application.fetch(request, for: user, in: transaction)
-      } decide: { server, page in
-        // Read with no other stored input running: atomic with the queue's last event id read now.
+      } decide: { server, read in
+        let page: FetchPage<Stored.FetchedItem>
+        do {
+          page = try read.get()
+        } catch let rejection as CommandRejection {
+          throw EventAPIError.badRequest(rejection.reason)
+        }
+        // Read in order with the inputs: atomic with the queue's last event id read now.
         server.machine.updateBookkeeping { $0.stagedPage = page }
         defer { server.machine.updateBookkeeping { $0.stagedPage = nil } }
-        return (try server.machine.fetch(request, queueID: queueID, user: user, now: server.timeline.now()), 0)
+        return try server.machine.fetch(request, queueID: queueID, user: user, now: server.timeline.now())
       }
     } catch let error as EventAPIError {
       throw error
-    } catch let rejection as CommandRejection {
-      throw .badRequest(rejection.reason)
     } catch {
       throw .serviceUnavailable("the page could not be read: \(error)", retryAfter: .seconds(1))
     }
@@ -400,25 +274,22 @@ extension EventServer {
     _ application: Stored,
     from log: any TransactionalServerLog
   ) async where Application == StoredRelay<Stored> {
-    guard machine.application.deadlineDue != nil, !isShuttingDown else { return }
-    await acquireStoredLane()
-    defer { releaseStoredLane() }
-    guard machine.application.deadlineDue != nil else { return }
+    guard let due = machine.application.deadlineDue, !isShuttingDown else { return }
     machine.updateBookkeeping { $0.deadlineDue = nil }
-    let now = decisionNow()
     do {
-      try await storedStep(on: log) { transaction in
+      try await runStored(on: log) { transaction in
         StoredOutcome(
-          deliveries: try await application.deadlineReached(at: now, in: transaction),
+          deliveries: try await application.deadlineReached(at: due, in: transaction),
           nextDeadline: try await application.nextDeadline(in: transaction)
         )
-      } decide: { server, outcome in
+      } decide: { server, worked in
+        let outcome = try worked.get()
         server.stageDeadline(outcome.nextDeadline, of: Stored.self)
-        return ((), server.finish(server.machine.deadlineDecided(.delivered(outcome.deliveries), now: server.decisionNow())))
+        server.finish(server.machine.deadlineDecided(.delivered(outcome.deliveries), now: server.decisionNow()))
       }
     } catch {
       // Rolled back: tried again a second later (the database may be back by then).
-      if logFailure == nil { stageDeadline(now.advanced(by: .seconds(1)), of: Stored.self) }
+      if logFailure == nil { stageDeadline(timeline.now().advanced(by: .seconds(1)), of: Stored.self) }
     }
   }
 
@@ -430,43 +301,5 @@ extension EventServer {
 
   static var reservedKeyRefusal: String {
     "a command may not carry the key \"$stored\": it is reserved for the server's log"
-  }
-}
-
-extension StoredDriver {
-  /// The steps of a server serving `application` from `log`.
-  static func serving<Stored: StoredApplication>(
-    _ application: Stored,
-    from log: any TransactionalServerLog
-  ) -> StoredDriver where Application == StoredRelay<Stored> {
-    StoredDriver(
-      register: { (server, user, eventTypes, lifespan, clientID) throws(ServerLogError) in
-        try await server.storedRegister(
-          application,
-          from: log,
-          user: user,
-          eventTypes: eventTypes,
-          lifespan: lifespan,
-          clientID: clientID
-        )
-      },
-      applyMutation: { server, command, user, clientID, mutationID in
-        try await server.storedMutation(
-          application,
-          from: log,
-          command: command,
-          user: user,
-          clientID: clientID,
-          mutationID: mutationID
-        )
-      },
-      handle: { server, command, user in
-        try await server.storedHandle(application, from: log, command: command, user: user)
-      },
-      fetch: { (server, request, queueID, user) throws(EventAPIError) in
-        try await server.storedFetch(application, from: log, request: request, queueID: queueID, user: user)
-      },
-      runDeadlineIfDue: { server in await server.storedDeadlineIfDue(application, from: log) }
-    )
   }
 }

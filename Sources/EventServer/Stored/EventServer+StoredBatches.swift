@@ -1,0 +1,179 @@
+import EventProtocol
+import Foundation
+
+/// A stored application's inputs waiting for the database, and the batch under way.
+///
+/// Inputs are taken in arrival order, up to ``maximumBatch`` at a time, into one transaction: each runs under
+/// a savepoint of its own (its writes roll back alone when it fails or is refused), and is decided on the
+/// machine before the next one starts, so each input sees exactly the inputs before it, as if alone. The
+/// batch's log records are appended at its end and the batch commits once: one sync for all of them, as the
+/// group commit does for an in-memory application.
+struct StoredBatches {
+  /// The most inputs one transaction takes (a PostgreSQL transaction must end within the log's deadline).
+  static var maximumBatch: Int { 64 }
+
+  var waiting: [StoredInput] = []
+  var isRunning = false
+  /// The number of the last batch started.
+  var number = 0
+  /// The number of the batch whose transaction is open, if one is: a transaction abandoned at its deadline
+  /// whose work ends later must not decide on the machine (its number is no longer open).
+  var open: Int?
+  /// Whether the open batch decided anything on the machine (a failed commit must then stop the server).
+  var decided = false
+  /// After a transaction the database did not complete (unreachable, out of time), inputs fail at once until
+  /// then, instead of each waiting for the database's deadline in turn.
+  var failFastUntil: Timestamp?
+  /// That transaction's failure, answered meanwhile.
+  var lastFailure: ServerLogError?
+}
+
+/// One stored input in a batch: its work and decision, and how its caller is answered.
+struct StoredInput: Sendable {
+  /// Runs the work in the transaction and the decision on the server (batch `number`); returns whether the
+  /// work's writes are kept, and how to answer the caller once the batch commits.
+  let run: @Sendable (any DatabaseTransaction, Int) async -> (keep: Bool, answer: @Sendable () -> Void)
+  /// Answers the caller with a failure: the batch did not commit, or never started.
+  let fail: @Sendable (any Error) -> Void
+}
+
+extension EventServer {
+  /// Runs one stored input in the next batch, and answers once that batch committed.
+  ///
+  /// `work` runs in the transaction (the application's statements); `decide` then runs on the machine in one
+  /// synchronous step with what `work` returned or threw. When `work` throws or `decide` throws, the
+  /// input's writes roll back (to its savepoint) and its caller gets `decide`'s error; the other inputs of
+  /// the batch are not affected. When the batch does not commit, every caller in it gets the failure, and if
+  /// anything was decided the log has failed (the machine is ahead of the database): the server stops, and a
+  /// restart recovers from what committed.
+  /// - Returns: What `decide` returned, once committed.
+  func runStored<Work: Sendable, Value: Sendable>(
+    on log: any TransactionalServerLog,
+    work: @escaping @Sendable (any DatabaseTransaction) async throws -> Work,
+    decide: @escaping @Sendable (isolated EventServer, Result<Work, any Error>) throws -> Value
+  ) async throws -> Value {
+    try checkLogHealthy()
+    try checkStoredAvailable()
+    return try await withCheckedThrowingContinuation { continuation in
+      let input = StoredInput(
+        run: { transaction, batch in
+          let worked: Result<Work, any Error>
+          do {
+            worked = .success(try await work(transaction))
+          } catch {
+            worked = .failure(error)
+          }
+          let decided = await self.decideStored(in: batch) { server in try decide(server, worked) }
+          let keep: Bool
+          if case .success = worked, case .success = decided { keep = true } else { keep = false }
+          return (keep, { continuation.resume(with: decided) })
+        },
+        fail: { continuation.resume(throwing: $0) }
+      )
+      storedBatches.waiting.append(input)
+      guard !storedBatches.isRunning else { return }
+      storedBatches.isRunning = true
+      Task { await self.runStoredBatches(on: log) }
+    }
+  }
+
+  /// Throws while the last stored transaction's failure is fresh (``StoredBatches/failFastUntil``).
+  func checkStoredAvailable() throws(ServerLogError) {
+    guard let until = storedBatches.failFastUntil, let failure = storedBatches.lastFailure else { return }
+    if timeline.now() < until { throw failure }
+    storedBatches.failFastUntil = nil
+  }
+
+  private func runStoredBatches(on log: any TransactionalServerLog) async {
+    while !storedBatches.waiting.isEmpty {
+      let batch = Array(storedBatches.waiting.prefix(StoredBatches.maximumBatch))
+      storedBatches.waiting.removeFirst(batch.count)
+      await runStoredBatch(batch, on: log)
+    }
+    storedBatches.isRunning = false
+  }
+
+  private func runStoredBatch(_ batch: [StoredInput], on log: any TransactionalServerLog) async {
+    do {
+      try checkStoredAvailable()
+      try checkLogHealthy()
+      while durability!.commit.isWriting { try await waitUntilWritten() }
+      try checkLogHealthy()
+    } catch {
+      for input in batch { input.fail(error) }
+      return
+    }
+    durability!.commit.reserve()
+    storedBatches.number += 1
+    let number = storedBatches.number
+    storedBatches.open = number
+    storedBatches.decided = false
+    do {
+      let answers = try await log.transaction { transaction in
+        var answers: [@Sendable () -> Void] = []
+        for input in batch {
+          try await transaction.execute("SAVEPOINT stored_input")
+          let (keep, answer) = await input.run(transaction, number)
+          if !keep { try await transaction.execute("ROLLBACK TO SAVEPOINT stored_input") }
+          try await transaction.execute("RELEASE SAVEPOINT stored_input")
+          answers.append(answer)
+        }
+        let records = try await self.gatherStoredRecords(in: number)
+        if !records.isEmpty { try await transaction.append(records) }
+        return answers
+      }
+      storedBatches.open = nil
+      writerReleased()
+      for answer in answers { answer() }
+    } catch {
+      storedBatches.open = nil
+      let failure =
+        (error as? ServerLogError) ?? .storage("a stored application's transaction did not commit: \(error)")
+      if storedBatches.decided {
+        logFailed(failure)
+      } else {
+        writerReleased()
+        // The database did not complete the transaction: what waits behind it fails at once for a second.
+        storedBatches.failFastUntil = timeline.now().advanced(by: .seconds(1))
+        storedBatches.lastFailure = failure
+      }
+      for input in batch { input.fail(failure) }
+    }
+  }
+
+  /// Runs one input's decision on the machine, when its batch's transaction is still open.
+  private func decideStored<Value: Sendable>(
+    in batch: Int,
+    _ decide: @Sendable (isolated EventServer) throws -> Value
+  ) -> Result<Value, any Error> {
+    guard storedBatches.open == batch else {
+      return .failure(ServerLogError.storage("the input's transaction was abandoned at its deadline"))
+    }
+    let before = durability!.commit.appended
+    let result = Result { try decide(self) }
+    // Recorded: the machine now holds a decision that must commit with the application's writes.
+    if durability!.commit.appended > before { storedBatches.decided = true }
+    return result.mapError { error in
+      // A refused statement: nothing was decided, the client may send it again (answered 503 on the wire).
+      if let refused = error as? DatabaseError { return ServerLogError.storage("\(refused)") }
+      return error
+    }
+  }
+
+  /// The batch's records (its inputs' and any other input's decided meanwhile), for its transaction.
+  private func gatherStoredRecords(in batch: Int) throws(ServerLogError) -> [StoredRecord] {
+    guard storedBatches.open == batch else {
+      throw .storage("the batch's transaction was abandoned at its deadline")
+    }
+    let records = durability!.commit.gatherReserved()
+    if !records.isEmpty { storedBatches.decided = true }
+    return records
+  }
+
+  /// The reserved write ended (committed, or rolled back with nothing decided): what waited is written next.
+  private func writerReleased() {
+    let next = durability!.commit.writeSucceeded()
+    releaseDurable()
+    if let next { startWriting(next) }
+  }
+}

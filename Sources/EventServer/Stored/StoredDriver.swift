@@ -1,0 +1,55 @@
+import EventProtocol
+
+/// How an ``EventServer`` serves a ``StoredApplication``: the steps its requests take instead of the
+/// in-memory ones. Built once, where the application's type is known; the server's public requests hand
+/// themselves to it.
+struct StoredDriver<Application: ServerApplication, C: Clock>: Sendable where C.Duration == Duration {
+  typealias Server = EventServer<Application, C>
+
+  let register:
+    @Sendable (Server, UserID, Set<String>?, Duration?, ClientID?) async throws(ServerLogError) ->
+      Registration<Application.Snapshot>
+  let applyMutation: @Sendable (Server, Application.Command, UserID, ClientID, MutationID) async throws -> MutationReceipt
+  let handle: @Sendable (Server, Application.Command, UserID) async throws -> Void
+  let fetch:
+    @Sendable (Server, FetchRequest, QueueID, UserID) async throws(EventAPIError) -> FetchAnswer<Application.FetchedItem>
+  let runDeadlineIfDue: @Sendable (Server) async -> Void
+}
+
+extension StoredDriver {
+  /// The steps of a server serving `application` from `log`.
+  static func serving<Stored: StoredApplication>(
+    _ application: Stored,
+    from log: any TransactionalServerLog
+  ) -> StoredDriver where Application == StoredRelay<Stored> {
+    StoredDriver(
+      register: { (server, user, eventTypes, lifespan, clientID) throws(ServerLogError) in
+        try await server.storedRegister(
+          application,
+          from: log,
+          user: user,
+          eventTypes: eventTypes,
+          lifespan: lifespan,
+          clientID: clientID
+        )
+      },
+      applyMutation: { server, command, user, clientID, mutationID in
+        try await server.storedMutation(
+          application,
+          from: log,
+          command: command,
+          user: user,
+          clientID: clientID,
+          mutationID: mutationID
+        )
+      },
+      handle: { server, command, user in
+        try await server.storedHandle(application, from: log, command: command, user: user)
+      },
+      fetch: { (server, request, queueID, user) throws(EventAPIError) in
+        try await server.storedFetch(application, from: log, request: request, queueID: queueID, user: user)
+      },
+      runDeadlineIfDue: { server in await server.storedDeadlineIfDue(application, from: log) }
+    )
+  }
+}
