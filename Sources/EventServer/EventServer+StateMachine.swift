@@ -261,7 +261,12 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
 
   /// The slot of the queue a fetch reads with, after checking the queue and the request.
   /// - Throws: As ``fetch(_:queueID:user:now:)``, before the application is asked.
-  func fetchableQueue(_ queueID: QueueID, user: UserID, request: FetchRequest, now: Timestamp) throws(EventAPIError)
+  func fetchableQueue(
+    _ queueID: QueueID,
+    user: UserID,
+    request: FetchRequest,
+    now: Timestamp
+  ) throws(EventAPIError)
     -> Int
   {
     guard let slot = table.store.slot(of: queueID), table.store[slot: slot].user == user,

@@ -99,7 +99,12 @@ public final class SQLiteServerLog: ServerLog {
 
   /// Closes the database. Closing it again does nothing (a second close of the connection crashed).
   public func close() async {
-    guard isOpen.withLock({ open in defer { open = false }; return open }) else { return }
+    guard
+      isOpen.withLock({ open in
+        defer { open = false }
+        return open
+      })
+    else { return }
     try? await connection.close()
     lock.release()
   }

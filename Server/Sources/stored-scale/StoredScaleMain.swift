@@ -37,7 +37,9 @@ struct StoredScaleMain {
       "stored-scale: \(ProcessInfo.processInfo.activeProcessorCount) cores; \(arguments.notesPerUser) notes per user; "
         + "\(arguments.samples) samples of each request"
     )
-    print("backend     users      rows  database  start-up  memory(RSS)  register p50/p99  mutation p50/p99  fetch p50/p99    writes/s (64 writers)")
+    print(
+      "backend     users      rows  database  start-up  memory(RSS)  register p50/p99  mutation p50/p99  fetch p50/p99    writes/s (64 writers)"
+    )
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stored-scale-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: folder) }
     var backends: [(String, (Int) async throws -> String)] = [
@@ -301,6 +303,8 @@ struct StoredScaleArguments: ParsableArguments {
 
   func validate() throws {
     guard users >= 1_000 else { throw ValidationError("--users must be at least 1000") }
-    guard notesPerUser >= 1, samples >= 1 else { throw ValidationError("--notes-per-user and --samples must be positive") }
+    guard notesPerUser >= 1, samples >= 1 else {
+      throw ValidationError("--notes-per-user and --samples must be positive")
+    }
   }
 }

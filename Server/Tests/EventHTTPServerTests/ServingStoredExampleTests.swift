@@ -15,7 +15,9 @@ struct ServingStoredExampleTests {
   typealias KanbanTransport = URLSessionTransport<Board, CardMoved, CardMoved>
 
   /// Starts the example on `directory`; returns the server, its task and its URL.
-  static func start(_ directory: URL) async throws -> (EventHTTPServer<StoredRelay<StoredKanban>>, Task<Void, any Error>, URL) {
+  static func start(
+    _ directory: URL
+  ) async throws -> (EventHTTPServer<StoredRelay<StoredKanban>>, Task<Void, any Error>, URL) {
     let server = try makeStoredKanbanServer(port: 0, dataDirectory: directory)
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     let running = Task { try await server.run(handleSignals: false) { continuation.yield($0) } }
@@ -54,10 +56,14 @@ struct ServingStoredExampleTests {
     try await running.value
 
     // The cards are rows of the team's own table, readable with SQLite's tools.
-    let database = try await SQLiteConnection.open(storage: .file(path: directory.appendingPathComponent("event-server.sqlite").path))
+    let database = try await SQLiteConnection.open(
+      storage: .file(path: directory.appendingPathComponent("event-server.sqlite").path)
+    )
     let rows = try await database.query("SELECT card, lane FROM cards")
     try await database.close()
-    #expect(rows.map { "\($0.column("card")?.string ?? "")=\($0.column("lane")?.string ?? "")" } == ["login page=doing"])
+    #expect(
+      rows.map { "\($0.column("card")?.string ?? "")=\($0.column("lane")?.string ?? "")" } == ["login page=doing"]
+    )
 
     // Started again on the same database: bob's saved queue resumes (no new registration) and he sees the
     // move alice makes next.

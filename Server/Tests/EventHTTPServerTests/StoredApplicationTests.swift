@@ -51,7 +51,10 @@ struct StoredApplicationTests {
     }
   }
 
-  @Test("exactly once, rejections remembered, a forged decision refused, and all of it survives a restart", arguments: StoredBackend.available)
+  @Test(
+    "exactly once, rejections remembered, a forged decision refused, and all of it survives a restart",
+    arguments: StoredBackend.available
+  )
   func exactlyOnceAcrossRestart(_ backend: StoredBackend) async throws {
     let database = try await backend.scratch()
     var log = try await database.open()
@@ -71,7 +74,9 @@ struct StoredApplicationTests {
         try await server.applyMutation(forbidden, from: "bob", clientID: "phone", mutationID: MutationID(2))
       }
     }
-    let forged = StoredCommand<NoteBoard.Command, NoteEvent>.delivered([Delivery(to: ["alice"], event: .note(text: "forged"))])
+    let forged = StoredCommand<NoteBoard.Command, NoteEvent>.delivered([
+      Delivery(to: ["alice"], event: .note(text: "forged"))
+    ])
     await #expect(throws: EventAPIError.self) {
       try await server.applyMutation(forged, from: "mallory", clientID: "x", mutationID: MutationID(1))
     }
@@ -90,7 +95,12 @@ struct StoredApplicationTests {
     await #expect(throws: EventAPIError.self) {
       try await server.applyMutation(forbidden, from: "bob", clientID: "phone", mutationID: MutationID(2))
     }
-    _ = try await server.applyMutation(.request(.post("after", to: ["alice"])), from: "bob", clientID: "phone", mutationID: MutationID(3))
+    _ = try await server.applyMutation(
+      .request(.post("after", to: ["alice"])),
+      from: "bob",
+      clientID: "phone",
+      mutationID: MutationID(3)
+    )
     let resumed = try await server.events(queueID: alice.queueID, user: "alice", lastEventID: lastSeen, dontBlock: true)
     #expect(Self.texts(resumed) == ["after"], "the queue resumed after the restart with nothing lost")
     #expect(try await Self.notes(of: "alice", on: server) == ["hi", "after"])
@@ -100,7 +110,10 @@ struct StoredApplicationTests {
     await database.close(log)
   }
 
-  @Test("a command whose transaction fails midway leaves no row, no event and no decision", arguments: StoredBackend.available)
+  @Test(
+    "a command whose transaction fails midway leaves no row, no event and no decision",
+    arguments: StoredBackend.available
+  )
   func failingTransaction(_ backend: StoredBackend) async throws {
     let database = try await backend.scratch()
     let log = try await database.open()
@@ -108,7 +121,12 @@ struct StoredApplicationTests {
     let alice = try await server.register(user: "alice")
     let position = await server.durablePosition
     await #expect(throws: ServerLogError.self) {
-      try await server.applyMutation(.request(.post("boom", to: ["alice"])), from: "bob", clientID: "phone", mutationID: MutationID(1))
+      try await server.applyMutation(
+        .request(.post("boom", to: ["alice"])),
+        from: "bob",
+        clientID: "phone",
+        mutationID: MutationID(1)
+      )
     }
     #expect(await server.durablePosition == position, "nothing recorded")
     #expect(await server.logFailure == nil, "a refused statement is not a failed log")
@@ -116,14 +134,22 @@ struct StoredApplicationTests {
     #expect(events.isEmpty, "no event")
     #expect(try await server.readStoredState { try await StoredNoteBoard.notes(of: "alice", in: $0) } == [], "no row")
     // No decision either: the same mutation id is free for the write the client sends next.
-    let receipt = try await server.applyMutation(.request(.post("fine", to: ["alice"])), from: "bob", clientID: "phone", mutationID: MutationID(1))
+    let receipt = try await server.applyMutation(
+      .request(.post("fine", to: ["alice"])),
+      from: "bob",
+      clientID: "phone",
+      mutationID: MutationID(1)
+    )
     #expect(receipt.applied)
     #expect(try await server.readStoredState { try await StoredNoteBoard.notes(of: "alice", in: $0) } == ["fine"])
     await server.shutdown()
     await database.close(log)
   }
 
-  @Test("a fetched page is the page of the whole list, read with the index, atomic with the queue", arguments: StoredBackend.available)
+  @Test(
+    "a fetched page is the page of the whole list, read with the index, atomic with the queue",
+    arguments: StoredBackend.available
+  )
   func fetchedPages(_ backend: StoredBackend) async throws {
     let database = try await backend.scratch()
     let log = try await database.open()
@@ -131,7 +157,12 @@ struct StoredApplicationTests {
     let alice = try await server.register(user: "alice")
     for index in 1...30 {
       let recipients: [UserID] = index % 3 == 0 ? ["bob"] : ["alice", "bob"]
-      _ = try await server.applyMutation(.request(.post("n\(index)", to: recipients)), from: "carol", clientID: "web", mutationID: MutationID(UInt64(index)))
+      _ = try await server.applyMutation(
+        .request(.post("n\(index)", to: recipients)),
+        from: "carol",
+        clientID: "web",
+        mutationID: MutationID(UInt64(index))
+      )
     }
     let all = try await server.readStoredState { transaction in
       try await transaction.execute("SELECT id, text FROM notes WHERE recipient = 'alice' ORDER BY id")

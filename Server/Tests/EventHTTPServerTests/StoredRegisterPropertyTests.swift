@@ -8,7 +8,11 @@ import Testing
 /// followed by the events its queue received must equal what the database holds for that user at the end,
 /// in order: nothing missing (an event before the queue existed that the snapshot lacks), nothing twice (an
 /// event whose row the snapshot already had).
-@Suite("Atomic register against a database: snapshot plus events equals the tables' truth", .serialized, .timeLimit(.minutes(5)))
+@Suite(
+  "Atomic register against a database: snapshot plus events equals the tables' truth",
+  .serialized,
+  .timeLimit(.minutes(5))
+)
 struct StoredRegisterPropertyTests {
   static let users: [UserID] = ["alice", "bob", "carol"]
 

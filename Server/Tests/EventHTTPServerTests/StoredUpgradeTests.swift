@@ -74,7 +74,11 @@ struct BrokenStoredNoteBoardV2: StoredApplication {
   }
 }
 
-@Suite("Upgrading a stored application: version 2 migrates the tables and every client keeps its queue", .serialized, .timeLimit(.minutes(5)))
+@Suite(
+  "Upgrading a stored application: version 2 migrates the tables and every client keeps its queue",
+  .serialized,
+  .timeLimit(.minutes(5))
+)
 struct StoredUpgradeTests {
   static func texts(_ events: [EventEnvelope<NoteEvent>]) -> [String] {
     events.compactMap { envelope in
@@ -82,7 +86,10 @@ struct StoredUpgradeTests {
     }
   }
 
-  @Test("v1 writes, a failing v2 is refused with v1 intact, v2 migrates; every queue resumes with nothing lost", arguments: StoredBackend.available)
+  @Test(
+    "v1 writes, a failing v2 is refused with v1 intact, v2 migrates; every queue resumes with nothing lost",
+    arguments: StoredBackend.available
+  )
   func upgrade(_ backend: StoredBackend) async throws {
     let database = try await backend.scratch()
     // Version 1: two clients registered, notes posted and partly read.
@@ -90,9 +97,21 @@ struct StoredUpgradeTests {
     let v1 = try await EventServer.serving(StoredNoteBoard(), from: log, clock: ContinuousClock()).0
     let alice = try await v1.register(user: "alice")
     let bob = try await v1.register(user: "bob")
-    _ = try await v1.applyMutation(.request(.post("one", to: ["alice", "bob"])), from: "carol", clientID: "web", mutationID: MutationID(1))
-    let aliceSeen = try #require(try await v1.events(queueID: alice.queueID, user: "alice", lastEventID: -1, dontBlock: true).last?.id)
-    _ = try await v1.applyMutation(.request(.post("two", to: ["bob"])), from: "carol", clientID: "web", mutationID: MutationID(2))
+    _ = try await v1.applyMutation(
+      .request(.post("one", to: ["alice", "bob"])),
+      from: "carol",
+      clientID: "web",
+      mutationID: MutationID(1)
+    )
+    let aliceSeen = try #require(
+      try await v1.events(queueID: alice.queueID, user: "alice", lastEventID: -1, dontBlock: true).last?.id
+    )
+    _ = try await v1.applyMutation(
+      .request(.post("two", to: ["bob"])),
+      from: "carol",
+      clientID: "web",
+      mutationID: MutationID(2)
+    )
     await v1.shutdown()
     try await v1.saveSnapshot()
     await database.close(log)
@@ -111,9 +130,19 @@ struct StoredUpgradeTests {
     log = try await database.open()
     let v2 = try await EventServer.serving(StoredNoteBoardV2(), from: log, clock: ContinuousClock()).0
     #expect(try await log.appliedMigrations().map(\.version) == [1, 2])
-    _ = try await v2.applyMutation(.request(.post("three", to: ["alice", "bob"])), from: "carol", clientID: "web", mutationID: MutationID(3))
+    _ = try await v2.applyMutation(
+      .request(.post("three", to: ["alice", "bob"])),
+      from: "carol",
+      clientID: "web",
+      mutationID: MutationID(3)
+    )
     // A write version 1 decided is still remembered: its repeat is acknowledged, not applied again.
-    let repeated = try await v2.applyMutation(.request(.post("two", to: ["bob"])), from: "carol", clientID: "web", mutationID: MutationID(2))
+    let repeated = try await v2.applyMutation(
+      .request(.post("two", to: ["bob"])),
+      from: "carol",
+      clientID: "web",
+      mutationID: MutationID(2)
+    )
     #expect(!repeated.applied)
     let aliceAfter = try await v2.events(queueID: alice.queueID, user: "alice", lastEventID: aliceSeen, dontBlock: true)
     let bobAll = try await v2.events(queueID: bob.queueID, user: "bob", lastEventID: -1, dontBlock: true)

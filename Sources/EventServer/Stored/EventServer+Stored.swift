@@ -13,7 +13,8 @@ extension EventServer {
   /// committed with those records), and reads the application's next deadline.
   ///
   /// From then on each registration, command, mutation, fetch and deadline of the application runs in one
-  /// database transaction with the log records it decides, one at a time; polls and acknowledgements go
+  /// database transaction with the log records it decides, one after another (waiting inputs share a
+  /// transaction, each under its own savepoint); polls and acknowledgements go
   /// through the group commit as for an in-memory application.
   ///
   /// ```swift

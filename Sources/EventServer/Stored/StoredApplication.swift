@@ -10,7 +10,7 @@ import EventProtocol
 /// - ``handle(_:from:at:in:)`` changes the tables and returns the events to deliver. Throwing
 ///   ``CommandRejection`` rolls back what it wrote, and the rejection is remembered (a retry meets the same
 ///   answer); throwing anything else rolls back and decides nothing (the client retries).
-/// - ``snapshot(for:in:)`` reads what a registration returns, while no other input of this server runs, so
+/// - ``snapshot(for:in:)`` reads what a registration returns, in order with this server's other inputs, so
 ///   the queue created with it starts exactly after the last input the snapshot reflects.
 /// - ``fetch(_:for:in:)`` reads one page of a narrow the same way, atomic with the caller's queue.
 /// - ``nextDeadline(in:)`` and ``deadlineReached(at:in:)`` are its time-driven work, committed like a command.
@@ -70,8 +70,8 @@ public protocol StoredApplication: Sendable {
     in transaction: any DatabaseTransaction
   ) async throws -> [Delivery<Event>]
 
-  /// One page of a narrow as `user` sees it now, read in `transaction` while no other input of this server
-  /// runs, so it is atomic with the caller's queue (see ``ServerApplication/fetch(_:for:)``). By default no
+  /// One page of a narrow as `user` sees it now, read in `transaction` in order with this server's other
+  /// inputs, so it is atomic with the caller's queue (see ``ServerApplication/fetch(_:for:)``). By default no
   /// narrow can be fetched.
   /// - Throws: ``CommandRejection`` for a narrow the application does not know (answered `BAD_REQUEST`).
   func fetch(

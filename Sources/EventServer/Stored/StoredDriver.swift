@@ -9,10 +9,13 @@ struct StoredDriver<Application: ServerApplication, C: Clock>: Sendable where C.
   let register:
     @Sendable (Server, UserID, Set<String>?, Duration?, ClientID?) async throws(ServerLogError) ->
       Registration<Application.Snapshot>
-  let applyMutation: @Sendable (Server, Application.Command, UserID, ClientID, MutationID) async throws -> MutationReceipt
+  let applyMutation:
+    @Sendable (Server, Application.Command, UserID, ClientID, MutationID) async throws -> MutationReceipt
   let handle: @Sendable (Server, Application.Command, UserID) async throws -> Void
   let fetch:
-    @Sendable (Server, FetchRequest, QueueID, UserID) async throws(EventAPIError) -> FetchAnswer<Application.FetchedItem>
+    @Sendable (Server, FetchRequest, QueueID, UserID) async throws(EventAPIError) -> FetchAnswer<
+      Application.FetchedItem
+    >
   let runDeadlineIfDue: @Sendable (Server) async -> Void
 }
 
