@@ -45,35 +45,15 @@ extension PostgresServerLog: TransactionalServerLog {
   /// Appends `records` in the open transaction on `connection`, fenced and with the notification of a
   /// group commit.
   func append(_ records: [StoredRecord], on connection: PostgresConnection) async throws(ServerLogError) {
-    guard let first = records.first?.position, let last = records.last?.position else { return }
-    let positions = records.map { Int64($0.position) }
-    let bytes = records.map { ByteBuffer(bytes: $0.bytes) }
-    let inserted: Int64
+    guard let first = records.first?.position else { return }
+    var inserted: Int64 = 0
     do {
-      let rows = try await connection.query(
-        """
-        WITH fence AS (
-          UPDATE event_log_meta SET last_position = \(Int64(last))
-          WHERE id = 1 AND last_position = \(Int64(first) - 1) RETURNING last_position
-        ), inserted AS (
-          INSERT INTO event_log (position, record)
-          SELECT * FROM unnest(\(positions)::bigint[], \(bytes)::bytea[]) WHERE EXISTS (SELECT 1 FROM fence)
-          RETURNING position
-        )
-        SELECT count(*) FROM inserted
-        CROSS JOIN (SELECT pg_notify(\(Self.notificationChannel), \(String(last))) FROM fence) AS notified
-        """,
-        logger: logger
-      )
-      var count: Int64 = 0
-      for try await value in rows.decode(Int64.self) { count = value }
-      inserted = count
+      let rows = try await connection.query(Self.fencedAppend(records), logger: logger)
+      for try await count in rows.decode(Int64.self) { inserted = count }
     } catch {
       throw .storage("\(location): \(String(reflecting: error))")
     }
-    guard inserted == Int64(records.count) else {
-      throw .storage("\(location): position \(first) is already taken: another server appends to this database")
-    }
+    guard inserted == Int64(records.count) else { throw Self.positionTaken(first, at: location) }
   }
 }
 

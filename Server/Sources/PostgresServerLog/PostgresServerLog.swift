@@ -180,36 +180,43 @@ public final class PostgresServerLog: SharedServerLog {
   /// update, insert, notify, commit) it took five round trips per group commit, which bounded the rate of
   /// acknowledged writes more than PostgreSQL's own commit did.
   public func append(_ records: [StoredRecord]) async throws(ServerLogError) {
-    guard let first = records.first?.position, let last = records.last?.position else { return }
-    let positions = records.map { Int64($0.position) }
-    let bytes = records.map { ByteBuffer(bytes: $0.bytes) }
-    let lastText = String(last)
+    guard let first = records.first?.position else { return }
+    let query = Self.fencedAppend(records)
     let fenced = try await withDeadline {
-      // A position already taken fails the whole statement: positions are never overwritten.
-      let rows = try await self.client.query(
-        """
-        WITH fence AS (
-          UPDATE event_log_meta SET last_position = \(Int64(last))
-          WHERE id = 1 AND last_position = \(Int64(first) - 1) RETURNING last_position
-        ), inserted AS (
-          INSERT INTO event_log (position, record)
-          SELECT * FROM unnest(\(positions)::bigint[], \(bytes)::bytea[]) WHERE EXISTS (SELECT 1 FROM fence)
-          RETURNING position
-        )
-        SELECT count(*) FROM inserted
-        CROSS JOIN (SELECT pg_notify(\(Self.notificationChannel), \(lastText)) FROM fence) AS notified
-        """,
-        logger: self.logger
-      )
+      let rows = try await self.client.query(query, logger: self.logger)
       var inserted: Int64 = 0
       for try await count in rows.decode(Int64.self) { inserted = count }
       return inserted == Int64(records.count)
     }
-    guard fenced else {
-      throw .storage(
-        "\(location): position \(first) is already taken: another server appends to this database"
+    guard fenced else { throw Self.positionTaken(first, at: location) }
+  }
+
+  /// The one statement that appends `records` after the position before the first (the fence: it fails to
+  /// insert anything when another server appended there), inserts them and notifies the channel; it answers
+  /// how many rows it inserted. A position already taken fails the whole statement: positions are never
+  /// overwritten.
+  static func fencedAppend(_ records: [StoredRecord]) -> PostgresQuery {
+    let first = Int64(records.first?.position ?? 1)
+    let last = Int64(records.last?.position ?? 0)
+    let positions = records.map { Int64($0.position) }
+    let bytes = records.map { ByteBuffer(bytes: $0.bytes) }
+    return """
+      WITH fence AS (
+        UPDATE event_log_meta SET last_position = \(last)
+        WHERE id = 1 AND last_position = \(first - 1) RETURNING last_position
+      ), inserted AS (
+        INSERT INTO event_log (position, record)
+        SELECT * FROM unnest(\(positions)::bigint[], \(bytes)::bytea[]) WHERE EXISTS (SELECT 1 FROM fence)
+        RETURNING position
       )
-    }
+      SELECT count(*) FROM inserted
+      CROSS JOIN (SELECT pg_notify(\(Self.notificationChannel), \(String(last))) FROM fence) AS notified
+      """
+  }
+
+  /// The fence refused an append at `first`.
+  static func positionTaken(_ first: UInt64, at location: String) -> ServerLogError {
+    .storage("\(location): position \(first) is already taken: another server appends to this database")
   }
 
   /// Stores the snapshot unless a newer one is stored already (several nodes write theirs), then drops the
