@@ -14,8 +14,11 @@ import UpdateMachine
 
 @Suite("A server restored from a backup: its clients notice, register again and converge to the restored state")
 struct RestoreFromBackupTests {
-  @Test("a backup taken while serving (VACUUM INTO), writes after it, a restore: clients re-register and agree")
-  func restore() async throws {
+  @Test(
+    "a backup taken while serving (VACUUM INTO), writes after it, a restore: clients re-register and agree",
+    arguments: [false, true]
+  )
+  func restore(stored: Bool) async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("restore-\(UUID())")
     defer { try? FileManager.default.removeItem(at: directory) }
     let port = try #require(freeLoopbackPort())
@@ -27,14 +30,29 @@ struct RestoreFromBackupTests {
     configuration.snapshotInterval = nil
     var logger = Logger(label: "restore-test")
     logger.logLevel = .critical
-    func startServer() async throws -> (EventHTTPServer<KanbanServer>, Task<Void, any Error>) {
-      let server = EventHTTPServer(
-        application: KanbanServer(team: ["alice", "bob"]),
-        configuration: configuration,
-        logger: logger
-      )
+    // The in-memory board (its state in the log's snapshots), or the stored one (its cards in a table of the
+    // same database): one backup holds the queues and the data together either way.
+    func startServer() async throws -> (RunningServer, Task<Void, any Error>) {
       let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-      let running = Task { try await server.run(handleSignals: false) { continuation.yield($0) } }
+      let server: RunningServer
+      let running: Task<Void, any Error>
+      if stored {
+        let storedServer = EventHTTPServer(
+          storedApplication: StoredKanban(team: ["alice", "bob"]),
+          configuration: configuration,
+          logger: logger
+        )
+        server = RunningServer(databaseURL: storedServer.databaseURL, shutdown: { await storedServer.shutdown() })
+        running = Task { try await storedServer.run(handleSignals: false) { continuation.yield($0) } }
+      } else {
+        let memoryServer = EventHTTPServer(
+          application: KanbanServer(team: ["alice", "bob"]),
+          configuration: configuration,
+          logger: logger
+        )
+        server = RunningServer(databaseURL: memoryServer.databaseURL, shutdown: { await memoryServer.shutdown() })
+        running = Task { try await memoryServer.run(handleSignals: false) { continuation.yield($0) } }
+      }
       var iterator = ports.makeAsyncIterator()
       _ = await iterator.next()
       return (server, running)
@@ -77,6 +95,12 @@ struct RestoreFromBackupTests {
     await server.shutdown()
     try await running.value
   }
+}
+
+/// A server under test, whichever application it serves.
+private struct RunningServer: Sendable {
+  let databaseURL: URL?
+  let shutdown: @Sendable () async -> Void
 }
 
 /// One device of the kanban board, counting its registrations.
