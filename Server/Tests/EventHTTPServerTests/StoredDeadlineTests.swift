@@ -57,7 +57,8 @@ struct ScheduledNotes: StoredApplication {
     return rows.first?["due"]?.integer.map { Timestamp(secondsSinceEpoch: $0) }
   }
 
-  func deadlineReached(at now: Timestamp, in transaction: any DatabaseTransaction) async throws -> [Delivery<NoteEvent>] {
+  func deadlineReached(at now: Timestamp, in transaction: any DatabaseTransaction) async throws -> [Delivery<NoteEvent>]
+  {
     let seconds = Int64(now.sinceEpoch.components.seconds)
     let due = try await transaction.execute(
       "SELECT id, recipient, text FROM scheduled WHERE due <= ? ORDER BY due, id",
@@ -66,7 +67,10 @@ struct ScheduledNotes: StoredApplication {
     var deliveries: [Delivery<NoteEvent>] = []
     for row in due {
       guard let recipient = row["recipient"]?.text, let text = row["text"]?.text else { continue }
-      try await transaction.execute("INSERT INTO notes (recipient, text) VALUES (?, ?)", [.text(recipient), .text(text)])
+      try await transaction.execute(
+        "INSERT INTO notes (recipient, text) VALUES (?, ?)",
+        [.text(recipient), .text(text)]
+      )
       deliveries.append(Delivery(to: [UserID(recipient)], event: .note(text: text)))
     }
     try await transaction.execute("DELETE FROM scheduled WHERE due <= ?", [.integer(seconds)])
@@ -74,7 +78,11 @@ struct ScheduledNotes: StoredApplication {
   }
 }
 
-@Suite("A stored application's time-driven work: run when the clock reaches it, committed like a command", .serialized, .timeLimit(.minutes(2)))
+@Suite(
+  "A stored application's time-driven work: run when the clock reaches it, committed like a command",
+  .serialized,
+  .timeLimit(.minutes(2))
+)
 struct StoredDeadlineTests {
   typealias Server = EventServer<StoredRelay<ScheduledNotes>, ManualClock>
 
@@ -89,7 +97,10 @@ struct StoredDeadlineTests {
     }
   }
 
-  @Test("a scheduled note is delivered at its time, and one scheduled before a restart after it", arguments: StoredBackend.available)
+  @Test(
+    "a scheduled note is delivered at its time, and one scheduled before a restart after it",
+    arguments: StoredBackend.available
+  )
   func scheduled(_ backend: StoredBackend) async throws {
     let database = try await backend.scratch()
     let clock = ManualClock()
