@@ -477,6 +477,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
         self.durability!.shared!.timerDecisionWaiting = false
         let now = self.decisionNow()
         self.timerDecided(self.finish(self.machine.timerFired(now: now)), at: now)
+        if let storedDriver = self.storedDriver { Task { await storedDriver.runDeadlineIfDue(self) } }
       },
       fail: { _ in
         self.durability!.shared!.timerDecisionWaiting = false

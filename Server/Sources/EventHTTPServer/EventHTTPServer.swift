@@ -83,6 +83,11 @@ where Application.Command: Codable & Equatable {
     @Sendable (any TransactionalServerLog, EventServerConfiguration, any PushGateway, Int) async throws -> (
       EventServer<Application, ContinuousClock>, LogRecoveryReport
     )
+  /// Starts a cluster node of a stored application on a shared database.
+  typealias StoredJoin =
+    @Sendable (any TransactionalSharedLog, EventServerConfiguration, any PushGateway, Int) async throws -> (
+      EventServer<Application, ContinuousClock>, LogRecoveryReport
+    )
 
   /// The configuration.
   public let configuration: EventHTTPServerConfiguration
@@ -96,6 +101,8 @@ where Application.Command: Codable & Equatable {
   private let suppliedLog: (any ServerLog)?
   /// How a stored application's server starts (``init(storedApplication:configuration:logger:pushGateway:log:periodicTasks:extraRoutes:)``).
   private let storedStart: StoredStart?
+  /// How a stored application's cluster node starts, on a shared database (PostgreSQL).
+  private let storedJoin: StoredJoin?
   private let running = Mutex<ServiceGroup?>(nil)
   private let current = Mutex<EventServer<Application, ContinuousClock>?>(nil)
   private let shutdownRequested = Mutex(false)
@@ -118,6 +125,7 @@ where Application.Command: Codable & Equatable {
     self.init(
       application: application,
       storedStart: nil,
+      storedJoin: nil,
       configuration: configuration,
       logger: logger,
       pushGateway: pushGateway,
@@ -156,6 +164,16 @@ where Application.Command: Codable & Equatable {
           snapshotEvery: snapshotEvery
         )
       },
+      storedJoin: { log, eventServer, pushGateway, snapshotEvery in
+        try await EventServer.joining(
+          storedApplication,
+          on: log,
+          configuration: eventServer,
+          clock: ContinuousClock(),
+          pushGateway: pushGateway,
+          replication: ReplicationSettings(snapshotEvery: snapshotEvery)
+        )
+      },
       configuration: configuration,
       logger: logger,
       pushGateway: pushGateway,
@@ -168,6 +186,7 @@ where Application.Command: Codable & Equatable {
   private init(
     application: Application,
     storedStart: StoredStart?,
+    storedJoin: StoredJoin?,
     configuration: EventHTTPServerConfiguration,
     logger: Logger,
     pushGateway: (any PushGateway)?,
@@ -176,6 +195,7 @@ where Application.Command: Codable & Equatable {
     extraRoutes: ExtraRoutes?
   ) {
     self.storedStart = storedStart
+    self.storedJoin = storedJoin
     self.suppliedLog = log
     self.periodicTasks = periodicTasks
     self.initialApplication = application
@@ -311,12 +331,22 @@ where Application.Command: Codable & Equatable {
     let server: EventServer<Application, ContinuousClock>
     let report: LogRecoveryReport
     do {
-      (server, report) = try await start(
-        TimedTransactionalLog(inner: log, metrics: metrics),
-        configuration.eventServer,
-        pushGateway,
-        configuration.snapshotEveryRecords
-      )
+      if let shared = log as? any TransactionalSharedLog, let storedJoin {
+        // A log several nodes share (PostgreSQL): this server is one node of a cluster on it.
+        (server, report) = try await storedJoin(
+          shared,
+          configuration.eventServer,
+          pushGateway,
+          configuration.snapshotEveryRecords
+        )
+      } else {
+        (server, report) = try await start(
+          TimedTransactionalLog(inner: log, metrics: metrics),
+          configuration.eventServer,
+          pushGateway,
+          configuration.snapshotEveryRecords
+        )
+      }
     } catch let error as MigrationError {
       throw StateError("schema migrations: \(error)")
     }

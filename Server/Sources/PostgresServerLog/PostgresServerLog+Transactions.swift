@@ -4,7 +4,7 @@ import Logging
 import NIOCore
 import PostgresNIO
 
-extension PostgresServerLog: TransactionalServerLog {
+extension PostgresServerLog: TransactionalSharedLog {
   public var dialect: SQLDialect { .postgres }
 
   /// Runs `body` in one transaction on a connection of the pool, and commits when it returns: a stored

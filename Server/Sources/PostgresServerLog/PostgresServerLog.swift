@@ -261,6 +261,16 @@ public final class PostgresServerLog: SharedServerLog {
     after position: UInt64,
     _ decide: @escaping @Sendable ([StoredRecord]) async throws(ServerLogError) -> [StoredRecord]
   ) async throws(ServerLogError) {
+    try await appendTurn(after: position) { (committed, _) throws(ServerLogError) in try await decide(committed) }
+  }
+
+  /// One turn, as ``appendTurn(after:_:)``, whose `decide` also gets the turn's transaction: a stored
+  /// application's statements run in it, and commit with the turn's records.
+  public func appendTurn(
+    after position: UInt64,
+    inTransaction decide: @escaping @Sendable ([StoredRecord], any LogTransaction) async throws(ServerLogError) ->
+      [StoredRecord]
+  ) async throws(ServerLogError) {
     try await transaction { connection in
       let locked = try await connection.query(
         "SELECT last_position FROM event_log_meta WHERE id = 1 FOR UPDATE",
@@ -278,7 +288,7 @@ public final class PostgresServerLog: SharedServerLog {
           committed.append(StoredRecord(position: UInt64(max(position, 0)), bytes: Data(record.readableBytesView)))
         }
       }
-      let decided = try await decide(committed)
+      let decided = try await decide(committed, PostgresLogTransaction(log: self, connection: connection))
       guard let first = decided.first?.position, let newLast = decided.last?.position else { return }
       guard first == UInt64(last) + 1 else {
         throw ServerLogError.gap(after: UInt64(last), next: first)

@@ -49,13 +49,45 @@ struct StoredRegisterPropertyTests {
     Array(1...12).map { (StoredBackend.sqlite, UInt64($0)) }
     + (testPostgresURL == nil ? [] : Array(1...6).map { (StoredBackend.postgres, UInt64($0)) })
 
+  typealias Node = EventServer<StoredRelay<StoredNoteBoard>, ContinuousClock>
+
   @Test("registrations racing posts", arguments: cases)
   func registrationsRacingPosts(_ backend: StoredBackend, _ seed: UInt64) async throws {
     let database = try await backend.scratch()
     let log = try await database.open()
     let server = try await EventServer.serving(StoredNoteBoard(), from: log, clock: ContinuousClock()).0
+    try await Self.check(seed: seed, writers: [server, server, server], readers: [server, server, server])
+    await server.shutdown()
+    await database.close(log)
+  }
+
+  @Test(
+    "registrations racing posts on three PostgreSQL nodes: each lane writes through one node, registers through another",
+    .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
+    arguments: Array(UInt64(1)...6)
+  )
+  func acrossNodes(_ seed: UInt64) async throws {
+    let database = try await StoredBackend.postgres.scratch()
+    var logs: [any TransactionalServerLog] = []
+    var nodes: [Node] = []
+    for _ in 0..<3 {
+      let log = try await database.open()
+      let shared = try #require(log as? any TransactionalSharedLog)
+      logs.append(log)
+      nodes.append(try await EventServer.joining(StoredNoteBoard(), on: shared, clock: ContinuousClock()).0)
+    }
+    try await Self.check(seed: seed, writers: nodes, readers: [nodes[1], nodes[2], nodes[0]])
+    for node in nodes { await node.shutdown() }
+    for log in logs { await database.close(log) }
+  }
+
+  /// Runs the seed's lanes at once, lane `i` writing through `writers[i]` and registering through
+  /// `readers[i]`, then checks every registration against the table, polling through a third node.
+  static func check(seed: UInt64, writers: [Node], readers: [Node]) async throws {
     let registered = try await withThrowingTaskGroup(of: [Registered].self) { group in
       for (lane, steps) in Self.lanes(seed: seed).enumerated() {
+        let server = writers[lane]
+        let registrar = readers[lane]
         group.addTask {
           var registered: [Registered] = []
           for (index, step) in steps.enumerated() {
@@ -68,7 +100,7 @@ struct StoredRegisterPropertyTests {
                 mutationID: MutationID(UInt64(index + 1))
               )
             case .register(let user):
-              let registration = try await server.register(user: user)
+              let registration = try await registrar.register(user: user)
               registered.append(
                 Registered(user: user, queueID: registration.queueID, snapshot: registration.snapshot?.notes ?? [])
               )
@@ -79,7 +111,8 @@ struct StoredRegisterPropertyTests {
       }
       return try await group.reduce(into: []) { $0 += $1 }
     }
-    for registration in registered {
+    for (index, registration) in registered.enumerated() {
+      let server = writers[index % writers.count]
       let truth = try await server.readStoredState { try await StoredNoteBoard.notes(of: registration.user, in: $0) }
       let events = try await server.events(
         queueID: registration.queueID,
@@ -96,7 +129,5 @@ struct StoredRegisterPropertyTests {
         "seed \(seed): \(registration.user)'s snapshot \(registration.snapshot) then events \(received), database \(truth)"
       )
     }
-    await server.shutdown()
-    await database.close(log)
   }
 }

@@ -44,6 +44,7 @@ extension EventServer {
     for decision in decisions { decision.fail(failure) }
     for waiter in waiters { waiter.continuation.resume(throwing: failure) }
     failParkedPolls(with: failure)
+    failStoredInputs(with: failure)
   }
 
   private func rejoin(from firstAttempt: Timestamp, delay: Duration) async {

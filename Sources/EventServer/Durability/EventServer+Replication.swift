@@ -169,7 +169,8 @@ extension EventServer {
   // MARK: - Turns
 
   func startTurnIfNeeded() {
-    guard let shared = durability?.shared, !shared.isTurnUnderWay, shared.rejoining == nil, !shared.waiting.isEmpty
+    guard let shared = durability?.shared, !shared.isTurnUnderWay, shared.rejoining == nil,
+      !shared.waiting.isEmpty || !storedBatches.waiting.isEmpty
     else { return }
     durability!.shared!.isTurnUnderWay = true
     durability!.shared!.turnsStarted += 1
@@ -181,8 +182,16 @@ extension EventServer {
 
   private func runTurn(_ number: Int, on log: any SharedServerLog, after position: UInt64) async {
     do {
-      try await log.appendTurn(after: position) { committed throws(ServerLogError) in
-        try await self.decideTurn(number, after: committed)
+      if storedDriver != nil, let transactional = log as? any TransactionalSharedLog {
+        // A stored application's inputs run in the turn's transaction, after everything else it decides.
+        try await transactional.appendTurn(after: position) { (committed, transaction) throws(ServerLogError) in
+          _ = try await self.decideTurn(number, after: committed)
+          return try await self.decideStoredInTurn(number, in: transaction)
+        }
+      } else {
+        try await log.appendTurn(after: position) { committed throws(ServerLogError) in
+          try await self.decideTurn(number, after: committed)
+        }
       }
       guard durability!.shared!.activeTurn == number else { return }
       turnCommitted()
@@ -211,6 +220,7 @@ extension EventServer {
       _ = durability!.commit.writeSucceeded()
       releaseDurable()
     }
+    answerStoredTurn()
     noteCaughtUpIfSo()
     endTurn()
     if durability!.recordsSinceSnapshot >= durability!.snapshotEvery { snapshotBetweenTurns() }
@@ -218,6 +228,7 @@ extension EventServer {
   }
 
   private func turnFailed(_ error: ServerLogError) {
+    failStoredInputs(with: error)
     if durability!.shared!.hasDecided, durability!.commit.failure == nil {
       // What this turn decided may or may not be in the log (a commit whose answer was lost, a database
       // slower than the deadline): the node is ahead of the log. It drops its state and rebuilds it from

@@ -130,3 +130,16 @@ public protocol TransactionalServerLog: MigratingServerLog {
     _ body: @escaping @Sendable (any LogTransaction) async throws -> Result
   ) async throws -> Result
 }
+
+/// A log several nodes share whose turns are database transactions a stored application's statements can
+/// run in: the PostgreSQL log of the `Server/` package. A cluster node serving a ``StoredApplication`` runs
+/// its stored inputs in its turn, holding the append lock, after applying what the other nodes committed.
+public protocol TransactionalSharedLog: SharedServerLog, TransactionalServerLog {
+  /// One turn (see ``SharedServerLog/appendTurn(after:_:)``) whose `decide` also gets the turn's open
+  /// transaction; what it writes there commits with the turn's records.
+  func appendTurn(
+    after position: UInt64,
+    inTransaction decide: @escaping @Sendable ([StoredRecord], any LogTransaction) async throws(ServerLogError) ->
+      [StoredRecord]
+  ) async throws(ServerLogError)
+}

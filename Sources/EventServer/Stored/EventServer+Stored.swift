@@ -61,6 +61,45 @@ extension EventServer {
     return (server, report)
   }
 
+  /// Starts a cluster node for a stored application on a log several nodes share (PostgreSQL): applies the
+  /// migrations (once across nodes starting together), joins the cluster, and reads the application's next
+  /// deadline. Every node reads and writes the same tables; a node runs its stored inputs in its turns,
+  /// holding the log's append lock after applying what the others committed, so each input sees every
+  /// input decided before it on any node, and a registration's snapshot is atomic with its queue on every
+  /// node.
+  ///
+  /// ```swift
+  /// let log = try await PostgresServerLog.connect(url: url, logger: logger)
+  /// let (node, _) = try await EventServer.joining(StoredNoteBoard(), on: log, clock: ContinuousClock())
+  /// ```
+  /// - Throws: ``MigrationError`` when the migrations are refused or fail; ``ServerLogError`` when the log
+  ///   cannot be read or used.
+  public static func joining<Stored: StoredApplication>(
+    _ application: Stored,
+    on log: any TransactionalSharedLog,
+    configuration: EventServerConfiguration = .init(),
+    clock: C,
+    anchor: Timestamp? = nil,
+    random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
+    pushGateway: any PushGateway = NoPushGateway(),
+    replication: ReplicationSettings = .init()
+  ) async throws -> (EventServer, LogRecoveryReport) where Application == StoredRelay<Stored> {
+    try await log.migrate(application.migrations)
+    let (server, report) = try await joining(
+      log,
+      application: StoredRelay<Stored>(),
+      configuration: configuration,
+      clock: clock,
+      anchor: anchor,
+      random: random,
+      pushGateway: pushGateway,
+      replication: replication
+    )
+    await server.install(StoredDriver.serving(application, from: log))
+    try await server.readStoredDeadline(application, from: log)
+    return (server, report)
+  }
+
   private func install(_ driver: StoredDriver<Application, C>) {
     storedDriver = driver
   }

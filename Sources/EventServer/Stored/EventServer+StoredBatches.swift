@@ -26,6 +26,10 @@ struct StoredBatches {
   var failFastUntil: Timestamp?
   /// That transaction's failure, answered meanwhile.
   var lastFailure: ServerLogError?
+  /// A cluster node's inputs run in the turn under way (answered when it commits, failed when it does not).
+  var inTurn: [StoredInput] = []
+  /// How to answer them once the turn commits.
+  var turnAnswers: [@Sendable () -> Void] = []
 }
 
 /// One stored input in a batch: its work and decision, and how its caller is answered.
@@ -53,7 +57,7 @@ extension EventServer {
     decide: @escaping @Sendable (isolated EventServer, Result<Work, any Error>) throws -> Value
   ) async throws -> Value {
     try checkLogHealthy()
-    try checkStoredAvailable()
+    if durability?.shared != nil { try checkTurnsAvailable() } else { try checkStoredAvailable() }
     return try await withCheckedThrowingContinuation { continuation in
       let input = StoredInput(
         run: { transaction, batch in
@@ -71,6 +75,8 @@ extension EventServer {
         fail: { continuation.resume(throwing: $0) }
       )
       storedBatches.waiting.append(input)
+      // A cluster node runs them in its next turn, holding the append lock, on current state.
+      if durability?.shared != nil { return startTurnIfNeeded() }
       guard !storedBatches.isRunning else { return }
       storedBatches.isRunning = true
       Task { await self.runStoredBatches(on: log) }
@@ -142,7 +148,7 @@ extension EventServer {
   }
 
   /// Runs one input's decision on the machine, when its batch's transaction is still open.
-  private func decideStored<Value: Sendable>(
+  func decideStored<Value: Sendable>(
     in batch: Int,
     _ decide: @Sendable (isolated EventServer) throws -> Value
   ) -> Result<Value, any Error> {
