@@ -12,6 +12,7 @@
 # acknowledgement to the note reaching the poll.
 #
 # Usage: scripts/cluster-soak.sh [CLIENTS] [NOTES] [LAG_SAMPLES]   (defaults 4 150 200; CI runs 3 80 100)
+# APP=notes (default: the stored board, its notes in a table) or APP=notes-memory (the in-memory board).
 # Everything listens on 127.0.0.1, every wait is bounded, every process is stopped by its pid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +49,7 @@ export EVENT_SERVER_API_KEYS="$keys"
 # start_node N: starts node N on its port and waits until it listens (at most 15 s).
 start_node() {
   local node=$1 log="$work/node$1.log"
-  "$bin/event-server" --app notes-memory --host 127.0.0.1 --port "${ports[$node]}" --data-dir "$work/node$node" \
+  "$bin/event-server" --app "${APP:-notes}" --host 127.0.0.1 --port "${ports[$node]}" --data-dir "$work/node$node" \
     --postgres "$postgres_url" --rate-burst 100000 --rate-per-second 100000 >>"$log" 2>&1 &
   node_pids[$node]=$!
   pids+=("$!")
