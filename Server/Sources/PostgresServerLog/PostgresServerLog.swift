@@ -268,7 +268,8 @@ public final class PostgresServerLog: SharedServerLog {
   /// application's statements run in it, and commit with the turn's records.
   public func appendTurn(
     after position: UInt64,
-    inTransaction decide: @escaping @Sendable ([StoredRecord], any LogTransaction) async throws(ServerLogError) ->
+    inTransaction decide:
+      @escaping @Sendable ([StoredRecord], any LogTransaction) async throws(ServerLogError) ->
       [StoredRecord]
   ) async throws(ServerLogError) {
     try await transaction { connection in

@@ -139,7 +139,8 @@ public protocol TransactionalSharedLog: SharedServerLog, TransactionalServerLog 
   /// transaction; what it writes there commits with the turn's records.
   func appendTurn(
     after position: UInt64,
-    inTransaction decide: @escaping @Sendable ([StoredRecord], any LogTransaction) async throws(ServerLogError) ->
+    inTransaction decide:
+      @escaping @Sendable ([StoredRecord], any LogTransaction) async throws(ServerLogError) ->
       [StoredRecord]
   ) async throws(ServerLogError)
 }
