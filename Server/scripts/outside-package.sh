@@ -48,18 +48,38 @@ awk '/^## The server/{on=1} on && /^```swift/{grab=1; next} grab && /^```/{exit}
 grep -q "func makeKanbanServer" "$work/kanban/Sources/kanban-server/Kanban.swift" || {
   echo "docs/serving.md: no server code found under '## The server'"; exit 1
 }
+# The stored board, as the document shows it (the first swift block after "## Your data in your tables").
+awk '/^## Your data in your tables/{on=1} on && /^```swift/{grab=1; next} grab && /^```/{exit} grab{print}' \
+  "$here/docs/serving.md" > "$work/kanban/Sources/kanban-server/StoredKanban.swift"
+grep -q "func makeStoredKanbanServer" "$work/kanban/Sources/kanban-server/StoredKanban.swift" || {
+  echo "docs/serving.md: no stored server code found under '## Your data in your tables'"; exit 1
+}
+sed -i '1i import EventHTTPServer\nimport EventProtocol\nimport EventServer\nimport Foundation\nimport Logging\n' \
+  "$work/kanban/Sources/kanban-server/StoredKanban.swift"
 cat > "$work/kanban/Sources/kanban-server/main.swift" <<'MAIN'
 import Foundation
 
-// Start on a free loopback port with a temporary data folder, then shut down at once: it builds and runs.
-let folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("kanban-\(UUID().uuidString)")
-let server = try makeKanbanServer(port: 0, dataDirectory: folder)
-let running = Task { try await server.run(handleSignals: false) { port in print("kanban-server listened on \(port)") } }
-try await Task.sleep(for: .milliseconds(500))
-await server.shutdown()
-try await running.value
-try? FileManager.default.removeItem(at: folder)
-print("kanban-server stopped")
+// Start each on a free loopback port with a temporary data folder, then shut down at once: they build and run.
+for stored in [false, true] {
+  let folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("kanban-\(UUID().uuidString)")
+  let name = stored ? "stored-kanban-server" : "kanban-server"
+  let running: Task<Void, any Error>
+  let shutdown: @Sendable () async -> Void
+  if stored {
+    let server = try makeStoredKanbanServer(port: 0, dataDirectory: folder)
+    running = Task { try await server.run(handleSignals: false) { port in print("\(name) listened on \(port)") } }
+    shutdown = { await server.shutdown() }
+  } else {
+    let server = try makeKanbanServer(port: 0, dataDirectory: folder)
+    running = Task { try await server.run(handleSignals: false) { port in print("\(name) listened on \(port)") } }
+    shutdown = { await server.shutdown() }
+  }
+  try await Task.sleep(for: .milliseconds(500))
+  await shutdown()
+  try await running.value
+  try? FileManager.default.removeItem(at: folder)
+  print("\(name) stopped")
+}
 MAIN
 cd "$work/kanban"
 timeout "$limit" swift build 2>&1 | tail -3
