@@ -193,4 +193,32 @@ struct StoredApplicationTests {
     await server.shutdown()
     await database.close(log)
   }
+
+  @Test(
+    "on two PostgreSQL nodes: a write retried on the other node is not applied twice, and each node's queues hear it",
+    .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)")
+  )
+  func exactlyOnceAcrossNodes() async throws {
+    let database = try await StoredBackend.postgres.scratch()
+    var logs: [any TransactionalServerLog] = []
+    var nodes: [Server] = []
+    for _ in 0..<2 {
+      let log = try await database.open()
+      logs.append(log)
+      let shared = try #require(log as? any TransactionalSharedLog)
+      nodes.append(try await EventServer.joining(StoredNoteBoard(), on: shared, clock: ContinuousClock()).0)
+    }
+    let alice = try await nodes[1].register(user: "alice")
+    let post = StoredCommand<NoteBoard.Command, NoteEvent>.request(.post("once", to: ["alice"]))
+    let first = try await nodes[0].applyMutation(post, from: "bob", clientID: "phone", mutationID: MutationID(1))
+    let retried = try await nodes[1].applyMutation(post, from: "bob", clientID: "phone", mutationID: MutationID(1))
+    #expect(first.applied && !retried.applied)
+    #expect(try await Self.notes(of: "alice", on: nodes[1]) == ["once"], "one row")
+    for node in nodes {
+      let events = try await node.events(queueID: alice.queueID, user: "alice", lastEventID: -1, dontBlock: true)
+      #expect(Self.texts(events) == ["once"], "any node answers the queue with the one event")
+    }
+    for node in nodes { await node.shutdown() }
+    for log in logs { await database.close(log) }
+  }
 }
