@@ -156,4 +156,18 @@ struct StoredUpgradeTests {
     await v2.shutdown()
     await database.close(log)
   }
+
+  @Test("docs/upgrading.md shows exactly the migration this test applies")
+  func documentMatches() throws {
+    let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    let source = try String(contentsOf: folder.appendingPathComponent("StoredUpgradeTests.swift"), encoding: .utf8)
+    let root = folder.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let page = try String(contentsOf: root.appendingPathComponent("docs/upgrading.md"), encoding: .utf8)
+    let start = try #require(source.range(of: "  static let postedBy = SchemaMigration(\n"))
+    let end = try #require(source.range(of: "\n  )\n", range: start.upperBound..<source.endIndex))
+    // The page shows it at the left margin: the declaration's own indentation taken off.
+    let body = source[start.upperBound..<end.lowerBound].split(separator: "\n").map { $0.dropFirst(2) }
+    let shown = (["SchemaMigration("] + body + [")"]).joined(separator: "\n")
+    #expect(page.contains(shown))
+  }
 }
