@@ -471,11 +471,14 @@ where Application.Command: Codable & Equatable {
     } catch {
       logger.warning("shutdown did not drain in time: \(error)")
     }
+    // Nothing may write to the database once it is closed (a write under way, a stored input's batch).
+    await events.waitForWrites()
     if let failure = await events.logFailure {
       await database?.close()
       throw StateError("stopped: the input log failed (\(failure)); restart to recover from what is durable")
     }
     try await events.saveSnapshot()
+    await events.waitForWrites()
     await database?.close()
     let count = await events.queueCount
     logger.info("stopped; snapshot written", metadata: ["queues": "\(count)"])

@@ -57,6 +57,7 @@ struct DurabilityBenchMain {
         try await measure(stored, writers: writers, seconds: seconds)
       )
       await stored.shutdown()
+      await stored.waitForWrites()
       await storedLog.close()
       if let url = arguments.postgres {
         var logger = Logger(label: "durability-bench")

@@ -178,6 +178,7 @@ struct StoredScaleMain {
     let writesPerSecond = Int(Double(written) / durationSeconds(clock.now - writesStarted))
     let size = databaseSize(database)
     await server.shutdown()
+    await server.waitForWrites()
     await close(log)
     print(
       "\(size.padding(toLength: 8, withPad: " ", startingAt: 0))  \(format(startUp).padding(toLength: 8, withPad: " ", startingAt: 0))  "

@@ -86,6 +86,7 @@ struct StoredApplicationTests {
 
     // No snapshot: the restart replays every record, the stored decisions among them.
     await server.shutdown()
+    await server.waitForWrites()
     await database.close(log)
     log = try await database.open()
     server = try await Self.serve(log)
@@ -107,6 +108,7 @@ struct StoredApplicationTests {
     let fresh = try await server.register(user: "alice")
     #expect(fresh.snapshot == NoteSnapshot(notes: ["hi", "after"]))
     await server.shutdown()
+    await server.waitForWrites()
     await database.close(log)
   }
 
@@ -143,6 +145,7 @@ struct StoredApplicationTests {
     #expect(receipt.applied)
     #expect(try await server.readStoredState { try await StoredNoteBoard.notes(of: "alice", in: $0) } == ["fine"])
     await server.shutdown()
+    await server.waitForWrites()
     await database.close(log)
   }
 
@@ -191,6 +194,7 @@ struct StoredApplicationTests {
       )
     }
     await server.shutdown()
+    await server.waitForWrites()
     await database.close(log)
   }
 
@@ -218,7 +222,10 @@ struct StoredApplicationTests {
       let events = try await node.events(queueID: alice.queueID, user: "alice", lastEventID: -1, dontBlock: true)
       #expect(Self.texts(events) == ["once"], "any node answers the queue with the one event")
     }
-    for node in nodes { await node.shutdown() }
+    for node in nodes {
+      await node.shutdown()
+      await node.waitForWrites()
+    }
     for log in logs { await database.close(log) }
   }
 }

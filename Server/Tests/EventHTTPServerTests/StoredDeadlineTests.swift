@@ -120,6 +120,7 @@ struct StoredDeadlineTests {
     let again = ScheduledNotes.Command(text: "after the restart", recipient: "alice", at: start + 200)
     _ = try await server.applyMutation(.request(again), from: "bob", clientID: "phone", mutationID: MutationID(2))
     await server.shutdown()
+    await server.waitForWrites()
     await database.close(log)
     log = try await database.open()
     server = try await EventServer.serving(ScheduledNotes(), from: log, clock: clock).0
@@ -130,6 +131,7 @@ struct StoredDeadlineTests {
         == ["later", "after the restart"]
     )
     await server.shutdown()
+    await server.waitForWrites()
     await database.close(log)
   }
 }

@@ -58,6 +58,7 @@ struct StoredRegisterPropertyTests {
     let server = try await EventServer.serving(StoredNoteBoard(), from: log, clock: ContinuousClock()).0
     try await Self.check(seed: seed, writers: [server, server, server], readers: [server, server, server])
     await server.shutdown()
+    await server.waitForWrites()
     await database.close(log)
   }
 
@@ -77,7 +78,10 @@ struct StoredRegisterPropertyTests {
       nodes.append(try await EventServer.joining(StoredNoteBoard(), on: shared, clock: ContinuousClock()).0)
     }
     try await Self.check(seed: seed, writers: nodes, readers: [nodes[1], nodes[2], nodes[0]])
-    for node in nodes { await node.shutdown() }
+    for node in nodes {
+      await node.shutdown()
+      await node.waitForWrites()
+    }
     for log in logs { await database.close(log) }
   }
 

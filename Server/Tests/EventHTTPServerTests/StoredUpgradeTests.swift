@@ -154,6 +154,7 @@ struct StoredUpgradeTests {
     }
     #expect(postedBy == ["one/", "two/", "three/carol"], "version 1's rows kept, with the column's default")
     await v2.shutdown()
+    await v2.waitForWrites()
     await database.close(log)
   }
 

@@ -30,6 +30,8 @@ struct StoredBatches {
   var inTurn: [StoredInput] = []
   /// How to answer them once the turn commits.
   var turnAnswers: [@Sendable () -> Void] = []
+  /// Callers of ``EventServer/waitForWrites()`` waiting for the batches to stop.
+  var idleWaiters: [CheckedContinuation<Void, Never>] = []
 }
 
 /// One stored input in a batch: its work and decision, and how its caller is answered.
@@ -97,6 +99,26 @@ extension EventServer {
       await runStoredBatch(batch, on: log)
     }
     storedBatches.isRunning = false
+    let waiters = storedBatches.idleWaiters
+    storedBatches.idleWaiters = []
+    for waiter in waiters { waiter.resume() }
+  }
+
+  /// Suspends until no write to the log is under way, no stored input waits or runs, and no turn of a
+  /// cluster node is under way: what a host that closes the log itself calls after ``shutdown()``, so that nothing is
+  /// written to a closed database. Returns at once once the log has failed.
+  public func waitForWrites() async {
+    while let durability, durability.commit.failure == nil {
+      if storedBatches.isRunning {
+        await withCheckedContinuation { storedBatches.idleWaiters.append($0) }
+      } else if durability.shared?.isTurnUnderWay == true {
+        await waitBetweenTurns()
+      } else if durability.commit.isWriting {
+        try? await waitUntilWritten()
+      } else {
+        return
+      }
+    }
   }
 
   private func runStoredBatch(_ batch: [StoredInput], on log: any TransactionalServerLog) async {
