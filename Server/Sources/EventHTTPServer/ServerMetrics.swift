@@ -137,22 +137,20 @@ struct TimedServerLog: ServerLog {
 struct TimedTransactionalLog: TransactionalServerLog {
   let inner: any TransactionalServerLog
   let metrics: ServerMetrics
+  /// The log's own operations, timed as for an in-memory application.
+  private var timed: TimedServerLog { TimedServerLog(inner: inner, metrics: metrics) }
 
   var dialect: SQLDialect { inner.dialect }
 
-  func load() async throws(ServerLogError) -> StoredLog { try await inner.load() }
+  func load() async throws(ServerLogError) -> StoredLog { try await timed.load() }
 
-  func append(_ records: [StoredRecord]) async throws(ServerLogError) {
-    let start = ContinuousClock.now
-    try await inner.append(records)
-    metrics.logAppended(records: records.count, after: ContinuousClock.now - start)
-  }
+  func append(_ records: [StoredRecord]) async throws(ServerLogError) { try await timed.append(records) }
 
-  func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) { try await inner.saveSnapshot(snapshot) }
+  func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) { try await timed.saveSnapshot(snapshot) }
 
-  func truncate(after position: UInt64) async throws(ServerLogError) { try await inner.truncate(after: position) }
+  func truncate(after position: UInt64) async throws(ServerLogError) { try await timed.truncate(after: position) }
 
-  func claimForOneServer() async throws(ServerLogError) { try await inner.claimForOneServer() }
+  func claimForOneServer() async throws(ServerLogError) { try await timed.claimForOneServer() }
 
   func migrate(_ migrations: [SchemaMigration]) async throws(MigrationError) -> MigrationReport {
     try await inner.migrate(migrations)

@@ -56,8 +56,7 @@ extension EventServer {
       pushGateway: pushGateway,
       snapshotEvery: snapshotEvery
     )
-    await server.install(StoredDriver.serving(application, from: log))
-    try await server.readStoredDeadline(application, from: log)
+    try await server.startServing(application, from: log)
     return (server, report)
   }
 
@@ -95,13 +94,18 @@ extension EventServer {
       pushGateway: pushGateway,
       replication: replication
     )
-    await server.install(StoredDriver.serving(application, from: log))
-    try await server.readStoredDeadline(application, from: log)
+    try await server.startServing(application, from: log)
     return (server, report)
   }
 
-  private func install(_ driver: StoredDriver<Application, C>) {
-    storedDriver = driver
+  /// From now on the server's requests run as `application`'s stored inputs on `log`; starts by reading its
+  /// next deadline.
+  private func startServing<Stored: StoredApplication>(
+    _ application: Stored,
+    from log: any TransactionalServerLog
+  ) async throws where Application == StoredRelay<Stored> {
+    storedDriver = StoredDriver.serving(application, from: log)
+    try await readStoredDeadline(application, from: log)
   }
 
   /// Whether the server serves a ``StoredApplication``.
