@@ -81,36 +81,20 @@ public struct StoredNoteBoard: StoredApplication {
     in transaction: any DatabaseTransaction
   ) async throws -> FetchPage<StoredNote> {
     guard request.narrow == Self.notesNarrow else { throw CommandRejection("unknown narrow \(request.narrow)") }
-    let split: Int64
-    switch request.anchor {
-    case .oldest: split = .min
-    case .newest: split = .max
-    case .position(let position): split = Int64(position)
-    }
     let recipient = SQLValue.text(user.rawValue)
-    // One more than asked on each side tells whether the page reaches the oldest or the newest note.
-    let before = try await transaction.execute(
-      "SELECT id, text FROM notes WHERE recipient = ? AND id < ? ORDER BY id DESC LIMIT ?",
-      [recipient, .integer(split), .integer(Int64(request.before + 1))]
-    )
-    let anchorIncluded: Int
-    if case .position = request.anchor { anchorIncluded = 1 } else { anchorIncluded = 0 }
-    let after = try await transaction.execute(
-      "SELECT id, text FROM notes WHERE recipient = ? AND id >= ? ORDER BY id LIMIT ?",
-      [recipient, .integer(split), .integer(Int64(request.after + anchorIncluded + 1))]
-    )
-    var afterNotes = after.map(StoredNote.init(row:))
-    // The anchor's own note counts beside the `after` ones, as in Zulip; otherwise `after` notes.
-    let afterLimit = request.after + (afterNotes.first.map { Int64($0.id) == split } == true ? anchorIncluded : 0)
-    let foundNewest = afterNotes.count <= afterLimit
-    afterNotes = Array(afterNotes.prefix(afterLimit))
-    let beforeNotes = before.map(StoredNote.init(row:))
-    let foundOldest = beforeNotes.count <= request.before
-    return FetchPage(
-      items: beforeNotes.prefix(request.before).reversed() + afterNotes,
-      foundOldest: foundOldest,
-      foundNewest: foundNewest
-    )
+    return try await FetchPage.reading(request) { split, limit in
+      try await transaction.execute(
+        "SELECT id, text FROM notes WHERE recipient = ? AND id < ? ORDER BY id DESC LIMIT ?",
+        [recipient, .integer(split), .integer(Int64(limit))]
+      ).map(StoredNote.init(row:))
+    } after: { split, limit in
+      try await transaction.execute(
+        "SELECT id, text FROM notes WHERE recipient = ? AND id >= ? ORDER BY id LIMIT ?",
+        [recipient, .integer(split), .integer(Int64(limit))]
+      ).map(StoredNote.init(row:))
+    } position: {
+      $0.id
+    }
   }
 
   /// Every note `user` received, read in `transaction`, oldest first: the truth a test compares clients with.

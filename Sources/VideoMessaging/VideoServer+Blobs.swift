@@ -44,7 +44,7 @@ extension VideoServer {
   /// Binds `key` to `user` unless it already is: refused when it is another user's, was released, or the
   /// user has too many uploads waiting.
   mutating func bind(_ key: BlobKey, to user: UserID) throws(CommandRejection) {
-    try check(key.rawValue, "a blob key", limits.maximumBlobKeyBytes)
+    try Self.check(key.rawValue, "a blob key", limits.maximumBlobKeyBytes)
     if let binding = blobBindings[key] {
       guard binding.owner == user, binding.releasedAt == nil else {
         throw CommandRejection("blob \(key) is not yours to write")

@@ -120,7 +120,7 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
   ) throws(CommandRejection) -> [Delivery<VideoEvent>] {
     switch command {
     case .downloaded(let video), .viewed(let video), .deleted(let video):
-      try check(video.rawValue, "a video id", limits.maximumVideoIDBytes)
+      try Self.check(video.rawValue, "a video id", limits.maximumVideoIDBytes)
     case .uploaded, .uploadStarted, .uploadCompleted, .uploadAbandoned:
       break
     }
@@ -142,7 +142,7 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     }
   }
 
-  func check(_ text: String, _ what: String, _ maximum: Int) throws(CommandRejection) {
+  static func check(_ text: String, _ what: String, _ maximum: Int) throws(CommandRejection) {
     guard (1...maximum).contains(text.utf8.count) else {
       throw CommandRejection("\(what) must be 1 to \(maximum) bytes")
     }
@@ -153,9 +153,9 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     from user: UserID,
     now: Timestamp
   ) throws(CommandRejection) -> [Delivery<VideoEvent>] {
-    try check(upload.video.rawValue, "a video id", limits.maximumVideoIDBytes)
-    try check(upload.recipient.rawValue, "a recipient", limits.maximumUserIDBytes)
-    try check(upload.blobKey.rawValue, "a blob key", limits.maximumBlobKeyBytes)
+    try Self.check(upload.video.rawValue, "a video id", limits.maximumVideoIDBytes)
+    try Self.check(upload.recipient.rawValue, "a recipient", limits.maximumUserIDBytes)
+    try Self.check(upload.blobKey.rawValue, "a blob key", limits.maximumBlobKeyBytes)
     if let known = videos[upload.video] {
       guard known.sender == user else { throw CommandRejection("video \(upload.video) belongs to another sender") }
       drop("repeated uploaded for \(upload.video)")
@@ -189,34 +189,8 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
       )
     )
     let position = recordHistory(of: upload, from: user)
-    var deliveries: [Delivery<VideoEvent>]
-    if upload.recipient == user {
-      // Sent to yourself: one event, with what the incoming list needs.
-      let sent = VideoSent(
-        video: upload.video,
-        recipient: user,
-        blobKey: upload.blobKey,
-        size: upload.size,
-        sender: user,
-        position: position
-      )
-      deliveries = [Delivery(to: [user], event: .sent(sent))]
-    } else {
-      let sent = VideoSent(video: upload.video, recipient: upload.recipient, sender: user, position: position)
-      let incoming = IncomingVideoFields(
-        video: upload.video,
-        sender: user,
-        blobKey: upload.blobKey,
-        size: upload.size,
-        position: position,
-        recipient: upload.recipient
-      )
-      deliveries = [
-        Delivery(to: [user], event: .sent(sent)),
-        Delivery(to: [upload.recipient], event: .incoming(incoming)),
-      ]
-    }
-    return deliveries + trimHistory(of: Conversation(user, upload.recipient))
+    return Self.uploadDeliveries(upload, from: user, position: position)
+      + trimHistory(of: Conversation(user, upload.recipient))
   }
 
   private mutating func advance(
@@ -234,20 +208,7 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     let wasWaiting = video.status == .uploaded
     video.status = status
     video.changedAt = now
-    let change = VideoEvent.status(VideoStatusChanged(video: id, status: status))
-    var deliveries: [Delivery<VideoEvent>]
-    if video.sender == video.recipient {
-      deliveries = [Delivery(to: [video.sender], event: change)]
-    } else if wasWaiting {
-      let reason: VideoGoneReason = status == .viewed ? .viewed : .downloaded
-      deliveries = [
-        Delivery(to: [video.sender], event: change),
-        Delivery(to: [video.recipient], event: .incomingGone(VideoGone(video: id, reason: reason))),
-      ]
-    } else {
-      // Viewed after downloaded: every device of the recipient learns it too.
-      deliveries = [Delivery(to: [video.sender, video.recipient], event: change)]
-    }
+    let deliveries = Self.advanceDeliveries(video, wasWaiting: wasWaiting)
     if wasWaiting {
       footprints[video.sender]!.inFlight -= 1
       releaseBlob(of: &video, now: now)
@@ -276,18 +237,7 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
   /// same user).
   mutating func forget(_ tracked: TrackedVideo, reason: VideoGoneReason, now: Timestamp) -> [Delivery<VideoEvent>] {
     var video = tracked
-    let gone = VideoGone(video: video.id, reason: reason)
-    var deliveries: [Delivery<VideoEvent>]
-    if video.sender == video.recipient {
-      deliveries = [Delivery(to: [video.sender], event: .untracked(gone))]
-    } else if video.status == .uploaded {
-      deliveries = [
-        Delivery(to: [video.sender], event: .untracked(gone)),
-        Delivery(to: [video.recipient], event: .incomingGone(gone)),
-      ]
-    } else {
-      deliveries = [Delivery(to: [video.sender, video.recipient], event: .untracked(gone))]
-    }
+    let deliveries = Self.forgetDeliveries(video, reason: reason)
     if video.status == .uploaded { footprints[video.sender]!.inFlight -= 1 }
     releaseBlob(of: &video, now: now)
     footprints[video.sender]!.tracked -= 1

@@ -22,26 +22,44 @@ import VideoMessaging
 /// written. A blob is readable by the sender and the recipient of the video that claimed it until it is
 /// released (downloaded, viewed or deleted). An unknown, unreadable or released blob is 404 `BLOB_GONE`
 /// (the same for all, so a blob's existence is not revealed).
-public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
-  let server: EventServer<VideoServer, C>
+public struct BlobRoutes: Sendable {
+  let ledger: any VideoBlobLedger
   let blobs: any BlobStore
   let gate: RequestGate
   let limits: RequestLimits
   let now: @Sendable () -> Timestamp
 
-  /// Routes for the blobs of `server`'s videos, kept in `blobs`.
+  /// Routes for the blobs of the videos whose keys `ledger` keeps (an in-memory or a stored video server's),
+  /// kept in `blobs`.
   public init(
-    server: EventServer<VideoServer, C>,
+    ledger: any VideoBlobLedger,
     blobs: any BlobStore,
     gate: RequestGate,
     limits: RequestLimits = .init(),
     now: @escaping @Sendable () -> Timestamp
   ) {
-    self.server = server
+    self.ledger = ledger
     self.blobs = blobs
     self.gate = gate
     self.limits = limits
     self.now = now
+  }
+
+  /// Routes for the blobs of an in-memory ``VideoServer``'s videos, kept in `blobs`.
+  public init<C: Clock>(
+    server: EventServer<VideoServer, C>,
+    blobs: any BlobStore,
+    gate: RequestGate,
+    limits: RequestLimits = .init(),
+    now: @escaping @Sendable () -> Timestamp
+  ) where C.Duration == Duration {
+    self.init(
+      ledger: InMemoryVideoBlobLedger(server: server),
+      blobs: blobs,
+      gate: gate,
+      limits: limits,
+      now: now
+    )
   }
 
   /// Adds the routes to `router`.
@@ -60,7 +78,7 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
       await HTTPAnswer.run {
         let (user, key) = try await admitUploader(request, writing: true)
         let query = try RequestFields(query: request, allowed: ["key", "offset"])
-        let maximum = await server.application.limits.maximumVideoBytes
+        let maximum = await ledger.limits.maximumVideoBytes
         guard let offset = try query.int("offset", in: 0...maximum) else {
           throw EventAPIError.badRequest("Missing 'offset' argument")
         }
@@ -82,12 +100,12 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
       await HTTPAnswer.run {
         let (user, key) = try await admitUploader(request)
         try await blobCall { try await blobs.complete(key, at: now()) }
-        if await server.application.blobBindings[key]?.isUploading == true {
+        if try await ledgerCall({ try await ledger.binding(of: key) })?.isUploading == true {
           // The size is recorded (logged) before the completion is answered: it counts toward the user's bytes,
           // and the video that claims the key must declare it.
           let size = try await blobCall { try await blobs.size(of: key) }
           do {
-            try await server.handle(.uploadCompleted(key, size: size), from: user)
+            try await ledger.handle(.uploadCompleted(key, size: size), from: user)
           } catch let error as EventAPIError {
             try? await blobs.delete(key)
             throw HTTPAnswer.Refusal(
@@ -158,14 +176,14 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
   private func admitUploader(_ request: Request, writing: Bool = false) async throws -> (UserID, BlobKey) {
     let user = try await gate.admit(authorization: request.headers[.authorization])
     let key = try key(request)
-    let binding = await server.application.blobBindings[key]
+    let binding = try await ledgerCall { try await ledger.binding(of: key) }
     switch binding {
     case nil:
       do {
-        try await server.handle(.uploadStarted(key), from: user)
+        try await ledger.handle(.uploadStarted(key), from: user)
       } catch let error as EventAPIError where error.code == .badRequest {
         // Another user bound it first, or this user has too many uploads waiting.
-        if await server.application.blobBindings[key] != nil { throw Self.gone(key) }
+        if try await ledgerCall({ try await ledger.binding(of: key) }) != nil { throw Self.gone(key) }
         throw HTTPAnswer.Refusal(
           status: .tooManyRequests,
           error: EventAPIError(code: .quotaExceeded, message: error.message)
@@ -182,12 +200,12 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
   /// Refuses a chunk that would take `user` over their bytes: what the application counts (completed uploads,
   /// videos not released) plus every upload of theirs in progress.
   private func checkUserBytes(_ user: UserID, adding count: Int) async throws {
-    let application = await server.application
-    var total = application.storedBytes(of: user) + count
-    for key in application.uploads(of: user) {
+    let usage = try await ledgerCall { try await ledger.usage(of: user) }
+    var total = usage.storedBytes + count
+    for key in usage.uploads {
       total += try await blobCall { try await blobs.partialLength(key) }
     }
-    let maximum = application.limits.maximumBytesPerUser
+    let maximum = await ledger.limits.maximumBytesPerUser
     guard total <= maximum else {
       throw HTTPAnswer.Refusal(
         status: .tooManyRequests,
@@ -199,8 +217,19 @@ public struct BlobRoutes<C: Clock>: Sendable where C.Duration == Duration {
   private func admitReader(_ request: Request) async throws -> BlobKey {
     let user = try await gate.admit(authorization: request.headers[.authorization])
     let key = try key(request)
-    guard await server.application.mayRead(key, user: user) else { throw Self.gone(key) }
+    guard try await ledgerCall({ try await ledger.mayRead(key, user: user) }) else { throw Self.gone(key) }
     return key
+  }
+
+  /// Asks the ledger: a server that cannot answer now (its database unreachable) is 503, retried.
+  private func ledgerCall<Value>(_ body: () async throws -> Value) async throws -> Value {
+    do {
+      return try await body()
+    } catch let error as EventAPIError {
+      throw error
+    } catch {
+      throw EventAPIError.serviceUnavailable("the video server cannot answer now: \(error)", retryAfter: .seconds(1))
+    }
   }
 
   private func blobCall<Value>(_ body: () async throws -> Value) async throws -> Value {

@@ -94,15 +94,9 @@ struct EventServerMain {
           log: log
         )
         try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
-      default:
-        let blobs = FileBlobStore(directory: options.dataDirectory.appendingPathComponent("blobs"))
-        let limits = configuration.limits
-        let janitor = VideoBlobJanitor(grace: options.blobGrace)
-        let janitorLogger = logger
-        let janitorTask = PeriodicTask<VideoServer>(name: "blob janitor", interval: options.janitorInterval) {
-          events in
-          let deleted = try await janitor.run(server: events, blobs: blobs, now: Timestamp(Date()))
-          if !deleted.isEmpty { janitorLogger.info("blob janitor deleted \(deleted.count) blobs") }
+      case "videos-memory":
+        let video = VideoServing<VideoServer>(options: options, limits: configuration.limits, logger: logger) {
+          InMemoryVideoBlobLedger(server: $0)
         }
         let server = EventHTTPServer(
           application: VideoServer(),
@@ -110,13 +104,27 @@ struct EventServerMain {
           logger: logger,
           pushGateway: pushGateway,
           log: log,
-          periodicTasks: [janitorTask]
-        ) {
-          router,
-          events,
-          gate in
-          BlobRoutes(server: events, blobs: blobs, gate: gate, limits: limits) { Timestamp(Date()) }.add(to: router)
-        }
+          periodicTasks: [video.janitorTask],
+          extraRoutes: video.addRoutes
+        )
+        try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
+      default:
+        // The videos, blob bindings and histories in tables of the database (SQLite in --data-dir, or PostgreSQL).
+        let application = StoredVideoServer()
+        let video = VideoServing<StoredRelay<StoredVideoServer>>(
+          options: options,
+          limits: configuration.limits,
+          logger: logger
+        ) { StoredVideoBlobLedger(server: $0, application: application) }
+        let server = EventHTTPServer(
+          storedApplication: application,
+          configuration: configuration,
+          logger: logger,
+          pushGateway: pushGateway,
+          log: postgres,
+          periodicTasks: [video.janitorTask],
+          extraRoutes: video.addRoutes
+        )
         try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning)
       }
       try await pushClient?.shutdown()
@@ -145,8 +153,9 @@ struct EventServerArguments: ParsableCommand {
 
   @Option(
     help: """
-      videos (default) | episodes | notes (the sample note board, its notes in a database table) | notes-memory \
-      (the same board held in memory and rebuilt from the log: the one a cluster of nodes serves)
+      videos (default: video messaging, its videos in database tables) | videos-memory (the same service held \
+      in memory and rebuilt from the log) | episodes | notes (the sample note board, its notes in a database \
+      table) | notes-memory (the same board held in memory)
       """
   )
   var app = "videos"
@@ -231,8 +240,8 @@ struct EventServerArguments: ParsableCommand {
         throw ValidationError("--\(name) must be in \(range.lowerBound)...\(range.upperBound), not \(value)")
       }
     }
-    guard ["videos", "episodes", "notes", "notes-memory"].contains(app) else {
-      throw ValidationError("--app must be videos, episodes, notes or notes-memory, not '\(app)'")
+    guard ["videos", "videos-memory", "episodes", "notes", "notes-memory"].contains(app) else {
+      throw ValidationError("--app must be videos, videos-memory, episodes, notes or notes-memory, not '\(app)'")
     }
     guard ["text", "json"].contains(logFormat) else {
       throw ValidationError("--log-format must be text or json, not '\(logFormat)'")

@@ -13,9 +13,12 @@ struct BlobTests {
     return HTTPBlobStore(endpoint: HTTPEndpoint(baseURL: live.url, credentials: .init(user: user, apiKey: key)))
   }
 
-  @Test("an upload resumes from the stored length; the recipient reads ranges; others get BLOB_GONE")
-  func resumableBothWays() async throws {
-    let live = try await LiveServer.start()
+  @Test(
+    "an upload resumes from the stored length; the recipient reads ranges; others get BLOB_GONE",
+    arguments: VideoServerKind.allCases
+  )
+  func resumableBothWays(kind: VideoServerKind) async throws {
+    let live = try await LiveServer.start(kind)
     defer { live.removeData() }
     let alice = store(live, "alice")
     let bob = store(live, "bob")
@@ -37,8 +40,7 @@ struct BlobTests {
     } catch {
       #expect(error.isGone)
     }
-    let events = try live.events
-    try await events.handle(
+    try await live.ledger.handle(
       .uploaded(VideoUpload(video: "v1", recipient: "bob", blobKey: key, size: bytes.count)),
       from: "alice"
     )
@@ -51,16 +53,19 @@ struct BlobTests {
     try await live.stop()
   }
 
-  @Test("upload ownership survives a restart: after it, another user still cannot append to the upload")
-  func ownershipSurvivesRestart() async throws {
-    let first = try await LiveServer.start()
+  @Test(
+    "upload ownership survives a restart: after it, another user still cannot append to the upload",
+    arguments: VideoServerKind.allCases
+  )
+  func ownershipSurvivesRestart(kind: VideoServerKind) async throws {
+    let first = try await LiveServer.start(kind)
     defer { first.removeData() }
     let key = BlobKey(rawValue: "videos/alice-partial")
     try await store(first, "alice").append(Data(repeating: 1, count: 1_000), to: key, at: 0)
-    #expect(await (try first.events).application.uploadOwner(of: key) == "alice")
+    #expect(try await first.ledger.binding(of: key)?.owner == "alice")
     try await first.stop()
 
-    let second = try await LiveServer.start(dataDirectory: first.dataDirectory)
+    let second = try await LiveServer.start(kind, dataDirectory: first.dataDirectory)
     let bob = store(second, "bob")
     do {
       try await bob.append(Data([2]), to: key, at: 1_000)
@@ -73,9 +78,12 @@ struct BlobTests {
     try await second.stop()
   }
 
-  @Test("two devices exchange a video over HTTP: uploaded, downloaded, viewed, on both sides")
-  func devicesExchangeAVideo() async throws {
-    let live = try await LiveServer.start()
+  @Test(
+    "two devices exchange a video over HTTP: uploaded, downloaded, viewed, on both sides",
+    arguments: VideoServerKind.allCases
+  )
+  func devicesExchangeAVideo(kind: VideoServerKind) async throws {
+    let live = try await LiveServer.start(kind)
     defer { live.removeData() }
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("devices-\(UUID())")
     defer { try? FileManager.default.removeItem(at: folder) }

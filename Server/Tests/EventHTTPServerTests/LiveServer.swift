@@ -3,6 +3,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import Logging
+import Testing
 import UpdateMachine
 import VideoBlobRoutes
 import VideoMessaging
@@ -12,21 +13,45 @@ let testKeyByUser: [UserID: String] = ["alice": "alice-key-1", "bob": "bob-key-2
 // Every key is longer than the minimum: this cannot throw.
 let testKeys = try! APIKeys(testKeyByUser)
 
+/// Which video server a live test runs: the in-memory ``VideoServer`` (`--app videos-memory`) or the
+/// ``StoredVideoServer`` with its tables in the data directory's SQLite database (`--app videos`).
+enum VideoServerKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+  case memory
+  case stored
+
+  var testDescription: String { rawValue }
+}
+
 /// An `EventHTTPServer` serving the video domain on 127.0.0.1 and a port the system picks, in this process,
 /// stopped by ``stop()`` (every test bounds its time with `.timeLimit`).
 struct LiveServer {
-  let server: EventHTTPServer<VideoServer>
+  /// The server, of either kind.
+  enum Host {
+    case memory(EventHTTPServer<VideoServer>)
+    case stored(EventHTTPServer<StoredRelay<StoredVideoServer>>, StoredVideoServer)
+  }
+
+  let host: Host
   let task: Task<Void, any Error>
   let port: Int
   let dataDirectory: URL
 
   var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
+  /// The in-memory server (the tests that read its state directly).
+  var server: EventHTTPServer<VideoServer> {
+    get throws {
+      guard case .memory(let server) = host else { throw URLError(.unsupportedURL) }
+      return server
+    }
+  }
+
   /// Starts a server; `port` 0 picks one (pass an earlier server's to restart in its place).
   static func start(
+    _ kind: VideoServerKind = .memory,
     dataDirectory: URL = FileManager.default.temporaryDirectory.appendingPathComponent("live-\(UUID())"),
     port: Int = 0,
-    application: VideoServer = VideoServer(),
+    limits videoLimits: VideoServerLimits = VideoServerLimits(),
     janitor: (interval: Duration, grace: Duration)? = nil,
     configure: (inout EventHTTPServerConfiguration) -> Void = { _ in }
   ) async throws -> LiveServer {
@@ -39,50 +64,106 @@ struct LiveServer {
     logger.logLevel = .warning
     let blobs = FileBlobStore(directory: dataDirectory.appendingPathComponent("blobs"))
     let limits = configuration.limits
-    var tasks: [PeriodicTask<VideoServer>] = []
-    if let janitor {
-      let sweeper = VideoBlobJanitor(grace: janitor.grace)
-      tasks.append(
-        PeriodicTask(name: "blob janitor", interval: janitor.interval) { events in
-          _ = try await sweeper.run(server: events, blobs: blobs, now: Timestamp(Date()))
-        }
-      )
-    }
-    let server = EventHTTPServer(
-      application: application,
-      configuration: configuration,
-      logger: logger,
-      periodicTasks: tasks
-    ) {
-      router,
-      events,
-      gate in
-      BlobRoutes(server: events, blobs: blobs, gate: gate, limits: limits) { Timestamp(Date()) }.add(to: router)
+    let sweeper = janitor.map { (VideoBlobJanitor(grace: $0.grace), $0.interval) }
+    let host: Host
+    let run: @Sendable (@escaping @Sendable (Int) async -> Void) async throws -> Void
+    switch kind {
+    case .memory:
+      let tasks = sweeper.map { sweeper, interval in
+        [
+          PeriodicTask<VideoServer>(name: "blob janitor", interval: interval) { events in
+            _ = try await sweeper.run(server: events, blobs: blobs, now: Timestamp(Date()))
+          }
+        ]
+      }
+      let server = EventHTTPServer(
+        application: VideoServer(limits: videoLimits),
+        configuration: configuration,
+        logger: logger,
+        periodicTasks: tasks ?? []
+      ) { router, events, gate in
+        BlobRoutes(server: events, blobs: blobs, gate: gate, limits: limits) { Timestamp(Date()) }.add(to: router)
+      }
+      host = .memory(server)
+      run = { try await server.run(handleSignals: false, onRunning: $0) }
+    case .stored:
+      let application = StoredVideoServer(limits: videoLimits)
+      let ledger:
+        @Sendable (EventServer<StoredRelay<StoredVideoServer>, ContinuousClock>) -> StoredVideoBlobLedger<
+          ContinuousClock
+        > = { StoredVideoBlobLedger(server: $0, application: application) }
+      let tasks = sweeper.map { sweeper, interval in
+        [
+          PeriodicTask<StoredRelay<StoredVideoServer>>(name: "blob janitor", interval: interval) { events in
+            _ = try await sweeper.run(ledger: ledger(events), blobs: blobs, now: Timestamp(Date()))
+          }
+        ]
+      }
+      let server = EventHTTPServer(
+        storedApplication: application,
+        configuration: configuration,
+        logger: logger,
+        periodicTasks: tasks ?? []
+      ) { router, events, gate in
+        BlobRoutes(ledger: ledger(events), blobs: blobs, gate: gate, limits: limits) { Timestamp(Date()) }
+          .add(to: router)
+      }
+      host = .stored(server, application)
+      run = { try await server.run(handleSignals: false, onRunning: $0) }
     }
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     let task = Task {
       defer { continuation.finish() }
-      try await server.run(handleSignals: false) { continuation.yield($0) }
+      try await run { continuation.yield($0) }
     }
     var iterator = ports.makeAsyncIterator()
     guard let bound = await iterator.next() else {
       try await task.value
       throw URLError(.cannotConnectToHost)
     }
-    return LiveServer(server: server, task: task, port: bound, dataDirectory: dataDirectory)
+    return LiveServer(host: host, task: task, port: bound, dataDirectory: dataDirectory)
   }
 
   /// Shuts down gracefully (parked polls answered, HTTP drained, state written) and waits for the end.
   func stop() async throws {
-    await server.shutdown()
+    switch host {
+    case .memory(let server): await server.shutdown()
+    case .stored(let server, _): await server.shutdown()
+    }
     try await task.value
   }
 
-  /// The event server behind it.
+  /// The in-memory event server behind it.
   var events: EventServer<VideoServer, ContinuousClock> {
     get throws {
-      guard let events = server.eventServer else { throw URLError(.cannotConnectToHost) }
+      guard let events = try server.eventServer else { throw URLError(.cannotConnectToHost) }
       return events
+    }
+  }
+
+  /// The server's blob keys, whichever its kind.
+  var ledger: any VideoBlobLedger {
+    get throws {
+      switch host {
+      case .memory(let server):
+        guard let events = server.eventServer else { throw URLError(.cannotConnectToHost) }
+        return InMemoryVideoBlobLedger(server: events)
+      case .stored(let server, let application):
+        guard let events = server.eventServer else { throw URLError(.cannotConnectToHost) }
+        return StoredVideoBlobLedger(server: events, application: application)
+      }
+    }
+  }
+
+  /// How many videos the server tracks, whichever its kind.
+  func trackedVideoCount() async throws -> Int {
+    switch host {
+    case .memory: return try await events.application.videos.count
+    case .stored(let server, _):
+      guard let events = server.eventServer else { throw URLError(.cannotConnectToHost) }
+      return try await events.readStoredState { transaction in
+        Int(try await transaction.execute("SELECT count(*) AS n FROM videos").first?["n"]?.integer ?? -1)
+      }
     }
   }
 

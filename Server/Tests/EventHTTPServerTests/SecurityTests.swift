@@ -11,9 +11,12 @@ import VideoMessaging
 struct SecurityTests {
   private static let secret = Data("alice's secret video".utf8)
 
-  @Test("1. a blob key is not a capability: naming Alice's key in Bob's video is refused, Carol cannot read it")
-  func blobKeyIsNotACapability() async throws {
-    let live = try await LiveServer.start()
+  @Test(
+    "1. a blob key is not a capability: naming Alice's key in Bob's video is refused, Carol cannot read it",
+    arguments: VideoServerKind.allCases
+  )
+  func blobKeyIsNotACapability(kind: VideoServerKind) async throws {
+    let live = try await LiveServer.start(kind)
     defer { live.removeData() }
     let http = RawHTTP(base: live.url)
     let key = "videos/alice-secret"
@@ -33,9 +36,12 @@ struct SecurityTests {
     try await live.stop()
   }
 
-  @Test("2. deleting a video revokes reading at once; the key is never claimable again; the janitor removes the file")
-  func deletionRevokes() async throws {
-    let live = try await LiveServer.start(janitor: (interval: .milliseconds(200), grace: .seconds(3600)))
+  @Test(
+    "2. deleting a video revokes reading at once; the key is never claimable again; the janitor removes the file",
+    arguments: VideoServerKind.allCases
+  )
+  func deletionRevokes(kind: VideoServerKind) async throws {
+    let live = try await LiveServer.start(kind, janitor: (interval: .milliseconds(200), grace: .seconds(3600)))
     defer { live.removeData() }
     let http = RawHTTP(base: live.url)
     let key = "videos/alice-2"
@@ -68,9 +74,12 @@ struct SecurityTests {
     try await live.stop()
   }
 
-  @Test("3. K.partial does not reach K's upload in progress: another user can neither read nor extend it")
-  func partialNamespace() async throws {
-    let live = try await LiveServer.start()
+  @Test(
+    "3. K.partial does not reach K's upload in progress: another user can neither read nor extend it",
+    arguments: VideoServerKind.allCases
+  )
+  func partialNamespace(kind: VideoServerKind) async throws {
+    let live = try await LiveServer.start(kind)
     defer { live.removeData() }
     let http = RawHTTP(base: live.url)
     let key = "videos/alice-3"
@@ -101,9 +110,12 @@ struct SecurityTests {
     try await live.stop()
   }
 
-  @Test("4. upload ownership survives a restart: afterwards another user still cannot extend or complete it")
-  func ownershipDurable() async throws {
-    let first = try await LiveServer.start()
+  @Test(
+    "4. upload ownership survives a restart: afterwards another user still cannot extend or complete it",
+    arguments: VideoServerKind.allCases
+  )
+  func ownershipDurable(kind: VideoServerKind) async throws {
+    let first = try await LiveServer.start(kind)
     defer { first.removeData() }
     let key = "videos/alice-4"
     var http = RawHTTP(base: first.url)
@@ -115,7 +127,7 @@ struct SecurityTests {
       body: Self.secret
     )
     try await first.stop()
-    let second = try await LiveServer.start(dataDirectory: first.dataDirectory)
+    let second = try await LiveServer.start(kind, dataDirectory: first.dataDirectory)
     http = RawHTTP(base: second.url)
     let offset = String(Self.secret.count)
     let append = try await http.send(
@@ -132,10 +144,11 @@ struct SecurityTests {
   }
 
   @Test(
-    "5. no command of Bob's drops Alice's queue: an oversize one is refused to Bob, and Alice's poll is still served"
+    "5. no command of Bob's drops Alice's queue: an oversize one is refused to Bob, and Alice's poll is still served",
+    arguments: VideoServerKind.allCases
   )
-  func oversizeCommandRefusedToSender() async throws {
-    let live = try await LiveServer.start()
+  func oversizeCommandRefusedToSender(kind: VideoServerKind) async throws {
+    let live = try await LiveServer.start(kind)
     defer { live.removeData() }
     let http = RawHTTP(base: live.url)
     let register = try await http.send(
@@ -165,17 +178,18 @@ struct SecurityTests {
       as: "alice"
     )
     #expect(poll.status == 200)
-    #expect(try await live.events.application.videos.isEmpty)
+    #expect(try await live.trackedVideoCount() == 0)
     try await live.stop()
   }
 
   @Test(
-    "6. growth per user is bounded: long ids, too many videos, push tokens and clients are refused, nothing stored grows"
+    "6. growth per user is bounded: long ids, too many videos, push tokens and clients are refused, nothing stored grows",
+    arguments: VideoServerKind.allCases
   )
-  func growthBounded() async throws {
+  func growthBounded(kind: VideoServerKind) async throws {
     var limits = VideoServerLimits()
     limits.maximumVideosInFlightPerSender = 3
-    let live = try await LiveServer.start(application: VideoServer(limits: limits))
+    let live = try await LiveServer.start(kind, limits: limits)
     defer { live.removeData() }
     let http = RawHTTP(base: live.url)
     for index in 1...3 {
@@ -205,8 +219,7 @@ struct SecurityTests {
       #expect(try await token("token\(index)", client: "c\(index)") == 200)
     }
     #expect(try await token("one-too-many", client: "c-extra") == 400)
-    let application = try await live.events.application
-    #expect(application.videos.count == 3)
+    #expect(try await live.trackedVideoCount() == 3)
     try await live.stop()
   }
 

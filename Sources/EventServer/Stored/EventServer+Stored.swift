@@ -158,6 +158,29 @@ extension EventServer {
     }
   }
 
+  /// Changes the stored application's tables where no client needs to hear of it: bookkeeping, such as
+  /// forgetting the blobs a janitor has deleted. It runs in order with the application's inputs and commits
+  /// with them, but it is not an input: it reaches no queue and leaves no record in the log (the in-memory
+  /// counterpart is ``updateBookkeeping(_:)``). A change clients must see is a command.
+  ///
+  /// ```swift
+  /// try await server.writeStoredBookkeeping { transaction in
+  ///   try await transaction.execute("DELETE FROM blob_deletions WHERE blob_key = ?", [.text("videos/v1")])
+  /// }
+  /// ```
+  /// - Returns: What `body` returned, once committed.
+  /// - Throws: What `body` threw (its writes rolled back); ``ServerLogError`` when the server has no stored
+  ///   application or its log failed.
+  @discardableResult
+  public func writeStoredBookkeeping<Value: Sendable>(
+    _ body: @escaping @Sendable (any DatabaseTransaction) async throws -> Value
+  ) async throws -> Value {
+    guard let log = durability?.log as? any TransactionalServerLog, storedDriver != nil else {
+      throw ServerLogError.storage("this server keeps no application state in a database")
+    }
+    return try await runStored(on: log, work: body) { _, wrote in try wrote.get() }
+  }
+
   /// Carries a read's value out of the savepoint that is rolled back after it.
   private struct ReadOnly<Value: Sendable>: Error {
     var value: Value
