@@ -156,8 +156,10 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     try Self.check(upload.video.rawValue, "a video id", limits.maximumVideoIDBytes)
     try Self.check(upload.recipient.rawValue, "a recipient", limits.maximumUserIDBytes)
     try Self.check(upload.blobKey.rawValue, "a blob key", limits.maximumBlobKeyBytes)
-    if let known = videos[upload.video] {
-      guard known.sender == user else { throw CommandRejection("video \(upload.video) belongs to another sender") }
+    // An id still tracked or still in its conversation's history is taken: a repeat from its sender changes
+    // nothing, and nobody else may reuse it.
+    if let known = videos[upload.video]?.sender ?? history[upload.video]?.sender {
+      guard known == user else { throw CommandRejection("video \(upload.video) belongs to another sender") }
       drop("repeated uploaded for \(upload.video)")
       return []
     }

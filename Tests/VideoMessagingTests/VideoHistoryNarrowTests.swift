@@ -77,6 +77,27 @@ struct VideoHistoryNarrowTests {
     }
   }
 
+  @Test("a retired video's id stays taken while its history keeps it: a repeat is a no-op, another sender is refused")
+  func retiredIDStaysTaken() throws {
+    var server = VideoServer()
+    let video = videoID(1)
+    _ = try server.handle(.uploaded(upload(video, to: bob)), from: alice, at: t0)
+    _ = try server.handle(.downloaded(video), from: bob, at: t0)
+    let retired = server.deadlineReached(at: t0.advanced(by: server.retention.afterDownloaded))
+    #expect(retired.map(\.event) == [.untracked(VideoGone(video: video, reason: .retired))])
+    #expect(server.videos[video] == nil && server.history[video] != nil)
+    let before = server
+    // Alice's outbox retrying the notice long after: nothing changes, nothing is sent.
+    #expect(
+      try server.handle(.uploaded(upload(video, to: bob)), from: alice, at: t0.advanced(by: .seconds(99))).isEmpty
+    )
+    #expect(server.videos == before.videos && server.history == before.history)
+    #expect(throws: CommandRejection.self) {
+      try server.handle(.uploaded(upload(video, to: carol)), from: carol, at: t0.advanced(by: .seconds(99)))
+    }
+    #expect(server.history == before.history)
+  }
+
   @Test("an old video on screen changes live: viewed, then deleted")
   func oldVideoChangesLive() {
     var world = LoopbackWorld(

@@ -16,23 +16,19 @@ public struct StoredVideoBlobLedger<C: Clock>: VideoBlobLedger where C.Duration 
   }
 
   public func binding(of key: BlobKey) async throws -> BlobBinding? {
-    try await server.readStoredState { try await VideoTables(transaction: $0).binding(key) }
+    try await server.readStoredState { [application] in try await application.binding(of: key, in: $0) }
   }
 
   public func mayRead(_ key: BlobKey, user: UserID) async throws -> Bool {
-    try await server.readStoredState { transaction in
-      let tables = VideoTables(transaction: transaction)
-      guard let binding = try await tables.binding(key), binding.releasedAt == nil, let id = binding.video,
-        let video = try await tables.video(id), !video.blobReleased
-      else { return false }
-      return video.sender == user || video.recipient == user
-    }
+    try await server.readStoredState { [application] in try await application.mayRead(key, user: user, in: $0) }
   }
 
   public func usage(of user: UserID) async throws -> (storedBytes: Int, uploads: Set<BlobKey>) {
-    let (bytes, uploads) = try await server.readStoredState { transaction in
-      let tables = VideoTables(transaction: transaction)
-      return (try await tables.storedBytes(of: user), try await tables.uploads(of: user))
+    let (bytes, uploads) = try await server.readStoredState { [application] transaction in
+      (
+        try await application.storedBytes(of: user, in: transaction),
+        try await application.uploads(of: user, in: transaction)
+      )
     }
     return (bytes, uploads)
   }
@@ -42,16 +38,12 @@ public struct StoredVideoBlobLedger<C: Clock>: VideoBlobLedger where C.Duration 
   }
 
   public func unclaimedBlobs(in listing: [BlobInfo], now: Timestamp, grace: Duration) async throws -> [BlobKey] {
-    let old = listing.filter { $0.createdAt.advanced(by: grace) <= now }.map(\.key)
-    return try await server.readStoredState { transaction in
-      let tables = VideoTables(transaction: transaction)
-      var unclaimed: [BlobKey] = []
-      for key in old where try await !tables.isClaimed(key) { unclaimed.append(key) }
-      return unclaimed.sorted()
+    try await server.readStoredState { [application] in
+      try await application.unclaimedBlobs(in: listing, now: now, grace: grace, in: $0)
     }
   }
 
   public func takeBlobDeletions() async throws -> [BlobKey] {
-    try await server.writeStoredBookkeeping { try await VideoTables(transaction: $0).takeDeletions() }
+    try await server.writeStoredBookkeeping { [application] in try await application.takeBlobDeletions(in: $0) }
   }
 }

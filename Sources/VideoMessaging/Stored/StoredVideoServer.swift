@@ -143,8 +143,9 @@ public struct StoredVideoServer: StoredApplication {
     try VideoServer.check(upload.video.rawValue, "a video id", limits.maximumVideoIDBytes)
     try VideoServer.check(upload.recipient.rawValue, "a recipient", limits.maximumUserIDBytes)
     try VideoServer.check(upload.blobKey.rawValue, "a blob key", limits.maximumBlobKeyBytes)
-    if let known = try await tables.video(upload.video) {
-      guard known.sender == user else { throw CommandRejection("video \(upload.video) belongs to another sender") }
+    // An id still tracked or still in its conversation's history is taken (as in ``VideoServer``).
+    if let known = try await tables.sender(of: upload.video) {
+      guard known == user else { throw CommandRejection("video \(upload.video) belongs to another sender") }
       return []
     }
     guard (0...limits.maximumVideoBytes).contains(upload.size) else {

@@ -23,6 +23,15 @@ extension VideoTables {
     return Int(rows.first?["position"]?.integer ?? 0)
   }
 
+  /// Who sent `video`, while it is tracked or in its conversation's history: its id is taken until then.
+  func sender(of video: VideoID) async throws -> UserID? {
+    let rows = try await transaction.execute(
+      "SELECT sender FROM videos WHERE id = ? UNION SELECT sender FROM video_history WHERE video = ?",
+      [.text(video.rawValue), .text(video.rawValue)]
+    )
+    return rows.first?["sender"]?.text.map(UserID.init(rawValue:))
+  }
+
   /// Records the status a video of the history reached.
   func setHistoryStatus(of video: VideoID, to status: VideoStatus) async throws {
     try await transaction.execute(
