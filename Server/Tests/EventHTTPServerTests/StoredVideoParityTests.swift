@@ -105,7 +105,7 @@ struct StoredVideoParityTests {
 
   static let cases: [(StoredBackend, UInt64)] =
     Array(1...12).map { (StoredBackend.sqlite, UInt64($0)) }
-    + (testPostgresURL == nil ? [] : Array(1...4).map { (StoredBackend.postgres, UInt64($0)) })
+    + (testPostgresURL == nil ? [] : Array(1...2).map { (StoredBackend.postgres, UInt64($0)) })
 
   @Test("every step agrees", arguments: cases)
   func everyStepAgrees(_ backend: StoredBackend, _ seed: UInt64) async throws {
