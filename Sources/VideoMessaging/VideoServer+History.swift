@@ -58,24 +58,34 @@ extension VideoServer {
   /// narrow for every video of the caller's conversations. Another user's conversation is refused.
   public func fetch(_ request: FetchRequest, for user: UserID) throws(CommandRejection) -> FetchPage<VideoHistoryItem> {
     let list: [VideoHistoryItem]
-    switch request.narrow.terms.count {
-    case 0:
+    if let conversation = try Self.conversation(of: request.narrow, for: user) {
+      list = (conversations[conversation] ?? []).compactMap { history[$0] }
+    } else {
       list = conversations.filter { $0.key.first == user || $0.key.second == user }.values
         .flatMap { $0.compactMap { history[$0] } }
         .sorted { $0.position < $1.position }
+    }
+    return FetchPage.select(list, request: request, position: \.position)
+  }
+
+  /// The conversation a narrow names (`dm:a,b`, one term naming `user`), or `nil` for the empty narrow
+  /// (every conversation of `user`).
+  /// - Throws: ``CommandRejection`` for any other narrow, or another user's conversation.
+  static func conversation(of narrow: Narrow, for user: UserID) throws(CommandRejection) -> Conversation? {
+    switch narrow.terms.count {
+    case 0:
+      return nil
     case 1:
-      guard let operand = request.narrow.operand("dm") else {
+      guard let operand = narrow.operand("dm") else {
         throw CommandRejection("the video service's narrows are dm:<user>,<user>")
       }
       let participants = VideoHistory.participants(operand)
       guard participants.contains(user), (1...2).contains(participants.count) else {
         throw CommandRejection("a conversation's narrow names the caller and at most one other user")
       }
-      let friend = participants.subtracting([user]).first ?? user
-      list = (conversations[Conversation(user, friend)] ?? []).compactMap { history[$0] }
+      return Conversation(user, participants.subtracting([user]).first ?? user)
     default:
       throw CommandRejection("the video service's narrows have one term, dm:<user>,<user>")
     }
-    return FetchPage.select(list, request: request, position: \.position)
   }
 }

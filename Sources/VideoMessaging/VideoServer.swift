@@ -94,8 +94,13 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
   public typealias FetchedItem = VideoHistoryItem
 
   public func snapshot(for user: UserID) -> VideoSnapshot {
-    let mine = (footprints[user]?.videos ?? []).sorted().compactMap { videos[$0] }
-    return VideoSnapshot(
+    Self.snapshot(for: user, of: (footprints[user]?.videos ?? []).sorted().compactMap { videos[$0] })
+  }
+
+  /// What `user` sees of `mine`, the videos they sent or receive, sorted by id: shared by ``VideoServer``
+  /// and ``StoredVideoServer``.
+  static func snapshot(for user: UserID, of mine: [TrackedVideo]) -> VideoSnapshot {
+    VideoSnapshot(
       outgoing: mine.filter { $0.sender == user }.map {
         OutgoingVideo(id: $0.id, recipient: $0.recipient, status: $0.status)
       },

@@ -38,16 +38,7 @@ public struct StoredVideoServer: StoredApplication {
   public var migrations: [SchemaMigration] { Self.schema }
 
   public func snapshot(for user: UserID, in transaction: any DatabaseTransaction) async throws -> VideoSnapshot {
-    let mine = try await VideoTables(transaction: transaction).videos(of: user)
-    return VideoSnapshot(
-      outgoing: mine.filter { $0.sender == user }.map {
-        OutgoingVideo(id: $0.id, recipient: $0.recipient, status: $0.status)
-      },
-      incoming: mine.filter { $0.recipient == user && $0.status == .uploaded }
-        .map { IncomingVideo(id: $0.id, sender: $0.sender, blobKey: $0.blobKey, size: $0.size) },
-      received: mine.filter { $0.recipient == user && $0.status >= .downloaded }
-        .map { ReceivedVideo(id: $0.id, sender: $0.sender, status: $0.status) }
-    )
+    VideoServer.snapshot(for: user, of: try await VideoTables(transaction: transaction).videos(of: user))
   }
 
   public func handle(
@@ -90,23 +81,8 @@ public struct StoredVideoServer: StoredApplication {
     for user: UserID,
     in transaction: any DatabaseTransaction
   ) async throws -> FetchPage<VideoHistoryItem> {
-    let tables = VideoTables(transaction: transaction)
-    switch request.narrow.terms.count {
-    case 0:
-      return try await tables.historyPage(request, of: nil, for: user)
-    case 1:
-      guard let operand = request.narrow.operand("dm") else {
-        throw CommandRejection("the video service's narrows are dm:<user>,<user>")
-      }
-      let participants = VideoHistory.participants(operand)
-      guard participants.contains(user), (1...2).contains(participants.count) else {
-        throw CommandRejection("a conversation's narrow names the caller and at most one other user")
-      }
-      let friend = participants.subtracting([user]).first ?? user
-      return try await tables.historyPage(request, of: VideoServer.Conversation(user, friend), for: user)
-    default:
-      throw CommandRejection("the video service's narrows have one term, dm:<user>,<user>")
-    }
+    let conversation = try VideoServer.conversation(of: request.narrow, for: user)
+    return try await VideoTables(transaction: transaction).historyPage(request, of: conversation, for: user)
   }
 
   public func nextDeadline(in transaction: any DatabaseTransaction) async throws -> Timestamp? {
