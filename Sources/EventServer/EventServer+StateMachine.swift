@@ -63,6 +63,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   public internal(set) var oversizeEvents = 0
   /// The inputs recorded for the input log since the shell last took them; `nil` when not recording.
   var recorded: [ServerLogEntry<Application.Command>]?
+  /// Polls' acknowledgements the log does not hold yet (recorded lazily: a poll writes nothing).
+  var unrecordedAcknowledgements = UnrecordedAcknowledgements()
 
   /// Creates a server with no queues.
   /// - Parameters:
@@ -89,6 +91,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     min(
       nextSweepAt,
       heartbeats.nextTime ?? nextSweepAt,
+      acknowledgementsDueAt ?? nextSweepAt,
       pushRegistry.nextDueAt ?? nextSweepAt,
       application.nextDeadline ?? nextSweepAt
     )
@@ -223,7 +226,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       actions.append(.completePoll(pollID, .failed(error)))
       return actions
     }
-    record(.acknowledged(queueID: queueID, lastEventID: lastEventID), now: now)
+    noteAcknowledgement(queueID, lastEventID: lastEventID, now: now)
     applyAcknowledged(slot: slot, lastEventID: lastEventID, now: now)
     if let displaced = table.store[parkedPollOf: slot] {
       completeParkedPoll(displaced.pollID, on: slot, now: now, actions: &actions)
@@ -282,7 +285,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     guard let slot = parkedPolls.removeValue(forKey: pollID) else { return [] }
     table.store[parkedPollOf: slot] = nil
     let queueID = table.store[slot: slot].id
-    record(.acknowledged(queueID: queueID, lastEventID: nil), now: now)
+    noteAcknowledgement(queueID, lastEventID: nil, now: now)
     applyAcknowledged(slot: slot, lastEventID: nil, now: now)
     discardEndedHeartbeats()
     return [.completePoll(pollID, .cancelled)]
@@ -713,6 +716,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       record(.heartbeatsSent(queueIDs: heartbeatQueues), now: now)
       applyHeartbeats(heartbeatQueues, now: now, actions: &actions)
     }
+    if let due = acknowledgementsDueAt, due <= now { recordAcknowledgements(now: now) }
     if now >= nextSweepAt {
       // The expiry index yields only what came due, so a sweep that finds nothing costs next to nothing; the
       // expired are removed in id order, so the application hears of them in a deterministic order.
@@ -731,9 +735,11 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   }
 
   /// Every connection dropped (the server is shutting down): each parked poll completes as cancelled, and
-  /// its events stay queued for the client's next poll.
+  /// its events stay queued for the client's next poll. Every acknowledgement not yet recorded is recorded.
   public mutating func connectionsDropped(now: Timestamp) -> [Action] {
-    parkedPolls.keys.sorted().flatMap { pollCancelled($0, now: now) }
+    let actions = parkedPolls.keys.sorted().flatMap { pollCancelled($0, now: now) }
+    recordAcknowledgements(now: now)
+    return actions
   }
 
   // MARK: - Restart

@@ -520,7 +520,12 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     // cluster node keeps waiting for its own: other nodes keep its queue alive by the recorded contact).
     let acknowledgementsOnly =
       durability!.shared == nil && !entries.isEmpty
-      && entries.allSatisfy { if case .acknowledged = $0.input { true } else { false } }
+      && entries.allSatisfy {
+        switch $0.input {
+        case .acknowledged, .acknowledgements: true
+        default: false
+        }
+      }
     // Mutated in place: the gated list and the pending records are not copied per request.
     let (position, write) = durability!.commit.enqueue(frames, acknowledgementsOnly: acknowledgementsOnly)
     durability!.recordsSinceSnapshot += frames.count

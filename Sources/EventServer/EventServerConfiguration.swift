@@ -10,6 +10,11 @@ public struct EventServerConfiguration: Sendable, Hashable {
   public var heartbeatMaximum: Duration = .seconds(55)
   /// How often expired queues are swept away. Default 60 s.
   public var sweepInterval: Duration = .seconds(60)
+  /// How long a poll's acknowledgement may wait before it is written to the input log, when no other input
+  /// is written meanwhile (any other input writes the waiting acknowledgements first). Polls themselves write
+  /// nothing; a crash loses at most this much acknowledgement, which only redelivers events clients skip by
+  /// id. Zero writes each poll's acknowledgement at once. Default 2 s.
+  public var acknowledgementFlushInterval: Duration = .seconds(2)
   /// The most events a queue may hold; one more drops the queue (its client re-registers). Default 10,000.
   ///
   /// What a queue's owner leaves unread counts against that owner alone: whoever wrote the events, a writer

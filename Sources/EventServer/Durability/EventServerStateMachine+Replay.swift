@@ -29,7 +29,36 @@ extension EventServerStateMachine {
   /// run-time metadata lookup per request on a server that keeps no log.
   mutating func record(_ input: @autoclosure () -> ServerInput<Application.Command>, now: Timestamp) {
     guard recorded != nil else { return }
+    // The acknowledgements made since the last record go first: replay prunes the queues where they were.
+    recordAcknowledgements(now: now)
     recorded!.append(ServerLogEntry(time: now, input: input()))
+  }
+
+  /// Notes a poll's acknowledgement, recorded later (``UnrecordedAcknowledgements``), or at once when the
+  /// flush interval is zero. Nothing is noted by a server that keeps no log.
+  mutating func noteAcknowledgement(_ queueID: QueueID, lastEventID: Int?, now: Timestamp) {
+    guard recorded != nil else { return }
+    unrecordedAcknowledgements.note(
+      queueID,
+      lastEventID: lastEventID,
+      at: now,
+      interval: configuration.acknowledgementFlushInterval
+    )
+    if configuration.acknowledgementFlushInterval <= .zero { recordAcknowledgements(now: now) }
+  }
+
+  /// Records the acknowledgements not yet recorded, if any, as one entry.
+  mutating func recordAcknowledgements(now: Timestamp) {
+    guard recorded != nil, !unrecordedAcknowledgements.isEmpty else { return }
+    recorded!.append(ServerLogEntry(time: now, input: .acknowledgements(unrecordedAcknowledgements.take())))
+  }
+
+  /// When the acknowledgements not yet recorded must be recorded at the latest; `nil` when there are none.
+  public var acknowledgementsDueAt: Timestamp? { unrecordedAcknowledgements.dueAt }
+
+  /// Records every acknowledgement not yet recorded (what a shell does before it stops).
+  public mutating func flushAcknowledgements(now: Timestamp) {
+    recordAcknowledgements(now: now)
   }
 
   /// Applies a recorded input, as the live server applied it. Nothing is recorded, and the actions are
@@ -84,6 +113,12 @@ extension EventServerStateMachine {
     case .acknowledged(let queueID, let lastEventID):
       guard let slot = table.store.slot(of: queueID) else { return [] }
       applyAcknowledged(slot: slot, lastEventID: lastEventID, now: now)
+    case .acknowledgements(let acknowledgements):
+      for acknowledgement in acknowledgements {
+        guard let slot = table.store.slot(of: acknowledgement.queueID) else { continue }
+        if let lastEventID = acknowledgement.lastEventID { table.prune(slot: slot, through: lastEventID) }
+        table.store[slot: slot].lastContact = max(table.store[slot: slot].lastContact, acknowledgement.contact)
+      }
     case .heartbeatsSent(let queueIDs):
       applyHeartbeats(queueIDs, now: now, actions: &actions)
     case .queuesRemoved(let queueIDs):

@@ -10,8 +10,8 @@ import EventProtocol
 /// to. Everything else (a command's events, a mutation's verdict, a queue dropped for overflow) follows from
 /// durable state and is recomputed.
 ///
-/// Poll acknowledgements are recorded too, but a poll's answer does not wait for its own record: losing it
-/// in a crash only redelivers events the client skips by id.
+/// Poll acknowledgements are recorded too, lazily and in batches (``acknowledgements(_:)``): a poll writes
+/// nothing, and losing acknowledgements in a crash only redelivers events the client skips by id.
 public enum ServerInput<Command: Codable & Sendable>: Sendable, Codable {
   /// A user registered: the queue was created with the id the server drew, after removing `evicted`
   /// (the user's expired queues and least recently used ones over the limit).
@@ -34,8 +34,13 @@ public enum ServerInput<Command: Codable & Sendable>: Sendable, Codable {
   /// A user sent a command outside the outbox, and the application accepted it.
   case commandHandled(user: UserID, command: Command)
   /// A poll arrived on the queue, acknowledging everything through `lastEventID`; `nil` when only its
-  /// contact time changed (a parked poll's caller went away).
+  /// contact time changed (a parked poll's caller went away). Written by servers before acknowledgements
+  /// were batched; replayed as then.
   case acknowledged(queueID: QueueID, lastEventID: Int?)
+  /// Polls acknowledged these queues since the last record: each is pruned through its `lastEventID` and
+  /// its contact time moves to its `contact` (never back). Recorded before the next input of any kind, or
+  /// when ``EventServerConfiguration/acknowledgementFlushInterval`` passed, or at shutdown.
+  case acknowledgements([QueueAcknowledgement])
   /// Parked polls on these queues reached their heartbeat deadline: each queue got a heartbeat event.
   case heartbeatsSent(queueIDs: [QueueID])
   /// These queues were removed for reasons that depend on what is not durable (expired while no poll was
