@@ -62,6 +62,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     /// Requests waiting for the log to be durable through their position.
     var waiters: [(position: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
     var failureWaiters: [(id: Int, continuation: CheckedContinuation<ServerLogError?, Never>)] = []
+    /// Callers of ``EventServer/waitForAnswersHeld(count:)``, with the count each waits for.
+    var heldAnswerWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     /// Callers of ``EventServer/waitUntilAppended(through:)``, with the position each waits for.
     var appendWaiters: [(position: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
     /// Why the last snapshot could not be stored, if it could not.
@@ -541,7 +543,10 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     if position <= durability!.commit.durable {
       perform(actions)
     } else {
-      if !actions.isEmpty { durability!.gated.append((position, actions)) }
+      if !actions.isEmpty {
+        durability!.gated.append((position, actions))
+        if !durability!.heldAnswerWaiters.isEmpty { resumeHeldAnswerWaiters() }
+      }
       afterActions()
     }
     // A cluster node's records are appended by its turn, in the turn's transaction.

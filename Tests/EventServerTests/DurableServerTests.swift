@@ -130,22 +130,23 @@ struct DurableServerTests {
   }
 
   @Test(
-    "a poll's answer waits for the events it reveals, not for its own acknowledgement; a lost acknowledgement only redelivers"
+    "a poll writes nothing and its answer waits for the events it reveals; a lost acknowledgement only redelivers"
   )
   func pollWaitsForWhatItReveals() async throws {
     let log = HeldServerLog()
     let server = try await start(log)
     let registration = try await server.register(user: bob)
     try await server.handle(.post("a", to: [bob]), from: alice)
-    let base = await server.durablePosition
-    log.hold()
-    // Its acknowledgement (base + 1) is held in the log; its event's command is durable: answered now.
+    let base = await server.appendedPosition
+    // Its event's command is durable: answered now, and the poll adds no record.
     let first = try await server.events(queueID: registration.queueID, user: bob, lastEventID: -1, dontBlock: true)
     #expect(first.map(\.body) == [.payload(.note(text: "a"))])
-    await log.waitForHeldWrite()
-    // A command (base + 2) queued behind the held write: a poll that reveals its event waits for it.
+    #expect(await server.appendedPosition == base)
+    log.hold()
+    // A command held in the log: its record comes after the acknowledgement the first poll left (base + 1).
     let write = Task { try await server.handle(.post("b", to: [bob]), from: alice) }
     await server.waitUntilAppended(through: base + 2)
+    await log.waitForHeldWrite()
     let answered = Finished()
     let second = Task {
       let events = try await server.events(
@@ -157,20 +158,20 @@ struct DurableServerTests {
       answered.set()
       return events
     }
-    await server.waitUntilAppended(through: base + 3)
+    // The poll that reveals the held command's event waits for it, and writes nothing itself.
+    await server.waitForAnswersHeld(count: 1)
     #expect(!answered.value)
+    #expect(await server.appendedPosition == base + 2)
     log.release()
     try await write.value
     let revealed = try await second.value
     #expect(revealed.map(\.body) == [.payload(.note(text: "b"))])
 
-    // A crash loses the second poll's acknowledgement (base + 3), which was never waited for: the client
-    // goes on from the last id it got, with no error and nothing shown twice.
+    // A crash now loses the second poll's acknowledgement, which no record holds: the client goes on from
+    // the last id it got, with no error and nothing shown twice.
     let stored = log.inner.stored
-    let crashed = InMemoryServerLog(
-      StoredLog(snapshot: stored.snapshot, records: stored.records.filter { $0.position <= base + 2 })
-    )
-    let restarted = try await start(crashed)
+    #expect(stored.records.map(\.position).max() == base + 2)
+    let restarted = try await start(InMemoryServerLog(stored))
     let after = try await restarted.events(
       queueID: registration.queueID,
       user: bob,

@@ -134,6 +134,24 @@ extension EventServer {
     await withCheckedContinuation { durability!.appendWaiters.append((position, $0)) }
   }
 
+  /// Suspends until at least `count` requests' answers wait for the log to be durable (a poll whose
+  /// events are not yet durable, say): lets a test act once a request is held, without sleeping.
+  public func waitForAnswersHeld(count: Int) async {
+    guard durability != nil, durability!.gated.count - durability!.gatedStart < count else { return }
+    await withCheckedContinuation { durability!.heldAnswerWaiters.append((count, $0)) }
+  }
+
+  func resumeHeldAnswerWaiters() {
+    let held = durability!.gated.count - durability!.gatedStart
+    var ready: [CheckedContinuation<Void, Never>] = []
+    durability!.heldAnswerWaiters.removeAll { waiter in
+      guard waiter.count <= held else { return false }
+      ready.append(waiter.continuation)
+      return true
+    }
+    for continuation in ready { continuation.resume() }
+  }
+
   func resumeAppendWaiters() {
     let appended = durability!.commit.appended
     var ready: [CheckedContinuation<Void, Never>] = []
