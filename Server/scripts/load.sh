@@ -24,8 +24,13 @@ start_server "$bin/event-server" --port "$port" --keys-file "$work/keys" --data-
   --snapshot-interval 0 --rate-burst 1000000 --rate-per-second 1000000
 rss() { awk '/VmRSS/ {print $2}' "/proc/$server_pid/status"; }
 
+# The records in the server's log (SQLite, read beside the running server).
+records() { python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM log").fetchone()[0])' "$work/data/event-server.sqlite"; }
 echo "== dont_block polls, $connections keep-alive connections, $seconds s (cores: $(nproc))"
+records_before=$(records)
 timeout 120 "$bin/event-server-load" rate --port "$port" --connections "$connections" --seconds "$seconds"
+sleep 3  # longer than the acknowledgement flush interval (2 s): what the polls left is written by now
+echo "log records written during the polls (registrations and acknowledgements included): $(( $(records) - records_before ))"
 
 # hold_and_measure MODE: runs the load tool's MODE (parked | idle) for $users users and prints the server's
 # resident memory growth per user while it holds them.
