@@ -37,7 +37,8 @@ struct ReplayPropertyTests {
       }
     }
     for kind in [
-      "registered", "mutationReceived", "commandHandled", "acknowledgements", "heartbeatsSent", "queuesRemoved", "swept",
+      "registered", "mutationReceived", "commandHandled", "acknowledgements", "heartbeatsSent", "queuesRemoved",
+      "swept",
       "pushTokenRegistered", "pushTokenInvalidated",
     ] {
       #expect(kinds[kind, default: 0] > 5, "\(kind): \(kinds[kind, default: 0])")
