@@ -183,18 +183,7 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     try claim(upload, by: user)
     footprints[user]!.tracked += 1
     footprints[user]!.inFlight += 1
-    track(
-      TrackedVideo(
-        id: upload.video,
-        sender: user,
-        recipient: upload.recipient,
-        blobKey: upload.blobKey,
-        size: upload.size,
-        status: .uploaded,
-        blobReleased: false,
-        changedAt: now
-      )
-    )
+    track(TrackedVideo(uploaded: upload, from: user, at: now))
     let position = recordHistory(of: upload, from: user)
     return Self.uploadDeliveries(upload, from: user, position: position)
       + trimHistory(of: Conversation(user, upload.recipient))
@@ -266,5 +255,21 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
   mutating func drop(_ reason: String) {
     droppedCommands.append(reason)
     if droppedCommands.count > 100 { droppedCommands.removeFirst() }
+  }
+}
+
+extension VideoServer.TrackedVideo {
+  /// The video `upload` from `sender` announces, as tracked from `now`: status uploaded, blob not released.
+  init(uploaded upload: VideoUpload, from sender: UserID, at now: Timestamp) {
+    self.init(
+      id: upload.video,
+      sender: sender,
+      recipient: upload.recipient,
+      blobKey: upload.blobKey,
+      size: upload.size,
+      status: .uploaded,
+      blobReleased: false,
+      changedAt: now
+    )
   }
 }

@@ -136,16 +136,7 @@ public struct StoredVideoServer: StoredApplication {
       )
     }
     try await claim(upload, by: user, in: tables)
-    let video = TrackedVideo(
-      id: upload.video,
-      sender: user,
-      recipient: upload.recipient,
-      blobKey: upload.blobKey,
-      size: upload.size,
-      status: .uploaded,
-      blobReleased: false,
-      changedAt: now
-    )
+    let video = TrackedVideo(uploaded: upload, from: user, at: now)
     try await tables.save(video, deadline: retention.deadline(for: .uploaded, since: now))
     let position = try await tables.recordHistory(of: upload, from: user)
     return VideoServer.uploadDeliveries(upload, from: user, position: position)
