@@ -48,7 +48,7 @@ extension PostgresServerLog: TransactionalSharedLog {
     guard let first = records.first?.position else { return }
     var inserted: Int64 = 0
     do {
-      let rows = try await connection.query(Self.fencedAppend(records), logger: logger)
+      let rows = try await connection.query(Self.fencedAppend(records, tables: tables), logger: logger)
       for try await count in rows.decode(Int64.self) { inserted = count }
     } catch {
       throw .storage("\(location): \(String(reflecting: error))")

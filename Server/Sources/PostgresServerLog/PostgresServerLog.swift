@@ -9,16 +9,20 @@ import Synchronization
 ///
 /// Tables (schema ``schemaVersion``, created and upgraded at start under an advisory lock, so several nodes
 /// starting at once do not race):
-/// - `event_log_meta(id = 1, schema_version, last_position)`: the one row that orders appends;
+/// - `event_log_meta(id = 1, schema_version, last_position, partition_count)`: the one row that orders
+///   appends (of partition 0), and how many partitions the log has;
 /// - `event_log(position bigint PRIMARY KEY, record bytea)`: the framed records (``ServerLogCodec``);
-/// - `event_snapshot(id = 1, position, state bytea)`.
+/// - `event_snapshot(id = 1, position, state bytea)`;
+/// - for a log of several partitions, the same three for each partition *p* > 0, suffixed `_p`*p*
+///   (``partition(_:)``).
 ///
 /// **Positions are in commit order.** Every append updates the `event_log_meta` row in its own transaction,
 /// so appenders hold that row's lock from taking their positions until they commit, one after another; a
 /// transaction becomes visible before it releases its locks, so whatever a reader's statement sees is a
 /// prefix of the log: no reader can read past a position that commits later (a `bigserial` gives no such
 /// promise: a lower number can commit after a higher one was read). `PostgresServerLogTests` races
-/// appenders and readers to check it.
+/// appenders and readers to check it. Each partition has its own counter row, so appends to different
+/// partitions never wait for each other: there is no lock over the whole log.
 ///
 /// Two ways to append:
 /// - ``append(_:)`` (the ``ServerLog`` call one server uses): the positions are the server's, and the append
@@ -32,9 +36,10 @@ import Synchronization
 /// let (server, _) = try await EventServer.recovering(from: log, application: app, clock: ContinuousClock())
 /// ```
 public final class PostgresServerLog: SharedServerLog {
-  /// The schema this build creates and reads.
-  public static var schemaVersion: Int { 1 }
-  /// The channel every append notifies, with the last position appended as the payload.
+  /// The schema this build creates and reads (2: partitions).
+  public static var schemaVersion: Int { 2 }
+  /// The channel every append to partition 0 notifies, with the last position appended as the payload
+  /// (partition *p* > 0 notifies `event_log_p`*p*).
   public static var notificationChannel: String { "event_log" }
   /// The advisory lock key that serialises schema set-up across nodes.
   static var setUpLockKey: Int64 { 0x6576_656E_745F_6C67 }
@@ -49,64 +54,127 @@ public final class PostgresServerLog: SharedServerLog {
   public static var recordsKeptBehindSnapshot: Int64 { 10_000 }
 
   let client: PostgresClient
-  private let running: Task<Void, Never>
+  /// The task running the client's connections: held by the log ``connect(url:logger:operationTimeout:partitions:)``
+  /// returned, `nil` in the views of its partitions (``partition(_:)``), which share its connections.
+  private let running: Task<Void, Never>?
   /// The task holding the session whose advisory lock claims the database, once claimed.
   private let claimHolder = Mutex<Task<Void, Never>?>(nil)
   private let appendHints = AppendHints()
   let logger: Logger
+  /// The tables of this log's partition.
+  let tables: LogTables
   /// The database, without its password: what errors and logs name.
   public let location: String
   /// How long a read or a write may take before it fails.
   public let operationTimeout: Duration
+  /// How many partitions the log has (fixed when the database was created).
+  public let partitions: PartitionMap
 
-  private init(client: PostgresClient, location: String, logger: Logger, operationTimeout: Duration) {
+  private init(
+    client: PostgresClient,
+    running: Task<Void, Never>?,
+    tables: LogTables,
+    partitions: PartitionMap,
+    location: String,
+    logger: Logger,
+    operationTimeout: Duration
+  ) {
     self.client = client
+    self.running = running
+    self.tables = tables
+    self.partitions = partitions
     self.location = location
     self.logger = logger
     self.operationTimeout = operationTimeout
-    running = Task { await client.run() }
   }
 
   /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/database`; TLS unless the
   /// host is loopback or `?sslmode=disable`, required with `?sslmode=require`) and creates or upgrades
   /// the schema. Every read and write after that fails when the database has not answered within
   /// `operationTimeout` (the server then stops accepting writes, as for a failing disk).
+  ///
+  /// The log returned is partition 0; ``partition(_:)`` gives the others.
+  /// - Parameter partitions: How many partitions a new log gets; for a log that exists, the count it must
+  ///   have (`nil`: whatever it has, 1 for a new one). Fixed once the log is created.
   /// - Throws: ``ServerLogError/newerFormat(found:supported:)`` for a database of a newer schema (left as
-  ///   it is); ``ServerLogError/storage(_:)`` when the URL is not one or the database cannot be reached.
+  ///   it is); ``ServerLogError/partitionCount(found:asked:)`` for a log with another partition count;
+  ///   ``ServerLogError/storage(_:)`` when the URL is not one or the database cannot be reached.
   public static func connect(
     url: String,
     logger: Logger,
-    operationTimeout: Duration = .seconds(5)
+    operationTimeout: Duration = .seconds(5),
+    partitions: PartitionMap? = nil
   ) async throws(ServerLogError) -> PostgresServerLog {
     let target = try PostgresURL(url)
-    let log = PostgresServerLog(
-      client: PostgresClient(configuration: target.configuration, backgroundLogger: logger),
+    let client = PostgresClient(configuration: target.configuration, backgroundLogger: logger)
+    let running = Task { await client.run() }
+    let setUp = PostgresServerLog(
+      client: client,
+      running: running,
+      tables: LogTables(partition: 0),
+      partitions: .single,
       location: target.location,
       logger: logger,
       operationTimeout: operationTimeout
     )
+    let found: PartitionMap
     do {
-      try await log.setUp()
+      found = try await setUp.setUp(partitions: partitions)
     } catch {
-      await log.close()
+      await setUp.close()
       throw error
     }
-    return log
+    return PostgresServerLog(
+      client: client,
+      running: running,
+      tables: LogTables(partition: 0),
+      partitions: found,
+      location: target.location,
+      logger: logger,
+      operationTimeout: operationTimeout
+    )
   }
 
-  /// Closes every connection (releasing this server's claim on the database).
+  /// Partition `index` of this log, sharing its connections: its own counter row, records, snapshot and
+  /// notification channel. Close it (its listener and claims) before closing the log it came from, which
+  /// closes the connections.
+  /// - Throws: ``ServerLogError/partitionCount(found:asked:)`` when `index` is not below the log's count.
+  public func partition(_ index: Int) throws(ServerLogError) -> PostgresServerLog {
+    guard (0..<partitions.count).contains(index) else {
+      throw .partitionCount(found: partitions.count, asked: index + 1)
+    }
+    return PostgresServerLog(
+      client: client,
+      running: nil,
+      tables: LogTables(partition: index),
+      partitions: partitions,
+      location: index == 0 ? location : "\(location) partition \(index)",
+      logger: logger,
+      operationTimeout: operationTimeout
+    )
+  }
+
+  /// The partition this log writes: 0 for the log ``connect(url:logger:operationTimeout:partitions:)``
+  /// returned.
+  public var partitionIndex: Int { tables.partition }
+
+  /// Closes this log's listener and claims, and, for the log ``connect(url:logger:operationTimeout:partitions:)``
+  /// returned, every connection (releasing this server's claim on the database).
   public func close() async {
     if let holder = claimHolder.withLock({ $0.take() }) {
       holder.cancel()
       await holder.value
     }
     appendHints.stop()
-    running.cancel()
-    await running.value
+    if let running {
+      running.cancel()
+      await running.value
+    }
   }
 
-  private func setUp() async throws(ServerLogError) {
-    let found = try await transaction { connection in
+  /// Creates or upgrades the schema and the partitions' tables; answers the log's partition count.
+  private func setUp(partitions asked: PartitionMap?) async throws(ServerLogError) -> PartitionMap {
+    let found = try await transaction { connection -> (version: Int, partitions: Int) in
       try await connection.query("SELECT pg_advisory_xact_lock(\(Self.setUpLockKey))", logger: self.logger)
       try await connection.query(
         """
@@ -121,29 +189,75 @@ public final class PostgresServerLog: SharedServerLog {
       )
       var version: Int?
       for try await (value) in rows.decode(Int32.self) { version = Int(value) }
-      if let version, version > Self.schemaVersion { return version }
+      if let version, version > Self.schemaVersion { return (version, 0) }
+      // Version 2: the partition count (a log of version 1 has one partition).
       try await connection.query(
-        "CREATE TABLE IF NOT EXISTS event_log (position bigint PRIMARY KEY, record bytea NOT NULL)",
-        logger: self.logger
-      )
-      try await connection.query(
-        """
-        CREATE TABLE IF NOT EXISTS event_snapshot (
-          id integer PRIMARY KEY CHECK (id = 1), position bigint NOT NULL, state bytea NOT NULL)
-        """,
+        "ALTER TABLE event_log_meta ADD COLUMN IF NOT EXISTS partition_count integer NOT NULL DEFAULT 1",
         logger: self.logger
       )
       let current = Int32(Self.schemaVersion)
+      let count = Int32(asked?.count ?? 1)
       try await connection.query(
         """
-        INSERT INTO event_log_meta (id, schema_version, last_position) VALUES (1, \(current), 0)
+        INSERT INTO event_log_meta (id, schema_version, last_position, partition_count)
+        VALUES (1, \(current), 0, \(count))
         ON CONFLICT (id) DO UPDATE SET schema_version = \(current)
         """,
         logger: self.logger
       )
-      return version ?? Self.schemaVersion
+      var partitions = 1
+      let counted = try await connection.query(
+        "SELECT partition_count FROM event_log_meta WHERE id = 1",
+        logger: self.logger
+      )
+      for try await value in counted.decode(Int32.self) { partitions = Int(value) }
+      if let asked, asked.count != partitions { return (Self.schemaVersion, partitions) }
+      for partition in 0..<partitions {
+        try await Self.createTables(LogTables(partition: partition), on: connection, logger: self.logger)
+      }
+      return (Self.schemaVersion, partitions)
     }
-    if found > Self.schemaVersion { throw .newerFormat(found: found, supported: Self.schemaVersion) }
+    if found.version > Self.schemaVersion { throw .newerFormat(found: found.version, supported: Self.schemaVersion) }
+    guard let map = PartitionMap(count: found.partitions) else {
+      throw .storage("\(location): the log records \(found.partitions) partitions, which is not a partition count")
+    }
+    if let asked, asked != map { throw .partitionCount(found: map.count, asked: asked.count) }
+    return map
+  }
+
+  /// Creates a partition's tables when missing (partition 0's counter row exists already).
+  private static func createTables(
+    _ tables: LogTables,
+    on connection: PostgresConnection,
+    logger: Logger
+  ) async throws {
+    if tables.partition > 0 {
+      try await connection.query(
+        """
+        CREATE TABLE IF NOT EXISTS \(unescaped: tables.meta) (
+          id integer PRIMARY KEY CHECK (id = 1), last_position bigint NOT NULL)
+        """,
+        logger: logger
+      )
+      try await connection.query(
+        "INSERT INTO \(unescaped: tables.meta) (id, last_position) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
+        logger: logger
+      )
+    }
+    try await connection.query(
+      """
+      CREATE TABLE IF NOT EXISTS \(unescaped: tables.records) (
+        position bigint PRIMARY KEY, record bytea NOT NULL)
+      """,
+      logger: logger
+    )
+    try await connection.query(
+      """
+      CREATE TABLE IF NOT EXISTS \(unescaped: tables.snapshot) (
+        id integer PRIMARY KEY CHECK (id = 1), position bigint NOT NULL, state bytea NOT NULL)
+      """,
+      logger: logger
+    )
   }
 
   // MARK: - ServerLog
@@ -152,7 +266,7 @@ public final class PostgresServerLog: SharedServerLog {
     try await transaction { connection in
       var snapshot: StoredSnapshot?
       let snapshotRows = try await connection.query(
-        "SELECT position, state FROM event_snapshot WHERE id = 1",
+        "SELECT position, state FROM \(unescaped: self.tables.snapshot) WHERE id = 1",
         logger: self.logger
       )
       for try await (position, state) in snapshotRows.decode((Int64, ByteBuffer).self) {
@@ -160,7 +274,7 @@ public final class PostgresServerLog: SharedServerLog {
       }
       let after = Int64(snapshot?.position ?? 0)
       let rows = try await connection.query(
-        "SELECT position, record FROM event_log WHERE position > \(after) ORDER BY position",
+        "SELECT position, record FROM \(unescaped: self.tables.records) WHERE position > \(after) ORDER BY position",
         logger: self.logger
       )
       var records: [StoredRecord] = []
@@ -181,7 +295,7 @@ public final class PostgresServerLog: SharedServerLog {
   /// acknowledged writes more than PostgreSQL's own commit did.
   public func append(_ records: [StoredRecord]) async throws(ServerLogError) {
     guard let first = records.first?.position else { return }
-    let query = Self.fencedAppend(records)
+    let query = Self.fencedAppend(records, tables: tables)
     let fenced = try await withDeadline {
       let rows = try await self.client.query(query, logger: self.logger)
       var inserted: Int64 = 0
@@ -195,22 +309,22 @@ public final class PostgresServerLog: SharedServerLog {
   /// insert anything when another server appended there), inserts them and notifies the channel; it answers
   /// how many rows it inserted. A position already taken fails the whole statement: positions are never
   /// overwritten.
-  static func fencedAppend(_ records: [StoredRecord]) -> PostgresQuery {
+  static func fencedAppend(_ records: [StoredRecord], tables: LogTables) -> PostgresQuery {
     let first = Int64(records.first?.position ?? 1)
     let last = Int64(records.last?.position ?? 0)
     let positions = records.map { Int64($0.position) }
     let bytes = records.map { ByteBuffer(bytes: $0.bytes) }
     return """
       WITH fence AS (
-        UPDATE event_log_meta SET last_position = \(last)
+        UPDATE \(unescaped: tables.meta) SET last_position = \(last)
         WHERE id = 1 AND last_position = \(first - 1) RETURNING last_position
       ), inserted AS (
-        INSERT INTO event_log (position, record)
+        INSERT INTO \(unescaped: tables.records) (position, record)
         SELECT * FROM unnest(\(positions)::bigint[], \(bytes)::bytea[]) WHERE EXISTS (SELECT 1 FROM fence)
         RETURNING position
       )
       SELECT count(*) FROM inserted
-      CROSS JOIN (SELECT pg_notify(\(Self.notificationChannel), \(String(last))) FROM fence) AS notified
+      CROSS JOIN (SELECT pg_notify(\(tables.channel), \(String(last))) FROM fence) AS notified
       """
   }
 
@@ -227,16 +341,17 @@ public final class PostgresServerLog: SharedServerLog {
       let state = ByteBuffer(bytes: snapshot.bytes)
       try await connection.query(
         """
-        INSERT INTO event_snapshot (id, position, state) VALUES (1, \(position), \(state))
+        INSERT INTO \(unescaped: self.tables.snapshot) AS stored (id, position, state) VALUES (1, \(position), \(state))
         ON CONFLICT (id) DO UPDATE SET position = EXCLUDED.position, state = EXCLUDED.state
-        WHERE event_snapshot.position < EXCLUDED.position
+        WHERE stored.position < EXCLUDED.position
         """,
         logger: self.logger
       )
       try await connection.query(
         """
-        DELETE FROM event_log
-        WHERE position <= (SELECT position FROM event_snapshot WHERE id = 1) - \(Self.recordsKeptBehindSnapshot)
+        DELETE FROM \(unescaped: self.tables.records)
+        WHERE position <= (SELECT position FROM \(unescaped: self.tables.snapshot) WHERE id = 1)
+          - \(Self.recordsKeptBehindSnapshot)
         """,
         logger: self.logger
       )
@@ -246,8 +361,14 @@ public final class PostgresServerLog: SharedServerLog {
   public func truncate(after position: UInt64) async throws(ServerLogError) {
     try await transaction { connection in
       let after = Int64(position)
-      try await connection.query("UPDATE event_log_meta SET last_position = \(after) WHERE id = 1", logger: self.logger)
-      try await connection.query("DELETE FROM event_log WHERE position > \(after)", logger: self.logger)
+      try await connection.query(
+        "UPDATE \(unescaped: self.tables.meta) SET last_position = \(after) WHERE id = 1",
+        logger: self.logger
+      )
+      try await connection.query(
+        "DELETE FROM \(unescaped: self.tables.records) WHERE position > \(after)",
+        logger: self.logger
+      )
     }
   }
 
@@ -274,7 +395,7 @@ public final class PostgresServerLog: SharedServerLog {
   ) async throws(ServerLogError) {
     try await transaction { connection in
       let locked = try await connection.query(
-        "SELECT last_position FROM event_log_meta WHERE id = 1 FOR UPDATE",
+        "SELECT last_position FROM \(unescaped: self.tables.meta) WHERE id = 1 FOR UPDATE",
         logger: self.logger
       )
       var last: Int64 = 0
@@ -282,7 +403,7 @@ public final class PostgresServerLog: SharedServerLog {
       var committed: [StoredRecord] = []
       if UInt64(max(last, 0)) > position {
         let rows = try await connection.query(
-          "SELECT position, record FROM event_log WHERE position > \(Int64(position)) ORDER BY position",
+          "SELECT position, record FROM \(unescaped: self.tables.records) WHERE position > \(Int64(position)) ORDER BY position",
           logger: self.logger
         )
         for try await (position, record) in rows.decode((Int64, ByteBuffer).self) {
@@ -295,7 +416,7 @@ public final class PostgresServerLog: SharedServerLog {
         throw ServerLogError.gap(after: UInt64(last), next: first)
       }
       try await connection.query(
-        "UPDATE event_log_meta SET last_position = \(Int64(newLast)) WHERE id = 1",
+        "UPDATE \(unescaped: self.tables.meta) SET last_position = \(Int64(newLast)) WHERE id = 1",
         logger: self.logger
       )
       try await self.insert(decided, on: connection)
@@ -324,7 +445,10 @@ public final class PostgresServerLog: SharedServerLog {
     guard !payloads.isEmpty else { return nil }
     return try await transaction { connection in
       let rows = try await connection.query(
-        "UPDATE event_log_meta SET last_position = last_position + \(Int64(payloads.count)) WHERE id = 1 RETURNING last_position",
+        """
+        UPDATE \(unescaped: self.tables.meta) SET last_position = last_position + \(Int64(payloads.count))
+        WHERE id = 1 RETURNING last_position
+        """,
         logger: self.logger
       )
       var last: Int64 = 0
@@ -341,7 +465,10 @@ public final class PostgresServerLog: SharedServerLog {
   public func records(after position: UInt64, limit: Int) async throws(ServerLogError) -> [StoredRecord] {
     try await withDeadline {
       let rows = try await self.client.query(
-        "SELECT position, record FROM event_log WHERE position > \(Int64(position)) ORDER BY position LIMIT \(Int64(limit))",
+        """
+        SELECT position, record FROM \(unescaped: self.tables.records) WHERE position > \(Int64(position))
+        ORDER BY position LIMIT \(Int64(limit))
+        """,
         logger: self.logger
       )
       var records: [StoredRecord] = []
@@ -359,7 +486,7 @@ public final class PostgresServerLog: SharedServerLog {
   public func listenForAppends(_ onAppend: @escaping @Sendable (UInt64) async -> Void) async throws(ServerLogError) {
     do {
       try await client.withConnection { connection in
-        try await connection.listen(on: Self.notificationChannel) { notifications in
+        try await connection.listen(on: self.tables.channel) { notifications in
           for try await notification in notifications {
             if let position = UInt64(notification.payload) { await onAppend(position) }
           }
@@ -484,11 +611,14 @@ public final class PostgresServerLog: SharedServerLog {
     let bytes = records.map { ByteBuffer(bytes: $0.bytes) }
     // A position already taken fails the whole write: positions are never overwritten.
     try await connection.query(
-      "INSERT INTO event_log (position, record) SELECT * FROM unnest(\(positions)::bigint[], \(bytes)::bytea[])",
+      """
+      INSERT INTO \(unescaped: tables.records) (position, record)
+      SELECT * FROM unnest(\(positions)::bigint[], \(bytes)::bytea[])
+      """,
       logger: logger
     )
     let last = String(records.last?.position ?? 0)
-    try await connection.query("SELECT pg_notify(\(Self.notificationChannel), \(last))", logger: logger)
+    try await connection.query("SELECT pg_notify(\(tables.channel), \(last))", logger: logger)
   }
 
   /// Runs `body` in a transaction that must end within ``operationTimeout``: a database that does not
@@ -546,7 +676,10 @@ final class FirstAnswer<Value: Sendable>: Sendable {
     state.withLock { $0.continuation = continuation }
   }
 
-  func give(_ result: Result<Value, ServerLogError>) {
+  /// Gives `result` unless an answer was given already.
+  /// - Returns: Whether this was the answer given.
+  @discardableResult
+  func give(_ result: Result<Value, ServerLogError>) -> Bool {
     let continuation = state.withLock { state -> CheckedContinuation<Result<Value, ServerLogError>, Never>? in
       guard !state.given else { return nil }
       state.given = true
@@ -554,5 +687,6 @@ final class FirstAnswer<Value: Sendable>: Sendable {
       return state.continuation
     }
     continuation?.resume(returning: result)
+    return continuation != nil
   }
 }

@@ -112,6 +112,7 @@ public struct ServerLogError: Error, Hashable, Sendable, CustomStringConvertible
     case gap
     case undecodable
     case inUse
+    case partitionCount
   }
 
   private let code: Code
@@ -145,6 +146,16 @@ public struct ServerLogError: Error, Hashable, Sendable, CustomStringConvertible
   /// Another server holds the storage (the same database file, or the same PostgreSQL database as a single
   /// server): two servers on one store would overwrite each other's state, so the second is refused.
   public static func inUse(_ detail: String) -> ServerLogError { .init(.inUse, "storage in use: \(detail)") }
+  /// The log was created with another number of partitions than this server was started with (or a
+  /// partition beyond its count was asked for): the count is fixed when the log is created, since moving a
+  /// user to another partition would move their queues.
+  public static func partitionCount(found: Int, asked: Int) -> ServerLogError {
+    .init(
+      .partitionCount,
+      "the log has \(found) partition\(found == 1 ? "" : "s"), fixed when it was created; this server asked for "
+        + "\(asked): start it with \(found) (docs/scaling.md, \"Partitions\")"
+    )
+  }
   /// The newest snapshot fails its checksum, and no earlier snapshot with the log after it can replace it.
   public static func damagedSnapshot(position: UInt64) -> ServerLogError {
     .init(

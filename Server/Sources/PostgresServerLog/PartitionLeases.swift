@@ -1,0 +1,304 @@
+import EventServer
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// A node's leases on partitions of a ``PostgresServerLog``: PostgreSQL advisory locks held by one database
+/// session of the node's own.
+///
+/// A lease is `pg_try_advisory_lock` on the partition's key: held until the node lets it go or its session
+/// ends. When the node dies (SIGKILL, a crash, a lost network), PostgreSQL ends the session and releases
+/// every lock it held, so the partitions are free for the other nodes at their next look, with nothing for
+/// anyone to clean up. Opening the leases also takes a shared lock that marks the node alive, which is how
+/// ``survey()`` counts the nodes.
+///
+/// Leases decide who serves a partition, not what is correct: a node that lost its lease without knowing yet
+/// still appends only in turns under the partition's counter row, after applying what others committed, so
+/// two nodes serving one partition for a moment cost work, never a wrong answer.
+///
+/// ```swift
+/// let leases = try await PartitionLeases.open(on: log)
+/// let survey = try await leases.survey()
+/// let plan = PartitionLeasePlan(partitions: log.partitions.count, liveNodes: survey.liveNodes,
+///                               mine: survey.mine, heldByOthers: survey.heldByOthers, rotation: 0)
+/// for partition in plan.acquire { _ = try await leases.tryAcquire(partition) }
+/// ```
+public final class PartitionLeases: Sendable {
+  /// The advisory lock key of partition `p` is this plus `p` (the high 32 bits name the kind of lock).
+  static var leaseKeyBase: Int64 { 0x6576_5074_0000_0000 }
+  /// The shared advisory lock every node holding leases holds: the live nodes.
+  static var nodeKey: Int64 { 0x6576_4E64_0000_0000 }
+
+  private enum Request: Sendable {
+    case acquire(Int, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
+    case release(Int, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
+    case survey(CheckedContinuation<Result<LeaseSurvey, ServerLogError>, Never>)
+
+    func fail(_ error: ServerLogError) {
+      switch self {
+      case .acquire(_, let continuation), .release(_, let continuation): continuation.resume(returning: .failure(error))
+      case .survey(let continuation): continuation.resume(returning: .failure(error))
+      }
+    }
+  }
+
+  private struct State: Sendable {
+    var held: Set<Int> = []
+    var lost: ServerLogError?
+  }
+
+  /// The state, shared with the task holding the session (which marks the leases lost when it ends).
+  private final class SharedState: Sendable {
+    let mutex = Mutex(State())
+
+    func markLost(_ error: ServerLogError) {
+      mutex.withLock {
+        $0.held = []
+        if $0.lost == nil { $0.lost = error }
+      }
+    }
+  }
+
+  private let state: SharedState
+  private let requests: AsyncStream<Request>.Continuation
+  private let session: Task<Void, Never>
+  /// How many partitions the log has.
+  public let partitions: PartitionMap
+  private let location: String
+  private let operationTimeout: Duration
+
+  private init(
+    state: SharedState,
+    requests: AsyncStream<Request>.Continuation,
+    session: Task<Void, Never>,
+    partitions: PartitionMap,
+    location: String,
+    operationTimeout: Duration
+  ) {
+    self.state = state
+    self.requests = requests
+    self.session = session
+    self.partitions = partitions
+    self.location = location
+    self.operationTimeout = operationTimeout
+  }
+
+  /// Opens a session of its own on `log`'s database and marks this node alive in it.
+  /// - Throws: ``ServerLogError/storage(_:)`` when the database cannot be reached in time.
+  public static func open(on log: PostgresServerLog) async throws(ServerLogError) -> PartitionLeases {
+    let (stream, requests) = AsyncStream.makeStream(of: Request.self)
+    let (opened, open) = AsyncStream.makeStream(of: Result<Int32, ServerLogError>.self)
+    let client = log.client
+    let logger = log.logger
+    let location = log.location
+    let survey = Self.surveyQuery
+    let state = SharedState()
+    let session = Task {
+      var failure = ServerLogError.storage("\(location): the session holding the partition leases ended")
+      do {
+        try await client.withConnection { connection in
+          try await connection.query("SELECT pg_advisory_lock_shared(\(Self.nodeKey))", logger: logger)
+          var pid: Int32 = 0
+          for try await value in try await connection.query("SELECT pg_backend_pid()", logger: logger)
+            .decode(Int32.self)
+          {
+            pid = value
+          }
+          open.yield(.success(pid))
+          for await request in stream {
+            do {
+              switch request {
+              case .acquire(let partition, let continuation):
+                let key = Self.leaseKeyBase + Int64(partition)
+                let taken = try await Self.bool("SELECT pg_try_advisory_lock(\(key))", on: connection, logger: logger)
+                continuation.resume(returning: .success(taken))
+              case .release(let partition, let continuation):
+                let key = Self.leaseKeyBase + Int64(partition)
+                let released = try await Self.bool("SELECT pg_advisory_unlock(\(key))", on: connection, logger: logger)
+                continuation.resume(returning: .success(released))
+              case .survey(let continuation):
+                continuation.resume(returning: .success(try await survey(connection, pid, logger)))
+              }
+            } catch {
+              let ended = ServerLogError.storage(
+                "\(location): the session holding the partition leases ended: \(String(reflecting: error))"
+              )
+              state.markLost(ended)
+              request.fail(ended)
+              throw error
+            }
+          }
+          _ = try? await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
+        }
+      } catch {
+        failure = .storage("\(location): the session holding the partition leases ended: \(String(reflecting: error))")
+      }
+      state.markLost(failure)
+      open.yield(.failure(failure))
+      open.finish()
+      // Whatever is still asked fails: the leases went with the session.
+      for await request in stream { request.fail(failure) }
+    }
+    let leases = PartitionLeases(
+      state: state,
+      requests: requests,
+      session: session,
+      partitions: log.partitions,
+      location: location,
+      operationTimeout: log.operationTimeout
+    )
+    let first = try await log.withDeadline {
+      var iterator = opened.makeAsyncIterator()
+      return await iterator.next() ?? .failure(.storage("\(location): the lease session ended without an answer"))
+    }
+    if case .failure(let error) = first {
+      await leases.close()
+      throw error
+    }
+    return leases
+  }
+
+  /// The partitions this node holds (empty once the session ended).
+  public var held: Set<Int> { state.mutex.withLock { $0.held } }
+
+  /// Why the leases were lost, once the session holding them ended (every lease went with it); `nil` while
+  /// it lives.
+  public var lost: ServerLogError? { state.mutex.withLock { $0.lost } }
+
+  /// Tries to take partition `partition`'s lease, without waiting for a node that holds it.
+  /// - Returns: Whether this node holds it now.
+  /// - Throws: ``ServerLogError/storage(_:)`` when the session ended (every lease is lost) or did not answer
+  ///   in time; ``ServerLogError/partitionCount(found:asked:)`` for a partition beyond the log's.
+  public func tryAcquire(_ partition: Int) async throws(ServerLogError) -> Bool {
+    try check(partition)
+    let taken = try await ask { .acquire(partition, $0) }
+    if taken { state.mutex.withLock { _ = $0.held.insert(partition) } }
+    return taken
+  }
+
+  /// Lets partition `partition`'s lease go (another node may take it at once).
+  /// - Throws: ``ServerLogError/storage(_:)`` when the session ended or did not answer in time.
+  public func release(_ partition: Int) async throws(ServerLogError) {
+    try check(partition)
+    state.mutex.withLock { _ = $0.held.remove(partition) }
+    _ = try await ask { .release(partition, $0) }
+  }
+
+  /// What the cluster looks like now: the live nodes and who holds which partition.
+  /// - Throws: ``ServerLogError/storage(_:)`` when the session ended or did not answer in time.
+  public func survey() async throws(ServerLogError) -> LeaseSurvey {
+    try await ask { .survey($0) }
+  }
+
+  /// Ends the session: every lease is let go. Returns within the log's operation timeout even when the
+  /// session hangs (its locks then go when the database ends it).
+  public func close() async {
+    requests.finish()
+    let session = session
+    let timeout = operationTimeout
+    // Awaiting a task's value ignores cancellation, so the two race as tasks of their own.
+    let ended = FirstAnswer<Void>()
+    _ = await withCheckedContinuation { continuation in
+      ended.install(continuation)
+      Task {
+        await session.value
+        ended.give(.success(()))
+      }
+      Task {
+        try? await Task.sleep(for: timeout)
+        ended.give(.success(()))
+      }
+    }
+  }
+
+  private func check(_ partition: Int) throws(ServerLogError) {
+    guard (0..<partitions.count).contains(partition) else {
+      throw .partitionCount(found: partitions.count, asked: partition + 1)
+    }
+  }
+
+  private func ask<Value: Sendable>(
+    _ request: @escaping @Sendable (CheckedContinuation<Result<Value, ServerLogError>, Never>) -> Request
+  ) async throws(ServerLogError) -> Value {
+    let requests = requests
+    let location = location
+    let timeout = operationTimeout
+    let state = state
+    let session = session
+    let answer = FirstAnswer<Value>()
+    let result = await withCheckedContinuation { continuation in
+      answer.install(continuation)
+      let relay = Task {
+        let value = await withCheckedContinuation { inner in
+          if case .terminated = requests.yield(request(inner)) {
+            inner.resume(returning: .failure(.storage("\(location): the partition leases are closed")))
+          }
+        }
+        answer.give(value)
+      }
+      Task {
+        try? await Task.sleep(for: timeout)
+        relay.cancel()
+        // A session that does not answer may have been ended by the database (which then released its locks):
+        // the leases must be taken as lost.
+        let silent = ServerLogError.storage("\(location): the lease session did not answer within \(timeout)")
+        if answer.give(.failure(silent)) {
+          state.markLost(silent)
+          session.cancel()
+        }
+      }
+    }
+    return try result.get()
+  }
+
+  private static func bool(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+    var value = false
+    for try await row in try await connection.query(query, logger: logger).decode(Bool.self) { value = row }
+    return value
+  }
+
+  /// Reads the advisory locks of this database: nodes alive (holders of ``nodeKey``) and partition leases.
+  private static let surveyQuery: @Sendable (PostgresConnection, Int32, Logger) async throws -> LeaseSurvey = {
+    connection, pid, logger in
+    let leaseKind = leaseKeyBase >> 32
+    let nodeKind = nodeKey >> 32
+    let rows = try await connection.query(
+      """
+      SELECT classid::bigint, objid::bigint, pid FROM pg_locks
+      WHERE locktype = 'advisory' AND granted AND objsubid = 1
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND classid::bigint IN (\(leaseKind), \(nodeKind))
+      """,
+      logger: logger
+    )
+    var survey = LeaseSurvey(liveNodes: 0, mine: [], heldByOthers: [])
+    for try await (kind, low, holder) in rows.decode((Int64, Int64, Int32).self) {
+      if kind == nodeKind {
+        survey.liveNodes += 1
+      } else if holder == pid {
+        survey.mine.insert(Int(low))
+      } else {
+        survey.heldByOthers.insert(Int(low))
+      }
+    }
+    return survey
+  }
+}
+
+/// What a node saw of the cluster's leases (``PartitionLeases/survey()``): the input of a
+/// ``PartitionLeasePlan``.
+public struct LeaseSurvey: Sendable, Hashable {
+  /// The nodes holding leases or ready to (each holds the shared node lock), this one included.
+  public var liveNodes: Int
+  /// The partitions this node holds.
+  public var mine: Set<Int>
+  /// The partitions other nodes hold.
+  public var heldByOthers: Set<Int>
+
+  /// A survey from its parts.
+  public init(liveNodes: Int, mine: Set<Int>, heldByOthers: Set<Int>) {
+    self.liveNodes = liveNodes
+    self.mine = mine
+    self.heldByOthers = heldByOthers
+  }
+}

@@ -1,0 +1,217 @@
+import EventProtocol
+import EventServer
+import Foundation
+import PostgresServerLog
+import Synchronization
+import Testing
+
+private func frame(_ text: String) -> Data { ServerLogCodec.frame(Data(text.utf8)) }
+
+@Suite(
+  "PostgreSQL log partitions: a count fixed at creation, commit order per partition, no lock over the log, leases",
+  .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
+  .serialized,
+  .timeLimit(.minutes(5))
+)
+struct PostgresPartitionTests {
+  @Test("the partition count is fixed when the log is created: another count is refused, nothing changed")
+  func countFixedAtCreation() async throws {
+    let database = try await ScratchDatabase.create()
+    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: PartitionMap(count: 4))
+    #expect(log.partitions.count == 4)
+    let third = try log.partition(3)
+    try await third.append([StoredRecord(position: 1, bytes: frame("p3"))])
+    #expect(throws: ServerLogError.partitionCount(found: 4, asked: 5)) { try log.partition(4) }
+    await third.close()
+    await log.close()
+    do {
+      _ = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: PartitionMap(count: 8))
+      Issue.record("a log of 4 partitions was opened as 8")
+    } catch {
+      #expect(error.isSameKind(as: .partitionCount(found: 4, asked: 8)))
+      #expect("\(error)".contains("4 partitions"))
+    }
+    let reopened = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    #expect(reopened.partitions.count == 4)
+    let again = try reopened.partition(3)
+    #expect(try await again.load().records.map(\.bytes) == [frame("p3")])
+    #expect(try await reopened.load().records.isEmpty)
+    await again.close()
+    await reopened.close()
+    try await database.drop()
+  }
+
+  @Test("a log of schema version 1 (before partitions) opens as one partition, its records kept")
+  func upgradesVersionOne() async throws {
+    let database = try await ScratchDatabase.create()
+    for statement in [
+      """
+      CREATE TABLE event_log_meta (
+        id integer PRIMARY KEY CHECK (id = 1), schema_version integer NOT NULL, last_position bigint NOT NULL)
+      """,
+      "CREATE TABLE event_log (position bigint PRIMARY KEY, record bytea NOT NULL)",
+      """
+      CREATE TABLE event_snapshot (
+        id integer PRIMARY KEY CHECK (id = 1), position bigint NOT NULL, state bytea NOT NULL)
+      """,
+      "INSERT INTO event_log_meta (id, schema_version, last_position) VALUES (1, 1, 0)",
+    ] {
+      try await ScratchDatabase.admin(statement, on: database.url)
+    }
+    let first = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    try await first.append([StoredRecord(position: 1, bytes: frame("old"))])
+    await first.close()
+    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: .single)
+    #expect(log.partitions == .single)
+    #expect(try await log.load().records.map(\.bytes) == [frame("old")])
+    await log.close()
+    try await database.drop()
+  }
+
+  /// On each of three partitions at once, appenders race and readers read: every reader of a partition
+  /// sees that partition's positions 1, 2, 3… with none skipped or reordered, and only its own records.
+  @Test("racing appenders and readers on three partitions at once: each partition gap-free, holding only its own")
+  func commitOrderPerPartition() async throws {
+    let database = try await ScratchDatabase.create()
+    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: PartitionMap(count: 3))
+    let views = try (0..<3).map { try log.partition($0) }
+    let appenders = 3
+    let batches = 20
+    let total = appenders * batches * 2
+    try await withThrowingTaskGroup(of: (Int, [String]).self) { group in
+      for (partition, view) in views.enumerated() {
+        for appender in 0..<appenders {
+          group.addTask {
+            for batch in 0..<batches {
+              let payloads = (0..<2).map { Data("\(partition)/\(appender)-\(batch * 2 + $0)".utf8) }
+              _ = try await view.appendAssigningPositions(payloads)
+            }
+            return (partition, [])
+          }
+        }
+        for reader in 0..<2 {
+          group.addTask {
+            var seen: [String] = []
+            var last: UInt64 = 0
+            while seen.count < total {
+              for record in try await view.records(after: last, limit: 3 + reader * 5) {
+                guard record.position == last + 1 else {
+                  throw PartitionPositionSkipped(partition: partition, expected: last + 1, found: record.position)
+                }
+                last = record.position
+                seen.append(String(decoding: record.bytes, as: UTF8.self))
+              }
+            }
+            return (partition, seen)
+          }
+        }
+      }
+      var readings: [Int: [[String]]] = [:]
+      for try await (partition, seen) in group where !seen.isEmpty { readings[partition, default: []].append(seen) }
+      #expect(readings.keys.sorted() == [0, 1, 2])
+      for (partition, readers) in readings {
+        #expect(readers.count == 2 && readers[0] == readers[1])
+        #expect(readers[0].allSatisfy { $0.hasPrefix("\(partition)/") })
+        #expect(Set(readers[0]).count == total)
+        for appender in 0..<appenders {
+          let own = readers[0].filter { $0.hasPrefix("\(partition)/\(appender)-") }
+            .map { Int($0.split(separator: "-")[1])! }
+          #expect(own == Array(0..<own.count))
+        }
+      }
+    }
+    for view in views { await view.close() }
+    await log.close()
+    try await database.drop()
+  }
+
+  /// A turn on partition 0 holds that partition's counter row until it is let go; meanwhile a turn and an
+  /// append on partition 1 commit. With one lock over the whole log they would wait for partition 0's turn
+  /// and fail at their deadline.
+  @Test("a turn held open on partition 0 does not stop partition 1's turns and appends")
+  func noLockOverTheLog() async throws {
+    let database = try await ScratchDatabase.create()
+    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: PartitionMap(count: 2))
+    let zero = try log.partition(0)
+    let one = try log.partition(1)
+    let (entered, enter) = AsyncStream.makeStream(of: Void.self)
+    let (released, release) = AsyncStream.makeStream(of: Void.self)
+    let heldTurn = Task {
+      try await zero.appendTurn(after: 0) { _ in
+        enter.yield()
+        var iterator = released.makeAsyncIterator()
+        _ = await iterator.next()
+        return [StoredRecord(position: 1, bytes: frame("zero"))]
+      }
+    }
+    var waiting = entered.makeAsyncIterator()
+    _ = await waiting.next()
+    // Partition 0's row is locked now, until the turn is let go.
+    try await one.appendTurn(after: 0) { committed in
+      #expect(committed.isEmpty)
+      return [StoredRecord(position: 1, bytes: frame("one"))]
+    }
+    #expect(try await one.appendAssigningPositions([frame("one again")]) == 2...2)
+    #expect(try await one.records(after: 0, limit: 10).map(\.bytes) == [frame("one"), frame("one again")])
+    #expect(try await zero.records(after: 0, limit: 10).isEmpty)
+    release.yield()
+    try await heldTurn.value
+    #expect(try await zero.records(after: 0, limit: 10).map(\.bytes) == [frame("zero")])
+    await zero.close()
+    await one.close()
+    await log.close()
+    try await database.drop()
+  }
+
+  @Test("leases: one holder per partition; a node's death (its session ended) frees them for another")
+  func leasesMoveWhenANodeDies() async throws {
+    let database = try await ScratchDatabase.create()
+    let logA = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: .seconds(2),
+      partitions: PartitionMap(count: 4)
+    )
+    let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let nodeA = try await PartitionLeases.open(on: logA)
+    let nodeB = try await PartitionLeases.open(on: logB)
+    for partition in 0..<4 { #expect(try await nodeA.tryAcquire(partition)) }
+    #expect(try await nodeB.tryAcquire(2) == false)
+    #expect(try await nodeB.survey() == LeaseSurvey(liveNodes: 2, mine: [], heldByOthers: [0, 1, 2, 3]))
+    #expect(try await nodeA.survey() == LeaseSurvey(liveNodes: 2, mine: [0, 1, 2, 3], heldByOthers: []))
+    // What node B's plan says: a fair share of two, none free yet; node A lets two go.
+    let planA = PartitionLeasePlan(partitions: 4, liveNodes: 2, mine: nodeA.held, heldByOthers: [], rotation: 0)
+    #expect(planA.release == [2, 3])
+    for partition in planA.release { try await nodeA.release(partition) }
+    #expect(try await nodeB.tryAcquire(2))
+    #expect(try await nodeB.tryAcquire(3))
+    #expect(try await nodeB.tryAcquire(0) == false)
+    // Node A's session dies as a SIGKILLed node's would: PostgreSQL ends it, and its leases go with it.
+    try await ScratchDatabase.admin(
+      """
+      SELECT pg_terminate_backend(pid, 5000) FROM pg_locks
+      WHERE locktype = 'advisory' AND granted AND classid::bigint = \(0x6576_5074) AND objid::bigint = 0
+      """,
+      on: database.url
+    )
+    #expect(try await nodeB.survey() == LeaseSurvey(liveNodes: 1, mine: [2, 3], heldByOthers: []))
+    #expect(try await nodeB.tryAcquire(0))
+    #expect(try await nodeB.tryAcquire(1))
+    // Node A hears of it at its next request: an error, or no answer within its deadline; either way its
+    // leases are lost.
+    await #expect(throws: ServerLogError.self) { try await nodeA.tryAcquire(1) }
+    #expect(nodeA.held.isEmpty && nodeA.lost != nil)
+    #expect(nodeB.held == [0, 1, 2, 3])
+    await nodeA.close()
+    await nodeB.close()
+    await logA.close()
+    await logB.close()
+    try await database.drop()
+  }
+}
+
+private struct PartitionPositionSkipped: Error {
+  let partition: Int
+  let expected: UInt64
+  let found: UInt64
+}
