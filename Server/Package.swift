@@ -173,6 +173,7 @@ let package = Package(
         "SQLiteServerLog",
         "PostgresServerLog",
         .product(name: "Logging", package: "swift-log"),
+        .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),
         .product(name: "SampleApps", package: root),

@@ -49,6 +49,15 @@ public final class PostgresServerLog: SharedServerLog {
   /// database, so servers on other databases of the same PostgreSQL never meet it.
   static var serverLockKey: Int64 { 0x6576_656E_745F_7376 }
 
+  /// The advisory lock key of the nodes of partition *p* > 0 is this plus *p* (partition 0's nodes share
+  /// ``serverLockKey``): whether a node starts its partition again is a question about that partition.
+  static var partitionPlaceKeyBase: Int64 { 0x6576_5070_0000_0000 }
+
+  /// The key of this log's nodes (``claimPlaceInCluster()``).
+  private var placeKey: Int64 {
+    tables.partition == 0 ? Self.serverLockKey : Self.partitionPlaceKeyBase + Int64(tables.partition)
+  }
+
   /// How many records a snapshot leaves in the table behind it, so that a node a little behind still reads
   /// them instead of rebuilding from the snapshot.
   public static var recordsKeptBehindSnapshot: Int64 { 10_000 }
@@ -506,6 +515,9 @@ public final class PostgresServerLog: SharedServerLog {
   /// session's locks).
   /// - Throws: ``ServerLogError/inUse(_:)``; ``ServerLogError/storage(_:)`` when the database cannot answer.
   public func claimForOneServer() async throws(ServerLogError) {
+    guard partitions.count == 1 else {
+      throw .inUse("\(location) has \(partitions.count) partitions: it is served by cluster nodes, not by one server")
+    }
     let key = Self.serverLockKey
     let logger = logger
     let claim = try await holdSession { connection in
@@ -520,10 +532,11 @@ public final class PostgresServerLog: SharedServerLog {
   }
 
   /// Claims a place among the cluster's nodes: refused while one server (not a node) holds the database.
-  /// - Returns: Whether no other node held a place (this node starts the cluster again).
+  /// On partition *p* > 0 (``partition(_:)``), a place among that partition's nodes.
+  /// - Returns: Whether no other node held a place (this node starts the cluster, or the partition, again).
   /// - Throws: ``ServerLogError/inUse(_:)``; ``ServerLogError/storage(_:)`` when the database cannot answer.
   public func claimPlaceInCluster() async throws(ServerLogError) -> Bool {
-    let key = Self.serverLockKey
+    let key = placeKey
     let logger = logger
     let claim = try await holdSession { connection in
       // Exclusive at once: nobody else is here, this node starts the cluster. It then keeps a shared hold, as

@@ -76,6 +76,7 @@ struct DurabilityBenchMain {
         await onPostgres.shutdown()
         await postgres.close()
         try await cluster(url: url, logger: logger, writers: writers, seconds: seconds)
+        try await partitioned(url: url, logger: logger, writers: writers, seconds: seconds)
       }
       try await restart(records: restartRecords, in: folder)
     } catch {
@@ -227,6 +228,66 @@ struct DurabilityBenchMain {
       await node.shutdown()
       await log.close()
     }
+  }
+
+  /// Writes through a log of P partitions, each partition decided by its own cluster node (what a node
+  /// holding the partition's lease runs), nodes being sets of partitions that share one connection pool:
+  /// P = 1 on one node (today's cluster), then P = 4 on 1, 2 and 4 nodes. Each writer posts to itself, so
+  /// its writes stay in its partition. Besides writes per second, the process's CPU time per acknowledged
+  /// write: flat as nodes are added when no node does another partition's work. Each configuration runs on
+  /// a database of its own, created on the same server and dropped afterwards.
+  static func partitioned(url: String, logger: Logger, writers: Int, seconds: Double) async throws {
+    for (partitionCount, nodeCount) in [(1, 1), (4, 1), (4, 2), (4, 4)] {
+      let database = "bench_partitions_\(partitionCount)_\(nodeCount)_\(UInt32.random(in: 0...UInt32.max))"
+      try await ScratchDatabase.run("CREATE DATABASE \(database)", url: url, logger: logger)
+      let scratchURL = ScratchDatabase.url(url, database: database)
+      let map = PartitionMap(count: partitionCount)!
+      var nodeLogs: [PostgresServerLog] = []
+      for _ in 0..<nodeCount {
+        nodeLogs.append(try await PostgresServerLog.connect(url: scratchURL, logger: logger, partitions: map))
+      }
+      var views: [PostgresServerLog] = []
+      var servers: [EventServer<NoteBoard, ContinuousClock>] = []
+      for partition in 0..<partitionCount {
+        let view = try nodeLogs[partition % nodeCount].partition(partition)
+        let (server, _) = try await EventServer.joining(
+          view,
+          application: NoteBoard(),
+          clock: ContinuousClock(),
+          replication: ReplicationSettings(snapshotEvery: Int.max)
+        )
+        views.append(view)
+        servers.append(server)
+      }
+      let cpuBefore = processCPUTime()
+      let deciding = servers
+      let figures = try await measure(writers: writers, seconds: seconds) { _, command, user, clientID, mutationID in
+        _ = try await deciding[map.partition(of: user)].applyMutation(
+          command,
+          from: user,
+          clientID: clientID,
+          mutationID: mutationID
+        )
+      }
+      let cpu = processCPUTime() - cpuBefore
+      report("PostgreSQL, \(partitionCount) partition(s) on \(nodeCount) node(s)", figures)
+      print(
+        "    CPU time of the nodes per acknowledged write: "
+          + "\(Int((cpu / Double(max(figures.count, 1)) * 1_000_000).rounded())) µs"
+      )
+      for server in servers { await server.shutdown() }
+      for view in views { await view.close() }
+      for log in nodeLogs { await log.close() }
+      try await ScratchDatabase.run("DROP DATABASE IF EXISTS \(database) WITH (FORCE)", url: url, logger: logger)
+    }
+  }
+
+  /// The user and system CPU time this process used, in seconds.
+  static func processCPUTime() -> Double {
+    var usage = rusage()
+    getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
   }
 
   static func report(_ name: String, _ figures: Figures) {

@@ -111,7 +111,8 @@ struct StoredDeadlineTests {
     let command = ScheduledNotes.Command(text: "later", recipient: "alice", at: start + 60)
     _ = try await server.applyMutation(.request(command), from: "bob", clientID: "phone", mutationID: MutationID(1))
     var seen = -1
-    #expect(try await server.events(queueID: alice.queueID, user: "alice", lastEventID: -1, dontBlock: true).isEmpty)
+    let early = try await server.events(queueID: alice.queueID, user: "alice", lastEventID: -1, dontBlock: true)
+    #expect(early.isEmpty, "\(early)")
     clock.advance(by: .seconds(61))
     #expect(try await Self.nextNote(server, queueID: alice.queueID, after: &seen) == "later")
     #expect(try await server.readStoredState { try await StoredNoteBoard.notes(of: "alice", in: $0) } == ["later"])
