@@ -115,33 +115,48 @@ public final class PostgresServerLog: SharedServerLog {
     partitions: PartitionMap? = nil
   ) async throws(ServerLogError) -> PostgresServerLog {
     let target = try PostgresURL(url)
-    let client = PostgresClient(configuration: target.configuration, backgroundLogger: logger)
-    let running = Task { await client.run() }
-    let setUp = PostgresServerLog(
-      client: client,
-      running: running,
-      tables: LogTables(partition: 0),
-      partitions: .single,
-      location: target.location,
-      logger: logger,
-      operationTimeout: operationTimeout
-    )
-    let found: PartitionMap
-    do {
-      found = try await setUp.setUp(partitions: partitions)
-    } catch {
-      await setUp.close()
-      throw error
-    }
+    let found = try await setUp(target: target, partitions: partitions, logger: logger, operationTimeout: operationTimeout)
+    // A node serving every partition holds two sessions per partition (its place and its listener) beside
+    // its turns and reads: the pool grows with the partitions.
+    var configuration = target.configuration
+    configuration.options.maximumConnections = max(20, 3 * found.count + 10)
+    let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
     return PostgresServerLog(
       client: client,
-      running: running,
+      running: Task { await client.run() },
       tables: LogTables(partition: 0),
       partitions: found,
       location: target.location,
       logger: logger,
       operationTimeout: operationTimeout
     )
+  }
+
+  /// Creates or upgrades the schema on a client of its own, closed afterwards; answers the partition count.
+  private static func setUp(
+    target: PostgresURL,
+    partitions: PartitionMap?,
+    logger: Logger,
+    operationTimeout: Duration
+  ) async throws(ServerLogError) -> PartitionMap {
+    let client = PostgresClient(configuration: target.configuration, backgroundLogger: logger)
+    let setUp = PostgresServerLog(
+      client: client,
+      running: Task { await client.run() },
+      tables: LogTables(partition: 0),
+      partitions: .single,
+      location: target.location,
+      logger: logger,
+      operationTimeout: operationTimeout
+    )
+    do {
+      let found = try await setUp.setUp(partitions: partitions)
+      await setUp.close()
+      return found
+    } catch {
+      await setUp.close()
+      throw error
+    }
   }
 
   /// Partition `index` of this log, sharing its connections: its own counter row, records, snapshot and

@@ -2,6 +2,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import PostgresServerLog
+import SampleApps
 import Synchronization
 import Testing
 
@@ -204,6 +205,82 @@ struct PostgresPartitionTests {
     #expect(nodeB.held == [0, 1, 2, 3])
     await nodeA.close()
     await nodeB.close()
+    await logA.close()
+    await logB.close()
+    try await database.drop()
+  }
+}
+
+extension PostgresPartitionTests {
+  typealias Host = PartitionHost<NoteBoard, ContinuousClock>
+
+  static func host(on log: PostgresServerLog, rotation: Int) async throws -> Host {
+    try await Host.open(log: log, rotation: rotation) { partition throws(ServerLogError) in
+      try await EventServer.joining(partition, application: NoteBoard(), clock: ContinuousClock()).0
+    }
+  }
+
+  /// Two hosts share four partitions, then one dies: its partitions move to the other, and a client's
+  /// queue goes on there with the same id and finger, without registering again. Before the dead host
+  /// notices, its node still writes to a partition it lost: the new holder applies that write in order.
+  @Test("partitions spread over two hosts and move when one dies; a client keeps its queue, nothing lost")
+  func takeover() async throws {
+    let database = try await ScratchDatabase.create()
+    let map = PartitionMap(count: 4)!
+    let logA = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: .seconds(2),
+      partitions: map
+    )
+    let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let hostA = try await Self.host(on: logA, rotation: 0)
+    #expect(try await hostA.rebalance().taken == [0, 1, 2, 3])
+    let bob = UserID("bob")  // partition 0: held by A, then by B
+    #expect(map.partition(of: bob) == 0)
+    let bobNodeOnA = try #require(await hostA.node(for: bob))
+    let queue = try await bobNodeOnA.register(user: bob)
+    try await bobNodeOnA.handle(.post("one", to: [bob]), from: bob)
+
+    // A second host: a share of two each once A lets two go.
+    let hostB = try await Self.host(on: logB, rotation: 1)
+    #expect(try await hostB.rebalance() == Host.Change())
+    #expect(try await hostA.rebalance().released == [2, 3])
+    #expect(try await hostB.rebalance().taken == [2, 3])
+    #expect(await hostA.partitionsServed == [0, 1])
+    #expect(await hostB.partitionsServed == [2, 3])
+    let servedByA = await hostA.node(for: bob) != nil
+    let servedByB = await hostB.node(for: bob) != nil
+    #expect(servedByA != servedByB)
+
+    // Host A's session dies as a SIGKILLed node's would; B takes A's partitions at its next look.
+    try await ScratchDatabase.admin(
+      """
+      SELECT pg_terminate_backend(pid, 5000) FROM pg_locks
+      WHERE locktype = 'advisory' AND granted AND classid::bigint = \(0x6576_5074) AND objid::bigint = 0
+      """,
+      on: database.url
+    )
+    #expect(try await hostB.rebalance().taken.sorted() == [0, 1])
+    #expect(await hostB.partitionsServed == [0, 1, 2, 3])
+    // A's old node does not know yet: its write still commits in a turn, after what others committed.
+    try await bobNodeOnA.handle(.post("late", to: [bob]), from: bob)
+    let bobNodeOnB = try #require(await hostB.node(for: bob))
+    try await bobNodeOnB.handle(.post("two", to: [bob]), from: bob)
+    var texts: [String] = []
+    var last = queue.lastEventID
+    while !texts.contains("two") {
+      let events = try await bobNodeOnB.events(queueID: queue.queueID, user: bob, lastEventID: last)
+      last = events.last?.id ?? last
+      texts += events.compactMap { if case .payload(.note(let text)) = $0.body { text } else { nil } }
+    }
+    #expect(texts == ["one", "late", "two"])
+    // A finds its leases lost at its next look and stops serving.
+    let change = try await hostA.rebalance()
+    #expect(change.lost == [0, 1])
+    #expect(await hostA.partitionsServed.isEmpty)
+    await hostA.shutdown()
+    await hostB.shutdown()
     await logA.close()
     await logB.close()
     try await database.drop()

@@ -1,0 +1,159 @@
+import EventProtocol
+import EventServer
+
+/// A node of a partitioned cluster: it holds leases on some of the log's partitions
+/// (``PartitionLeases``) and serves each with a cluster node of its own (`EventServer.joining` on the
+/// partition, ``PostgresServerLog/partition(_:)``), loaded from the partition's snapshot and records when
+/// the lease is taken.
+///
+/// ``rebalance()`` is one look at the cluster: it surveys the leases, applies the ``PartitionLeasePlan``
+/// (lets the excess go after stopping its nodes, tries free partitions and starts a node for each one it
+/// gets), and, when the leases were lost (the session ended or fell silent), stops every node and opens a
+/// new session. ``run(every:clock:)`` does it on a timer. A request for a user is served by
+/// ``node(for:)``; `nil` means another node holds the user's partition (or nobody yet): forward it.
+///
+/// A client keeps its queue across a move: the queue lives in the partition's log, which the next holder
+/// loads. Leases decide who serves, not what is correct (``PartitionLeases``).
+///
+/// ```swift
+/// let host = try await PartitionHost.open(log: log, rotation: nodeNumber) { partition in
+///   try await EventServer.joining(partition, application: app, clock: ContinuousClock()).0
+/// }
+/// try await host.rebalance()
+/// if let node = await host.node(for: "alice") { _ = try await node.register(user: "alice") }
+/// ```
+public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> where C.Duration == Duration {
+  /// The cluster node serving one partition.
+  public typealias Node = EventServer<Application, C>
+  /// Starts the node of a partition this host just took, on the partition's log.
+  public typealias StartNode = @Sendable (PostgresServerLog) async throws(ServerLogError) -> Node
+
+  /// What one look at the cluster changed.
+  public struct Change: Sendable, Hashable {
+    /// The partitions taken, whose nodes started.
+    public var taken: [Int] = []
+    /// The partitions let go, whose nodes stopped first.
+    public var released: [Int] = []
+    /// The partitions whose leases were lost with the session (their nodes stopped).
+    public var lost: [Int] = []
+
+    /// A change from its parts (nothing changed by default).
+    public init(taken: [Int] = [], released: [Int] = [], lost: [Int] = []) {
+      self.taken = taken
+      self.released = released
+      self.lost = lost
+    }
+  }
+
+  private let log: PostgresServerLog
+  private var leases: PartitionLeases
+  private let startNode: StartNode
+  /// Where this node starts looking among free partitions.
+  public let rotation: Int
+  private var serving: [Int: (view: PostgresServerLog, node: Node)] = [:]
+
+  private init(log: PostgresServerLog, leases: PartitionLeases, rotation: Int, startNode: @escaping StartNode) {
+    self.log = log
+    self.leases = leases
+    self.rotation = rotation
+    self.startNode = startNode
+  }
+
+  /// Opens a lease session on `log` (partition 0 of a partitioned log, as
+  /// ``PostgresServerLog/connect(url:logger:operationTimeout:partitions:)`` returns it). Serves nothing
+  /// until the first ``rebalance()``.
+  /// - Parameters:
+  ///   - rotation: Where this node starts looking among free partitions (its number in the cluster spreads
+  ///     nodes apart).
+  ///   - startNode: Starts the node of a partition taken.
+  public static func open(
+    log: PostgresServerLog,
+    rotation: Int,
+    startNode: @escaping StartNode
+  ) async throws(ServerLogError) -> PartitionHost {
+    PartitionHost(log: log, leases: try await PartitionLeases.open(on: log), rotation: rotation, startNode: startNode)
+  }
+
+  /// The partitions this host serves.
+  public var partitionsServed: Set<Int> { Set(serving.keys) }
+
+  /// The node serving `user`'s partition here, or `nil` when this host does not hold it.
+  public func node(for user: UserID) -> Node? {
+    serving[log.partitions.partition(of: user)]?.node
+  }
+
+  /// One look at the cluster (see the type's discussion).
+  /// - Returns: What changed; leases found lost (the session ended or fell silent) stop their nodes and are
+  ///   listed in ``Change/lost``, and the next look opens a new session.
+  /// - Throws: ``ServerLogError`` when the database cannot be reached or a node cannot start (nothing
+  ///   served changes but that partition, whose lease is let go).
+  @discardableResult
+  public func rebalance() async throws(ServerLogError) -> Change {
+    var change = Change()
+    if leases.lost != nil {
+      change.lost = serving.keys.sorted()
+      await stopAll()
+      await leases.close()
+      leases = try await PartitionLeases.open(on: log)
+    }
+    let survey: LeaseSurvey
+    do {
+      survey = try await leases.survey()
+    } catch {
+      // The session ended or fell silent: the partitions may be another node's already.
+      guard leases.lost != nil else { throw error }
+      change.lost += serving.keys.sorted()
+      await stopAll()
+      return change
+    }
+    let plan = PartitionLeasePlan(
+      partitions: log.partitions.count,
+      liveNodes: survey.liveNodes,
+      mine: survey.mine,
+      heldByOthers: survey.heldByOthers,
+      rotation: rotation
+    )
+    for partition in plan.release {
+      await stop(partition)
+      try await leases.release(partition)
+      change.released.append(partition)
+    }
+    for partition in plan.acquire where try await leases.tryAcquire(partition) {
+      do {
+        let view = try log.partition(partition)
+        serving[partition] = (view, try await startNode(view))
+        change.taken.append(partition)
+      } catch {
+        try? await leases.release(partition)
+        throw error
+      }
+    }
+    return change
+  }
+
+  /// Looks at the cluster every `interval` until the task is cancelled; a look that fails is tried again at
+  /// the next one.
+  public func run<Timer: Clock>(every interval: Duration, clock: Timer) async where Timer.Duration == Duration {
+    while !Task.isCancelled {
+      _ = try? await rebalance()
+      try? await clock.sleep(for: interval)
+    }
+  }
+
+  /// Stops every node (their acknowledgements recorded) and lets every lease go.
+  public func shutdown() async {
+    await stopAll()
+    await leases.close()
+  }
+
+  private func stop(_ partition: Int) async {
+    guard let served = serving.removeValue(forKey: partition) else { return }
+    await served.node.shutdown()
+    await served.node.waitForWrites()
+    await served.view.close()
+  }
+
+  private func stopAll() async {
+    for partition in serving.keys.sorted() { await stop(partition) }
+  }
+}
