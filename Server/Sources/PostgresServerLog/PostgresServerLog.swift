@@ -115,7 +115,12 @@ public final class PostgresServerLog: SharedServerLog {
     partitions: PartitionMap? = nil
   ) async throws(ServerLogError) -> PostgresServerLog {
     let target = try PostgresURL(url)
-    let found = try await setUp(target: target, partitions: partitions, logger: logger, operationTimeout: operationTimeout)
+    let found = try await setUp(
+      target: target,
+      partitions: partitions,
+      logger: logger,
+      operationTimeout: operationTimeout
+    )
     // A node serving every partition holds two sessions per partition (its place and its listener) beside
     // its turns and reads: the pool grows with the partitions.
     var configuration = target.configuration

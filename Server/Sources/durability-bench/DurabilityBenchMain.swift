@@ -195,8 +195,12 @@ struct DurabilityBenchMain {
       nodes.append(node)
       logs.append(log)
     }
-    report("PostgreSQL cluster, writes on 1 node", try await measure([nodes[0]], writers: writers, seconds: seconds))
-    report("PostgreSQL cluster, writes on 3 nodes", try await measure(nodes, writers: writers, seconds: seconds))
+    for (name, writing) in [("writes on 1 node", [nodes[0]]), ("writes on 3 nodes", nodes)] {
+      let cpuBefore = processCPUTime()
+      let figures = try await measure(writing, writers: writers, seconds: seconds)
+      report("PostgreSQL cluster, \(name)", figures)
+      printCPU(processCPUTime() - cpuBefore, figures, of: "the 3 nodes (each applies every record)")
+    }
     var lags: [Duration] = []
     let (writer, poller) = (nodes[0], nodes[1])
     let registration = try await poller.register(user: "lag")
@@ -239,8 +243,8 @@ struct DurabilityBenchMain {
   static func partitioned(url: String, logger: Logger, writers: Int, seconds: Double) async throws {
     for (partitionCount, nodeCount) in [(1, 1), (4, 1), (4, 2), (4, 4)] {
       let database = "bench_partitions_\(partitionCount)_\(nodeCount)_\(UInt32.random(in: 0...UInt32.max))"
-      try await ScratchDatabase.run("CREATE DATABASE \(database)", url: url, logger: logger)
-      let scratchURL = ScratchDatabase.url(url, database: database)
+      try await PostgresServerLog.administer(["CREATE DATABASE \(database)"], url: url, logger: logger)
+      let scratchURL = PostgresServerLog.url(url, naming: database)
       let map = PartitionMap(count: partitionCount)!
       var nodeLogs: [PostgresServerLog] = []
       for _ in 0..<nodeCount {
@@ -269,17 +273,23 @@ struct DurabilityBenchMain {
           mutationID: mutationID
         )
       }
-      let cpu = processCPUTime() - cpuBefore
       report("PostgreSQL, \(partitionCount) partition(s) on \(nodeCount) node(s)", figures)
-      print(
-        "    CPU time of the nodes per acknowledged write: "
-          + "\(Int((cpu / Double(max(figures.count, 1)) * 1_000_000).rounded())) µs"
-      )
+      printCPU(processCPUTime() - cpuBefore, figures, of: "the nodes")
       for server in servers { await server.shutdown() }
       for view in views { await view.close() }
       for log in nodeLogs { await log.close() }
-      try await ScratchDatabase.run("DROP DATABASE IF EXISTS \(database) WITH (FORCE)", url: url, logger: logger)
+      try await PostgresServerLog.administer(
+        ["DROP DATABASE IF EXISTS \(database) WITH (FORCE)"],
+        url: url,
+        logger: logger
+      )
     }
+  }
+
+  /// Prints the CPU time per acknowledged write.
+  static func printCPU(_ cpu: Double, _ figures: Figures, of whom: String) {
+    let perWrite = Int((cpu / Double(max(figures.count, 1)) * 1_000_000).rounded())
+    print("    CPU time of \(whom) per acknowledged write: \(perWrite) µs")
   }
 
   /// The user and system CPU time this process used, in seconds.

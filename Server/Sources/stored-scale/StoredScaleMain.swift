@@ -4,7 +4,6 @@ import EventProtocol
 import EventServer
 import Foundation
 import Logging
-import PostgresNIO
 import PostgresServerLog
 import SQLiteServerLog
 import SampleApps
@@ -203,25 +202,14 @@ struct StoredScaleMain {
 
   /// A fresh database `name` on the server of `url` (dropped first if there); returns its URL.
   static func scratchDatabase(_ url: String, name: String) async throws -> String {
-    guard let components = URLComponents(string: url) else { throw StoredScaleError("not a URL: \(url)") }
     var logger = Logger(label: "stored-scale")
     logger.logLevel = .critical
-    let client = PostgresClient(
-      configuration: .init(
-        host: components.host ?? "127.0.0.1",
-        port: components.port ?? 5432,
-        username: components.user ?? "postgres",
-        password: components.password,
-        database: String(components.path.dropFirst()),
-        tls: .disable
-      ),
-      backgroundLogger: logger
+    try await PostgresServerLog.administer(
+      ["DROP DATABASE IF EXISTS \(name) WITH (FORCE)", "CREATE DATABASE \(name)"],
+      url: url,
+      logger: logger
     )
-    let running = Task { await client.run() }
-    defer { running.cancel() }
-    try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
-    try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
-    return url.replacingOccurrences(of: #"/[^/?]*(\?|$)"#, with: "/\(name)$1", options: .regularExpression)
+    return PostgresServerLog.url(url, naming: name)
   }
 
   static func databaseSize(_ database: String) -> String {

@@ -18,7 +18,11 @@ struct PostgresPartitionTests {
   @Test("the partition count is fixed when the log is created: another count is refused, nothing changed")
   func countFixedAtCreation() async throws {
     let database = try await ScratchDatabase.create()
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: PartitionMap(count: 4))
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      partitions: PartitionMap(count: 4)
+    )
     #expect(log.partitions.count == 4)
     let third = try log.partition(3)
     try await third.append([StoredRecord(position: 1, bytes: frame("p3"))])
@@ -26,7 +30,11 @@ struct PostgresPartitionTests {
     await third.close()
     await log.close()
     do {
-      _ = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: PartitionMap(count: 8))
+      _ = try await PostgresServerLog.connect(
+        url: database.url,
+        logger: quietLogger,
+        partitions: PartitionMap(count: 8)
+      )
       Issue.record("a log of 4 partitions was opened as 8")
     } catch {
       #expect(error.isSameKind(as: .partitionCount(found: 4, asked: 8)))
@@ -74,7 +82,11 @@ struct PostgresPartitionTests {
   @Test("racing appenders and readers on three partitions at once: each partition gap-free, holding only its own")
   func commitOrderPerPartition() async throws {
     let database = try await ScratchDatabase.create()
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: PartitionMap(count: 3))
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      partitions: PartitionMap(count: 3)
+    )
     let views = try (0..<3).map { try log.partition($0) }
     let appenders = 3
     let batches = 20
@@ -132,7 +144,11 @@ struct PostgresPartitionTests {
   @Test("a turn held open on partition 0 does not stop partition 1's turns and appends")
   func noLockOverTheLog() async throws {
     let database = try await ScratchDatabase.create()
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: PartitionMap(count: 2))
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      partitions: PartitionMap(count: 2)
+    )
     let zero = try log.partition(0)
     let one = try log.partition(1)
     let (entered, enter) = AsyncStream.makeStream(of: Void.self)

@@ -2,7 +2,6 @@ import EventProtocol
 import EventServer
 import Foundation
 import Logging
-import PostgresNIO
 import PostgresServerLog
 import SampleApps
 import Synchronization
@@ -20,32 +19,16 @@ struct ScratchDatabase {
   static func create() async throws -> ScratchDatabase {
     let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
     try await admin("CREATE DATABASE \(name)")
-    let base = try #require(testPostgresURL)
-    let url = base.replacingOccurrences(of: #"/[^/?]*(\?|$)"#, with: "/\(name)$1", options: .regularExpression)
-    return ScratchDatabase(url: url, name: name)
+    return ScratchDatabase(url: PostgresServerLog.url(try #require(testPostgresURL), naming: name), name: name)
   }
 
   func drop() async throws {
     try await Self.admin("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
   }
 
-  /// Runs one statement on the test server's own database.
+  /// Runs one statement on the test server's own database (or on `url`'s).
   static func admin(_ statement: String, on url: String? = nil) async throws {
-    let components = try #require(URLComponents(string: url ?? testPostgresURL ?? ""))
-    let client = PostgresClient(
-      configuration: .init(
-        host: components.host ?? "127.0.0.1",
-        port: components.port ?? 5432,
-        username: components.user ?? "postgres",
-        password: components.password,
-        database: String(components.path.dropFirst()),
-        tls: .disable
-      ),
-      backgroundLogger: Logger(label: "scratch")
-    )
-    let running = Task { await client.run() }
-    defer { running.cancel() }
-    try await client.query(PostgresQuery(unsafeSQL: statement))
+    try await PostgresServerLog.administer([statement], url: try #require(url ?? testPostgresURL), logger: quietLogger)
   }
 }
 

@@ -251,7 +251,11 @@ public final class PartitionLeases: Sendable {
     return try result.get()
   }
 
-  private static func bool(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+  private static func bool(
+    _ query: PostgresQuery,
+    on connection: PostgresConnection,
+    logger: Logger
+  ) async throws -> Bool {
     var value = false
     for try await row in try await connection.query(query, logger: logger).decode(Bool.self) { value = row }
     return value
@@ -259,7 +263,9 @@ public final class PartitionLeases: Sendable {
 
   /// Reads the advisory locks of this database: nodes alive (holders of ``nodeKey``) and partition leases.
   private static let surveyQuery: @Sendable (PostgresConnection, Int32, Logger) async throws -> LeaseSurvey = {
-    connection, pid, logger in
+    connection,
+    pid,
+    logger in
     let leaseKind = leaseKeyBase >> 32
     let nodeKind = nodeKey >> 32
     let rows = try await connection.query(
