@@ -69,6 +69,8 @@ public final class PostgresServerLog: SharedServerLog {
   /// The task holding the session whose advisory lock claims the database, once claimed.
   private let claimHolder = Mutex<Task<Void, Never>?>(nil)
   private let appendHints = AppendHints()
+  /// Hints that another partition left messages in this one's inbox (a counter of notifications heard).
+  let inboxHints = AppendHints()
   let logger: Logger
   /// The tables of this log's partition.
   let tables: LogTables
@@ -195,6 +197,7 @@ public final class PostgresServerLog: SharedServerLog {
       await holder.value
     }
     appendHints.stop()
+    inboxHints.stop()
     if let running {
       running.cancel()
       await running.value
@@ -244,6 +247,17 @@ public final class PostgresServerLog: SharedServerLog {
       for partition in 0..<partitions {
         try await Self.createTables(LogTables(partition: partition), on: connection, logger: self.logger)
       }
+      try await connection.query(
+        """
+        CREATE TABLE IF NOT EXISTS event_inbox (
+          id bigserial PRIMARY KEY, partition integer NOT NULL, message bytea NOT NULL)
+        """,
+        logger: self.logger
+      )
+      try await connection.query(
+        "CREATE INDEX IF NOT EXISTS event_inbox_by_partition ON event_inbox (partition, id)",
+        logger: self.logger
+      )
       return (Self.schemaVersion, partitions)
     }
     if found.version > Self.schemaVersion { throw .newerFormat(found: found.version, supported: Self.schemaVersion) }
@@ -513,12 +527,21 @@ public final class PostgresServerLog: SharedServerLog {
   /// while nobody listened is lost, so a follower re-reads from its last position after reconnecting).
   /// Notifications are hints for waking a reader early, never the record of what was appended.
   public func listenForAppends(_ onAppend: @escaping @Sendable (UInt64) async -> Void) async throws(ServerLogError) {
+    try await listen(on: tables.channel) { payload in
+      if let position = UInt64(payload) { await onAppend(position) }
+    }
+  }
+
+  /// Listens on `channel` and calls `onNotification` with each notification's payload, until the task is
+  /// cancelled or the connection drops (then it throws).
+  func listen(
+    on channel: String,
+    _ onNotification: @escaping @Sendable (String) async -> Void
+  ) async throws(ServerLogError) {
     do {
       try await client.withConnection { connection in
-        try await connection.listen(on: self.tables.channel) { notifications in
-          for try await notification in notifications {
-            if let position = UInt64(notification.payload) { await onAppend(position) }
-          }
+        try await connection.listen(on: channel) { notifications in
+          for try await notification in notifications { await onNotification(notification.payload) }
         }
       }
     } catch is CancellationError {

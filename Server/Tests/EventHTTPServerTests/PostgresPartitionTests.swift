@@ -231,7 +231,7 @@ extension PostgresPartitionTests {
   typealias Host = PartitionHost<NoteBoard, ContinuousClock>
 
   static func host(on log: PostgresServerLog, rotation: Int) async throws -> Host {
-    try await Host.open(log: log, rotation: rotation) { partition throws(ServerLogError) in
+    try await Host.open(log: log, rotation: rotation) { partition in
       try await EventServer.joining(partition, application: NoteBoard(), clock: ContinuousClock()).0
     }
   }
@@ -299,6 +299,84 @@ extension PostgresPartitionTests {
     await hostB.shutdown()
     await logA.close()
     await logB.close()
+    try await database.drop()
+  }
+}
+
+extension PostgresPartitionTests {
+  typealias StoredHost = PartitionHost<StoredRelay<StoredNoteBoard>, ContinuousClock>
+
+  /// Polls until a note arrives (heartbeats skipped).
+  static func nextNotes(
+    _ node: StoredHost.Node,
+    queue: Registration<StoredNoteBoard.Snapshot?>,
+    user: UserID,
+    after last: inout Int
+  ) async throws -> [String] {
+    while true {
+      let events = try await node.events(queueID: queue.queueID, user: user, lastEventID: last)
+      last = events.last?.id ?? last
+      let notes = events.compactMap { if case .payload(.note(let text)) = $0.body { text } else { nil } }
+      if !notes.isEmpty { return notes }
+    }
+  }
+
+  /// A stored note board on four partitions: a note from a user of one partition to users of three
+  /// reaches each recipient's queue on its own partition's node (through that partition's inbox), once,
+  /// even when the mutation is sent again; the inbox is empty afterwards.
+  @Test("a command's deliveries reach users of other partitions through their inboxes, once")
+  func deliveriesAcrossPartitions() async throws {
+    let database = try await ScratchDatabase.create()
+    let map = PartitionMap(count: 4)!
+    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+    let host = try await StoredHost.open(log: log, rotation: 0) { partition in
+      try await EventServer.joining(StoredNoteBoard(), on: partition, clock: ContinuousClock()).0
+    }
+    #expect(try await host.rebalance().taken == [0, 1, 2, 3])
+    let (bob, carol, alice) = (UserID("bob"), UserID("carol"), UserID("alice"))
+    #expect([bob, carol, alice].map { map.partition(of: $0) } == [0, 2, 3])
+    let bobNode = try #require(await host.node(for: bob))
+    let aliceNode = try #require(await host.node(for: alice))
+    let carolNode = try #require(await host.node(for: carol))
+    let bobQueue = try await bobNode.register(user: bob)
+    let aliceQueue = try await aliceNode.register(user: alice)
+    let carolQueue = try await carolNode.register(user: carol)
+    for _ in 0..<2 {  // the second is a repeat: answered from the mutation memory, delivered nowhere again
+      _ = try await carolNode.applyMutation(
+        .request(.post("hi", to: [alice, bob, carol])),
+        from: carol,
+        clientID: "carol-phone",
+        mutationID: MutationID(1)
+      )
+    }
+    _ = try await carolNode.applyMutation(
+      .request(.post("again", to: [alice, bob])),
+      from: carol,
+      clientID: "carol-phone",
+      mutationID: MutationID(2)
+    )
+    var (bobLast, aliceLast, carolLast) = (bobQueue.lastEventID, aliceQueue.lastEventID, carolQueue.lastEventID)
+    var aliceNotes = try await Self.nextNotes(aliceNode, queue: aliceQueue, user: alice, after: &aliceLast)
+    if aliceNotes.count < 2 {
+      aliceNotes += try await Self.nextNotes(aliceNode, queue: aliceQueue, user: alice, after: &aliceLast)
+    }
+    var bobNotes = try await Self.nextNotes(bobNode, queue: bobQueue, user: bob, after: &bobLast)
+    if bobNotes.count < 2 { bobNotes += try await Self.nextNotes(bobNode, queue: bobQueue, user: bob, after: &bobLast) }
+    #expect(aliceNotes == ["hi", "again"])
+    #expect(bobNotes == ["hi", "again"])
+    #expect(try await Self.nextNotes(carolNode, queue: carolQueue, user: carol, after: &carolLast) == ["hi"])
+    // Nothing more for anyone: a dont_block poll after what each received is empty of notes.
+    for (node, queue, user, last) in [
+      (aliceNode, aliceQueue, alice, aliceLast), (bobNode, bobQueue, bob, bobLast),
+    ] {
+      let more = try await node.events(queueID: queue.queueID, user: user, lastEventID: last, dontBlock: true)
+      #expect(more.allSatisfy { if case .payload = $0.body { false } else { true } })
+    }
+    #expect(try await log.partition(3).hasInbox() == false)
+    #expect(try await log.partition(0).hasInbox() == false)
+    #expect(try await aliceNode.readStoredState { try await StoredNoteBoard.notes(of: alice, in: $0) } == ["hi", "again"])
+    await host.shutdown()
+    await log.close()
     try await database.drop()
   }
 }

@@ -170,9 +170,10 @@ extension EventServer {
 
   func startTurnIfNeeded() {
     guard let shared = durability?.shared, !shared.isTurnUnderWay, shared.rejoining == nil,
-      !shared.waiting.isEmpty || !storedBatches.waiting.isEmpty
+      !shared.waiting.isEmpty || !storedBatches.waiting.isEmpty || shared.inboxWaiting
     else { return }
     durability!.shared!.isTurnUnderWay = true
+    durability!.shared!.inboxWaiting = false
     durability!.shared!.turnsStarted += 1
     let number = durability!.shared!.turnsStarted
     durability!.shared!.activeTurn = number
@@ -312,15 +313,31 @@ extension EventServer {
           next = records.last!.position
           if records.count == settings.readLimit { continue }
         }
+        // Messages another partition left in this one's inbox are taken by a turn (``PartitionedSharedLog``).
+        if let partitioned = log as? any PartitionedSharedLog, (try? await partitioned.hasInbox()) == true {
+          await self?.inboxHasMessages()
+        }
         let readThrough = next
         await withTaskGroup(of: Void.self) { group in
           group.addTask { await log.waitForAppends(after: readThrough) }
           group.addTask { try? await timeline.sleep(until: timeline.now().advanced(by: settings.followInterval)) }
+          if let partitioned = log as? any PartitionedSharedLog {
+            group.addTask { await partitioned.waitForInbox() }
+          }
           await group.next()
           group.cancelAll()
         }
       }
     }
+  }
+
+  /// Starts a turn to take the partition's inbox (a stored application's node; see ``PartitionedSharedLog``).
+  private func inboxHasMessages() {
+    guard storedDriver != nil, durability?.shared != nil, durability?.commit.failure == nil, !isShuttingDown else {
+      return
+    }
+    durability!.shared!.inboxWaiting = true
+    startTurnIfNeeded()
   }
 
   /// Where the follower reads from; `nil` once the node stopped.

@@ -17,6 +17,9 @@ extension EventServer {
     var waiting: [Decision] = []
     /// A turn was asked for and has not ended.
     var isTurnUnderWay = false
+    /// Messages from other partitions wait in this partition's inbox: a turn takes them
+    /// (``PartitionedSharedLog``).
+    var inboxWaiting = false
     /// The number of the turn under way: a turn the log abandoned at its deadline and that reaches its
     /// decision late finds another number (or none) and decides nothing.
     var activeTurn: Int?

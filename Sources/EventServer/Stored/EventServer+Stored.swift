@@ -236,11 +236,17 @@ extension EventServer {
     }
     let source = MutationSource(user: user, clientID: clientID)
     let now = decisionNow()
+    let route = partitionRoute()
     return try await runStored(on: log) { transaction -> StoredOutcome<Stored.Event>? in
       // A repeat or a reused id is answered from the mutation memory, without the application.
       guard await self.isNewMutation(source, mutationID: mutationID, digest: digest) else { return nil }
       return StoredOutcome(
-        deliveries: try await application.handle(request, from: user, at: now, in: transaction),
+        deliveries: try await Self.routed(
+          try await application.handle(request, from: user, at: now, in: transaction),
+          by: route,
+          author: user,
+          in: transaction
+        ),
         nextDeadline: try await application.nextDeadline(in: transaction)
       )
     } decide: { server, worked in
@@ -289,9 +295,15 @@ extension EventServer {
   ) async throws where Application == StoredRelay<Stored> {
     guard let request = command.request else { throw EventAPIError.badRequest(Self.reservedKeyRefusal) }
     let now = decisionNow()
+    let route = partitionRoute()
     try await runStored(on: log) { transaction in
       StoredOutcome(
-        deliveries: try await application.handle(request, from: user, at: now, in: transaction),
+        deliveries: try await Self.routed(
+          try await application.handle(request, from: user, at: now, in: transaction),
+          by: route,
+          author: user,
+          in: transaction
+        ),
         nextDeadline: try await application.nextDeadline(in: transaction)
       )
     } decide: { server, worked in
@@ -343,10 +355,16 @@ extension EventServer {
   ) async where Application == StoredRelay<Stored> {
     guard let due = machine.application.deadlineDue, !isShuttingDown else { return }
     machine.updateBookkeeping { $0.deadlineDue = nil }
+    let route = partitionRoute()
     do {
       try await runStored(on: log) { transaction in
         StoredOutcome(
-          deliveries: try await application.deadlineReached(at: due, in: transaction),
+          deliveries: try await Self.routed(
+            try await application.deadlineReached(at: due, in: transaction),
+            by: route,
+            author: nil,
+            in: transaction
+          ),
           nextDeadline: try await application.nextDeadline(in: transaction)
         )
       } decide: { server, worked in
@@ -364,6 +382,53 @@ extension EventServer {
   where Application == StoredRelay<Stored> {
     machine.updateBookkeeping { $0.deadline = deadline }
     rescheduleTimer()
+  }
+
+  /// How this node splits deliveries between its partition and the others, when it serves one partition of
+  /// several (``PartitionedSharedLog``); `nil` otherwise.
+  func partitionRoute() -> PartitionRoute? {
+    guard let log = durability?.shared?.log as? any PartitionedSharedLog, log.partitions.count > 1 else { return nil }
+    return PartitionRoute(map: log.partitions, home: log.partitionIndex)
+  }
+
+  /// `deliveries` for this partition's users; those for other partitions' users sent to their inboxes in
+  /// `transaction` (all of them kept when `route` is `nil`).
+  nonisolated static func routed<Event: EventPayload>(
+    _ deliveries: [Delivery<Event>],
+    by route: PartitionRoute?,
+    author: UserID?,
+    in transaction: any DatabaseTransaction
+  ) async throws -> [Delivery<Event>] {
+    guard let route else { return deliveries }
+    return try await route.send(deliveries, author: author, in: transaction)
+  }
+
+  /// Delivers messages from other partitions' commands to this partition's queues, each recorded as an
+  /// input of this partition's log (in the turn that takes them from the inbox).
+  /// - Throws: ``ServerLogError/undecodable(_:)`` for a message this build cannot read (the turn fails and
+  ///   the messages stay in the inbox).
+  func receivePartitionMessages<Stored: StoredApplication>(
+    _ messages: [Data],
+    of _: Stored.Type
+  ) throws(ServerLogError) where Application == StoredRelay<Stored> {
+    for bytes in messages {
+      let message: PartitionMessage<Stored.Event>
+      do {
+        message = try JSONDecoder().decode(PartitionMessage<Stored.Event>.self, from: bytes)
+      } catch {
+        throw .undecodable("a message from another partition: \(error)")
+      }
+      let now = decisionNow()
+      if let author = message.author {
+        do {
+          finish(try machine.handle(.delivered(message.deliveries), from: author, now: now))
+        } catch {
+          throw .storage("a message from another partition could not be delivered: \(error)")
+        }
+      } else {
+        finish(machine.deadlineDecided(.delivered(message.deliveries), now: now))
+      }
+    }
   }
 
   static var reservedKeyRefusal: String {

@@ -14,6 +14,15 @@ extension EventServer {
     guard durability!.shared!.activeTurn == number, durability!.commit.failure == nil else {
       throw .storage("the turn was abandoned at its deadline")
     }
+    // Deliveries other partitions' commands left for this partition's users, delivered once: the records
+    // that queue them commit with the messages' removal.
+    if let inbox = transaction as? any PartitionedLogTransaction, let receive = storedDriver?.receive {
+      let messages = try await inbox.takeInbox()
+      guard durability!.shared!.activeTurn == number, durability!.commit.failure == nil else {
+        throw .storage("the turn was abandoned at its deadline")
+      }
+      if !messages.isEmpty { try receive(self, messages) }
+    }
     let batch = Array(storedBatches.waiting.prefix(StoredBatches.maximumBatch))
     storedBatches.waiting.removeFirst(batch.count)
     storedBatches.inTurn = batch

@@ -1,4 +1,5 @@
 import EventProtocol
+import Foundation
 
 /// How an ``EventServer`` serves a ``StoredApplication``: the steps its requests take instead of the
 /// in-memory ones. Built once, where the application's type is known; the server's public requests hand
@@ -17,6 +18,8 @@ struct StoredDriver<Application: ServerApplication, C: Clock>: Sendable where C.
       Application.FetchedItem
     >
   let runDeadlineIfDue: @Sendable (Server) async -> Void
+  /// Delivers messages other partitions left in this partition's inbox (in a turn, holding the log).
+  let receive: @Sendable (isolated Server, [Data]) throws(ServerLogError) -> Void
 }
 
 extension StoredDriver {
@@ -52,7 +55,10 @@ extension StoredDriver {
       fetch: { (server, request, queueID, user) throws(EventAPIError) in
         try await server.storedFetch(application, from: log, request: request, queueID: queueID, user: user)
       },
-      runDeadlineIfDue: { server in await server.storedDeadlineIfDue(application, from: log) }
+      runDeadlineIfDue: { server in await server.storedDeadlineIfDue(application, from: log) },
+      receive: { (server, messages) throws(ServerLogError) in
+        try server.receivePartitionMessages(messages, of: Stored.self)
+      }
     )
   }
 }

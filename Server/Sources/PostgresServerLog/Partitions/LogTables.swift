@@ -18,4 +18,8 @@ struct LogTables: Sendable, Hashable {
   var snapshot: String { "event_snapshot" + suffix }
   /// The channel each append notifies with its last position.
   var channel: String { "event_log" + suffix }
+  /// The channel a message left in the partition's inbox notifies.
+  var inboxChannel: String { "event_inbox_p\(partition)" }
+  /// The messages partitions leave for each other (one table for all: `partition`, `id`, `message`).
+  static var inbox: String { "event_inbox" }
 }

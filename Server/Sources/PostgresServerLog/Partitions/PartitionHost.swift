@@ -26,7 +26,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   /// The cluster node serving one partition.
   public typealias Node = EventServer<Application, C>
   /// Starts the node of a partition this host just took, on the partition's log.
-  public typealias StartNode = @Sendable (PostgresServerLog) async throws(ServerLogError) -> Node
+  public typealias StartNode = @Sendable (PostgresServerLog) async throws -> Node
 
   /// What one look at the cluster changed.
   public struct Change: Sendable, Hashable {
@@ -125,7 +125,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
         change.taken.append(partition)
       } catch {
         try? await leases.release(partition)
-        throw error
+        throw (error as? ServerLogError) ?? .storage("partition \(partition)'s node could not start: \(error)")
       }
     }
     return change

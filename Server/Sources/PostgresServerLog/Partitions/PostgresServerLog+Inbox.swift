@@ -1,0 +1,69 @@
+import EventServer
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// A partition's inbox (``PartitionedSharedLog``): the `event_inbox` table, one row per message, and the
+/// channel `event_inbox_p`*p* each message notifies.
+extension PostgresServerLog: PartitionedSharedLog {
+  /// Whether messages wait in this partition's inbox.
+  public func hasInbox() async throws(ServerLogError) -> Bool {
+    let partition = Int32(tables.partition)
+    return try await withDeadline {
+      let rows = try await self.client.query(
+        "SELECT EXISTS (SELECT 1 FROM event_inbox WHERE partition = \(partition))",
+        logger: self.logger
+      )
+      var waiting = false
+      for try await value in rows.decode(Bool.self) { waiting = value }
+      return waiting
+    }
+  }
+
+  /// Returns once a message to this partition was announced after the call began, the listening connection
+  /// (re)started, or the task is cancelled. The first call starts listening on a connection of its own.
+  public func waitForInbox() async {
+    inboxHints.startIfNeeded { [weak self] onMessage throws(ServerLogError) in
+      guard let self else { return }
+      try await self.listen(on: self.tables.inboxChannel) { _ in await onMessage(self.inboxHints.latest + 1) }
+    }
+    await inboxHints.wait(after: inboxHints.latest)
+  }
+}
+
+extension PostgresLogTransaction: PartitionedLogTransaction {
+  func send(_ message: Data, to partition: Int) async throws(ServerLogError) {
+    guard (0..<log.partitions.count).contains(partition) else {
+      throw .partitionCount(found: log.partitions.count, asked: partition + 1)
+    }
+    let bytes = ByteBuffer(bytes: message)
+    let channel = LogTables(partition: partition).inboxChannel
+    do {
+      try await connection.query(
+        "INSERT INTO event_inbox (partition, message) VALUES (\(Int32(partition)), \(bytes))",
+        logger: log.logger
+      )
+      try await connection.query("SELECT pg_notify(\(channel), '')", logger: log.logger)
+    } catch {
+      throw .storage("\(log.location): a message to partition \(partition): \(String(reflecting: error))")
+    }
+  }
+
+  func takeInbox() async throws(ServerLogError) -> [Data] {
+    let partition = Int32(log.tables.partition)
+    do {
+      let rows = try await connection.query(
+        "DELETE FROM event_inbox WHERE partition = \(partition) RETURNING id, message",
+        logger: log.logger
+      )
+      var messages: [(id: Int64, bytes: Data)] = []
+      for try await (id, message) in rows.decode((Int64, ByteBuffer).self) {
+        messages.append((id, Data(message.readableBytesView)))
+      }
+      return messages.sorted { $0.id < $1.id }.map(\.bytes)
+    } catch {
+      throw .storage("\(log.location): the inbox: \(String(reflecting: error))")
+    }
+  }
+}
