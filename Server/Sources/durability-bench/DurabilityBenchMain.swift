@@ -264,6 +264,7 @@ struct DurabilityBenchMain {
         servers.append(server)
       }
       let cpuBefore = processCPUTime()
+      let databaseBefore = localPostgresCPUTime()
       let deciding = servers
       let figures = try await measure(writers: writers, seconds: seconds) { _, command, user, clientID, mutationID in
         _ = try await deciding[map.partition(of: user)].applyMutation(
@@ -275,6 +276,9 @@ struct DurabilityBenchMain {
       }
       report("PostgreSQL, \(partitionCount) partition(s) on \(nodeCount) node(s)", figures)
       printCPU(processCPUTime() - cpuBefore, figures, of: "the nodes")
+      if let before = databaseBefore, let after = localPostgresCPUTime() {
+        printCPU(after - before, figures, of: "PostgreSQL (its processes on this machine)")
+      }
       for server in servers { await server.shutdown() }
       for view in views { await view.close() }
       for log in nodeLogs { await log.close() }
@@ -290,6 +294,28 @@ struct DurabilityBenchMain {
   static func printCPU(_ cpu: Double, _ figures: Figures, of whom: String) {
     let perWrite = Int((cpu / Double(max(figures.count, 1)) * 1_000_000).rounded())
     print("    CPU time of \(whom) per acknowledged write: \(perWrite) µs")
+  }
+
+  /// The CPU time of every PostgreSQL process on this machine (read from `/proc`), in seconds; `nil` when
+  /// none runs here (a database on another machine).
+  static func localPostgresCPUTime() -> Double? {
+    guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
+    let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+    var total = 0.0
+    var found = false
+    for entry in entries where entry.allSatisfy(\.isNumber) {
+      guard let name = try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8),
+        name.trimmingCharacters(in: .whitespacesAndNewlines) == "postgres",
+        let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+      else { continue }
+      // Fields after the command's closing parenthesis: state is the 3rd field, utime the 14th, stime the 15th.
+      let fields = stat[stat.index(after: close)...].split(separator: " ")
+      guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
+      total += (user + system) / ticks
+      found = true
+    }
+    return found ? total : nil
   }
 
   /// The user and system CPU time this process used, in seconds.
