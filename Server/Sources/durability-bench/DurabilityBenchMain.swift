@@ -275,6 +275,9 @@ struct DurabilityBenchMain {
         )
       }
       report("PostgreSQL, \(partitionCount) partition(s) on \(nodeCount) node(s)", figures)
+      var turns = 0
+      for server in servers { turns += await server.turnsStarted }
+      print("    turns: \(turns), \(figures.count / max(turns, 1)) writes per turn")
       printCPU(processCPUTime() - cpuBefore, figures, of: "the nodes")
       if let before = databaseBefore, let after = localPostgresCPUTime() {
         printCPU(after - before, figures, of: "PostgreSQL (its processes on this machine)")
