@@ -101,7 +101,7 @@ let package = Package(
     // The performance workloads; prints figures, never a timed test.
     .executableTarget(
       name: "Bench",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "VideoMessaging"],
+      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "VideoMessaging", "Simulation"],
       swiftSettings: swiftSettings
     ),
     .testTarget(

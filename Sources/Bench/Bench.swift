@@ -1,11 +1,11 @@
 import Foundation
 
-/// `swift run -c release Bench [W1|W2|W3|W4|C1|G1|all] [--quick]`: the performance issue's workloads on today's
+/// `swift run -c release Bench [W1|W2|W3|W4|C1|G1|N1|all] [--quick]`: the performance issue's workloads on today's
 /// code, printing `workload metric value unit` lines after a header naming the machine.
 @main
 struct Bench {
   static let usage = """
-    Usage: swift run -c release Bench [W1|W2|W3|W4|C1|G1|all] [--quick]
+    Usage: swift run -c release Bench [W1|W2|W3|W4|C1|G1|N1|all] [--quick]
 
     Runs the performance workloads and prints `workload metric value unit (range)` lines. Each workload checks
     its own result and exits non-zero when it is wrong.
@@ -17,6 +17,8 @@ struct Bench {
            the save after a one-event batch when the state holds 10,000 videos
       G1   growth: a backlog drained in polls of 1,000 and a sweep of expired queues at 10 k, 100 k and
            1 M, with the ratio between sizes (10 x is linear)
+      N1   projection: 1 to 16 nodes on a log of 32 partitions, each node on its own machine, in the virtual-time
+           model with the costs measured here (docs/scaling.md)
       --quick   small sizes and one repetition (what CI runs)
     """
 
@@ -29,14 +31,14 @@ struct Bench {
         print(usage)
         return
       case "--quick": quick = true
-      case "W1", "W2", "W3", "W4", "C1", "G1": selected.insert(argument)
-      case "all": selected = ["W1", "W2", "W3", "W4", "C1", "G1"]
+      case "W1", "W2", "W3", "W4", "C1", "G1", "N1": selected.insert(argument)
+      case "all": selected = ["W1", "W2", "W3", "W4", "C1", "G1", "N1"]
       default:
         FileHandle.standardError.write(Data("Bench: unknown argument '\(argument)' (see --help)\n".utf8))
         exit(2)
       }
     }
-    if selected.isEmpty { selected = ["W1", "W2", "W3", "W4", "C1", "G1"] }
+    if selected.isEmpty { selected = ["W1", "W2", "W3", "W4", "C1", "G1", "N1"] }
     print("# Bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(quick ? "quick sizes" : "full sizes")")
     let workloads = Workloads(quick: quick, repeats: quick ? 1 : 5)
     await Task.detached {
@@ -49,6 +51,7 @@ struct Bench {
         workloads.clientSave()
       }
       if selected.contains("G1") { workloads.growth() }
+      if selected.contains("N1") { workloads.partitionProjection() }
     }.value
   }
 }

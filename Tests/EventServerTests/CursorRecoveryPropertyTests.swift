@@ -65,9 +65,14 @@ struct CursorRecoveryPropertyTests {
         dontBlock: true,
         now: now
       )
-      guard case .completePoll(_, .events(let events))? = actions.first(where: { if case .completePoll = $0 { true } else { false } })
+      guard
+        case .completePoll(_, .events(let events))? = actions.first(where: {
+          if case .completePoll = $0 { true } else { false }
+        })
       else {
-        throw PropertyFailure("seed \(seed): \(clients[index].user)'s poll was not answered with events: \(actions)\n\(trace.joined(separator: "\n"))")
+        throw PropertyFailure(
+          "seed \(seed): \(clients[index].user)'s poll was not answered with events: \(actions)\n\(trace.joined(separator: "\n"))"
+        )
       }
       for event in events where event.id > clients[index].finger {
         clients[index].finger = event.id
@@ -110,9 +115,10 @@ struct CursorRecoveryPropertyTests {
         restarted.startRecording()
         _ = restarted.recover(now: now)
         // Queues whose cursor came back behind their client's finger: events the client has are held again.
-        behind += clients.filter { client in
-          (restarted.queue(client.queueID)?.events.first?.id).map { $0 <= client.finger } ?? false
-        }.count
+        behind +=
+          clients.filter { client in
+            (restarted.queue(client.queueID)?.events.first?.id).map { $0 <= client.finger } ?? false
+          }.count
         machine = restarted
         crashes += 1
         trace.append("\(step): crash")

@@ -374,7 +374,9 @@ extension PostgresPartitionTests {
     }
     #expect(try await log.partition(3).hasInbox() == false)
     #expect(try await log.partition(0).hasInbox() == false)
-    #expect(try await aliceNode.readStoredState { try await StoredNoteBoard.notes(of: alice, in: $0) } == ["hi", "again"])
+    #expect(
+      try await aliceNode.readStoredState { try await StoredNoteBoard.notes(of: alice, in: $0) } == ["hi", "again"]
+    )
     await host.shutdown()
     await log.close()
     try await database.drop()

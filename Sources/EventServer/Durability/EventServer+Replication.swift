@@ -305,30 +305,54 @@ extension EventServer {
     let log = shared.log
     let settings = shared.settings
     durability!.shared!.follower = Task { [weak self, timeline] in
+      var woken = FollowerWake.timer
       while !Task.isCancelled {
         guard let position = await self?.followingPosition() else { return }
         var next = position
-        if let records = try? await log.records(after: position, limit: settings.readLimit), !records.isEmpty {
+        // A hint that announced only this node's own commit has nothing to read: the timer reads anyway.
+        if woken != .append || log.announcedPosition > position || log.announcedPosition == 0,
+          let records = try? await log.records(after: position, limit: settings.readLimit), !records.isEmpty
+        {
           await self?.follow(records)
           next = records.last!.position
           if records.count == settings.readLimit { continue }
         }
-        // Messages another partition left in this one's inbox are taken by a turn (``PartitionedSharedLog``).
-        if let partitioned = log as? any PartitionedSharedLog, (try? await partitioned.hasInbox()) == true {
+        // Messages another partition left in this one's inbox are taken by a turn (``PartitionedSharedLog``);
+        // looked for when its hint or the timer wakes the follower, not at every append.
+        if woken != .append, let partitioned = log as? any PartitionedSharedLog,
+          (try? await partitioned.hasInbox()) == true
+        {
           await self?.inboxHasMessages()
         }
         let readThrough = next
-        await withTaskGroup(of: Void.self) { group in
-          group.addTask { await log.waitForAppends(after: readThrough) }
-          group.addTask { try? await timeline.sleep(until: timeline.now().advanced(by: settings.followInterval)) }
-          if let partitioned = log as? any PartitionedSharedLog {
-            group.addTask { await partitioned.waitForInbox() }
+        woken = await withTaskGroup(of: FollowerWake.self) { group in
+          group.addTask {
+            await log.waitForAppends(after: readThrough)
+            return .append
           }
-          await group.next()
+          group.addTask {
+            try? await timeline.sleep(until: timeline.now().advanced(by: settings.followInterval))
+            return .timer
+          }
+          if let partitioned = log as? any PartitionedSharedLog {
+            group.addTask {
+              await partitioned.waitForInbox()
+              return .inbox
+            }
+          }
+          let first = await group.next() ?? .timer
           group.cancelAll()
+          return first
         }
       }
     }
+  }
+
+  /// What woke a follower.
+  private enum FollowerWake: Sendable {
+    case append
+    case timer
+    case inbox
   }
 
   /// Starts a turn to take the partition's inbox (a stored application's node; see ``PartitionedSharedLog``).

@@ -13,7 +13,9 @@ struct PartitionRoute: Sendable, Hashable {
   /// `deliveries` split by partition: each delivery's recipients grouped by their partition (a delivery to
   /// users of three partitions becomes three, each with the same event), in the order they came.
   /// - Returns: The deliveries for this partition, and those for each other partition, by partition.
-  func split<Event: EventPayload>(_ deliveries: [Delivery<Event>]) -> (local: [Delivery<Event>], remote: [Int: [Delivery<Event>]]) {
+  func split<Event: EventPayload>(
+    _ deliveries: [Delivery<Event>]
+  ) -> (local: [Delivery<Event>], remote: [Int: [Delivery<Event>]]) {
     var local: [Delivery<Event>] = []
     var remote: [Int: [Delivery<Event>]] = [:]
     for delivery in deliveries {

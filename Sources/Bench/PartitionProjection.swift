@@ -1,0 +1,65 @@
+import Foundation
+import Simulation
+
+extension Workloads {
+  /// N1: what N nodes on a partitioned log of 32 partitions would write, each node on its own machine: the virtual-time
+  /// model (``PartitionThroughputModel``) with the costs `durability-bench` measured on this machine
+  /// (`docs/scaling.md`, "A projection"). Checks that the model finds four nodes at least three times one
+  /// while the database has cores to spare, and prints where the database becomes the bound.
+  func partitionProjection() {
+    // Measured with `durability-bench --postgres URL` (release, 2 cores, PostgreSQL on the same machine): CPU
+    // per write a + b / (writes per turn), fitted to 1 partition (63 writes a turn: nodes 35 µs, PostgreSQL
+    // 11 µs a write) and 4 partitions (15 a turn: 55 µs and 36 µs). The flush and the round trip are
+    // assumptions (a local SSD's fsync, a data centre's network), not measured here.
+    let measured = PartitionThroughputModel.Costs(
+      nodePerTurn: Self.measuredNodePerTurn,
+      nodePerWrite: Self.measuredNodePerWrite,
+      databasePerTurn: Self.measuredDatabasePerTurn,
+      databasePerWrite: Self.measuredDatabasePerWrite,
+      commitLatency: Self.measuredCommitLatency,
+      roundTrip: Self.measuredRoundTrip
+    )
+    let duration: Duration = quick ? .milliseconds(300) : .seconds(2)
+    var byNodes: [Int: Double] = [:]
+    for databaseCores in [8, 32] {
+      for nodes in [1, 2, 4, 8, 16] {
+        // The same 4,096 writers whatever the nodes: what grows is where they can be served.
+        let result = PartitionThroughputModel(
+          nodes: nodes,
+          coresPerNode: 2,
+          partitions: 32,
+          writers: 4_096,
+          databaseCores: databaseCores,
+          costs: measured
+        ).run(for: duration)
+        if databaseCores == 32 { byNodes[nodes] = result.writesPerSecond }
+        print(
+          "N1 writes_per_second_\(nodes)_nodes_db_\(databaseCores)_cores \(Int(result.writesPerSecond)) 1/s "
+            + "(nodes \(Int(result.nodeUtilisation * 100)) % busy, database \(Int(result.databaseUtilisation * 100)) % "
+            + "busy, \(Int(result.writesPerTurn)) writes per turn)"
+        )
+      }
+    }
+    guard let one = byNodes[1], let four = byNodes[4], four >= 3 * one else {
+      fail("N1: four nodes do not write three times one with a database to spare: \(byNodes)")
+    }
+    print("N1 four_nodes_over_one \(String(format: "%.2f", four / one)) x (target >= 3)")
+    // Where the database becomes the bound, at large batches: the nodes' cores over the database's, weighed by
+    // what a write costs each.
+    let batch = 64.0
+    let nodeCost = Self.measuredNodePerWrite + Self.measuredNodePerTurn / batch
+    let databaseCost = Self.measuredDatabasePerWrite + Self.measuredDatabasePerTurn / batch
+    print(
+      "N1 nodes_of_2_cores_per_database_core_at_64_writes_a_turn "
+        + "\(String(format: "%.1f", nodeCost / (2 * databaseCost))) (the database is the bound past that)"
+    )
+  }
+
+  // The measured costs, in microseconds (see `partitionProjection()`).
+  static let measuredNodePerTurn = 394.0
+  static let measuredNodePerWrite = 28.7
+  static let measuredDatabasePerTurn = 492.0
+  static let measuredDatabasePerWrite = 3.2
+  static let measuredCommitLatency = 500.0
+  static let measuredRoundTrip = 200.0
+}
