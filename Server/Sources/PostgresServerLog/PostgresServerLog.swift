@@ -649,7 +649,8 @@ public final class PostgresServerLog: SharedServerLog {
     }
   }
 
-  private static func bool(
+  /// The one boolean `query` answers on `connection`.
+  static func bool(
     _ query: PostgresQuery,
     on connection: PostgresConnection,
     logger: Logger
@@ -698,9 +699,18 @@ public final class PostgresServerLog: SharedServerLog {
   func withDeadline<Result: Sendable>(
     _ operation: @escaping @Sendable () async throws -> Result
   ) async throws(ServerLogError) -> Result {
+    try await Self.withDeadline(operationTimeout, at: location, operation)
+  }
+
+  /// Runs `operation`, failing it with ``ServerLogError/storage(_:)`` naming `location` after `timeout` (see
+  /// the instance method); `onTimeout` runs when the deadline, not the operation, gave the answer.
+  static func withDeadline<Result: Sendable>(
+    _ timeout: Duration,
+    at location: String,
+    onTimeout: @escaping @Sendable () -> Void = {},
+    _ operation: @escaping @Sendable () async throws -> Result
+  ) async throws(ServerLogError) -> Result {
     let answer = FirstAnswer<Result>()
-    let timeout = operationTimeout
-    let location = location
     let outcome = await withCheckedContinuation { continuation in
       answer.install(continuation)
       let work = Task {
@@ -715,7 +725,7 @@ public final class PostgresServerLog: SharedServerLog {
       Task {
         try? await Task.sleep(for: timeout)
         work.cancel()
-        answer.give(.failure(.storage("\(location): no answer within \(timeout)")))
+        if answer.give(.failure(.storage("\(location): no answer within \(timeout)"))) { onTimeout() }
       }
     }
     return try outcome.get()

@@ -110,11 +110,19 @@ public final class PartitionLeases: Sendable {
               switch request {
               case .acquire(let partition, let continuation):
                 let key = Self.leaseKeyBase + Int64(partition)
-                let taken = try await Self.bool("SELECT pg_try_advisory_lock(\(key))", on: connection, logger: logger)
+                let taken = try await PostgresServerLog.bool(
+                  "SELECT pg_try_advisory_lock(\(key))",
+                  on: connection,
+                  logger: logger
+                )
                 continuation.resume(returning: .success(taken))
               case .release(let partition, let continuation):
                 let key = Self.leaseKeyBase + Int64(partition)
-                let released = try await Self.bool("SELECT pg_advisory_unlock(\(key))", on: connection, logger: logger)
+                let released = try await PostgresServerLog.bool(
+                  "SELECT pg_advisory_unlock(\(key))",
+                  on: connection,
+                  logger: logger
+                )
                 continuation.resume(returning: .success(released))
               case .survey(let continuation):
                 continuation.resume(returning: .success(try await survey(connection, pid, logger)))
@@ -195,20 +203,8 @@ public final class PartitionLeases: Sendable {
   public func close() async {
     requests.finish()
     let session = session
-    let timeout = operationTimeout
-    // Awaiting a task's value ignores cancellation, so the two race as tasks of their own.
-    let ended = FirstAnswer<Void>()
-    _ = await withCheckedContinuation { continuation in
-      ended.install(continuation)
-      Task {
-        await session.value
-        ended.give(.success(()))
-      }
-      Task {
-        try? await Task.sleep(for: timeout)
-        ended.give(.success(()))
-      }
-    }
+    // Answered at the deadline even when the session's last query does not end.
+    _ = try? await PostgresServerLog.withDeadline(operationTimeout, at: location) { await session.value }
   }
 
   private func check(_ partition: Int) throws(ServerLogError) {
@@ -217,48 +213,31 @@ public final class PartitionLeases: Sendable {
     }
   }
 
+  /// Hands `request` to the session and waits for its answer, within the operation timeout. A session that
+  /// does not answer may have been ended by the database (which then released its locks): its leases are
+  /// taken as lost.
   private func ask<Value: Sendable>(
     _ request: @escaping @Sendable (CheckedContinuation<Result<Value, ServerLogError>, Never>) -> Request
   ) async throws(ServerLogError) -> Value {
     let requests = requests
     let location = location
-    let timeout = operationTimeout
     let state = state
     let session = session
-    let answer = FirstAnswer<Value>()
-    let result = await withCheckedContinuation { continuation in
-      answer.install(continuation)
-      let relay = Task {
-        let value = await withCheckedContinuation { inner in
-          if case .terminated = requests.yield(request(inner)) {
-            inner.resume(returning: .failure(.storage("\(location): the partition leases are closed")))
-          }
-        }
-        answer.give(value)
+    let answered = try await PostgresServerLog.withDeadline(
+      operationTimeout,
+      at: location,
+      onTimeout: {
+        state.markLost(.storage("\(location): the lease session did not answer within the operation timeout"))
+        session.cancel()
       }
-      Task {
-        try? await Task.sleep(for: timeout)
-        relay.cancel()
-        // A session that does not answer may have been ended by the database (which then released its locks):
-        // the leases must be taken as lost.
-        let silent = ServerLogError.storage("\(location): the lease session did not answer within \(timeout)")
-        if answer.give(.failure(silent)) {
-          state.markLost(silent)
-          session.cancel()
+    ) {
+      await withCheckedContinuation { inner in
+        if case .terminated = requests.yield(request(inner)) {
+          inner.resume(returning: .failure(.storage("\(location): the partition leases are closed")))
         }
       }
     }
-    return try result.get()
-  }
-
-  private static func bool(
-    _ query: PostgresQuery,
-    on connection: PostgresConnection,
-    logger: Logger
-  ) async throws -> Bool {
-    var value = false
-    for try await row in try await connection.query(query, logger: logger).decode(Bool.self) { value = row }
-    return value
+    return try answered.get()
   }
 
   /// Reads the advisory locks of this database: nodes alive (holders of ``nodeKey``) and partition leases.
