@@ -104,9 +104,11 @@ struct StoredDeadlineTests {
   func scheduled(_ backend: StoredBackend) async throws {
     let database = try await backend.scratch()
     let clock = ManualClock()
+    // The server's time is the manual clock's own (anchored to it, not to the wall clock), so the note's time is
+    // in the server's future until the test advances the clock.
     let start = Int64(clock.now.sinceEpoch.components.seconds)
     var log = try await database.open()
-    var server: Server = try await EventServer.serving(ScheduledNotes(), from: log, clock: clock).0
+    var server: Server = try await EventServer.serving(ScheduledNotes(), from: log, clock: clock, anchor: clock.now).0
     let alice = try await server.register(user: "alice")
     let command = ScheduledNotes.Command(text: "later", recipient: "alice", at: start + 60)
     _ = try await server.applyMutation(.request(command), from: "bob", clientID: "phone", mutationID: MutationID(1))
@@ -124,7 +126,7 @@ struct StoredDeadlineTests {
     await server.waitForWrites()
     await database.close(log)
     log = try await database.open()
-    server = try await EventServer.serving(ScheduledNotes(), from: log, clock: clock).0
+    server = try await EventServer.serving(ScheduledNotes(), from: log, clock: clock, anchor: clock.now).0
     clock.advance(by: .seconds(140))
     #expect(try await Self.nextNote(server, queueID: alice.queueID, after: &seen) == "after the restart")
     #expect(
