@@ -82,7 +82,10 @@ let package = Package(
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
+        .product(name: "AsyncHTTPClient", package: "async-http-client"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
         "SQLiteServerLog",
+        "PostgresServerLog",
       ],
       swiftSettings: swiftSettings
     ),

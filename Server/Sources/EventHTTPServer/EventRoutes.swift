@@ -25,7 +25,8 @@ public struct RequestLimits: Sendable, Hashable {
 /// and writes its answer. Decisions live in the server, the gate and the limiter, not here.
 public struct EventRoutes<Application: ServerApplication, C: Clock>: Sendable
 where C.Duration == Duration, Application.Command: Codable & Equatable {
-  let server: EventServer<Application, C>
+  /// The event server that serves a user: the one server, or the node serving the user's partition.
+  let node: @Sendable (UserID) async throws(EventAPIError) -> EventServer<Application, C>
   let gate: RequestGate
   let limits: RequestLimits
   let metrics: ServerMetrics?
@@ -40,7 +41,25 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     metrics: ServerMetrics? = nil,
     pushNotificationsEnabled: Bool = false
   ) {
-    self.server = server
+    self.init(
+      nodes: { _ in server },
+      gate: gate,
+      limits: limits,
+      metrics: metrics,
+      pushNotificationsEnabled: pushNotificationsEnabled
+    )
+  }
+
+  /// Routes for a server of several nodes, each serving some of the users (a partitioned cluster's): `nodes`
+  /// answers the node serving a user, or throws (`503` with `Retry-After` while the user's partition moves).
+  public init(
+    nodes: @escaping @Sendable (UserID) async throws(EventAPIError) -> EventServer<Application, C>,
+    gate: RequestGate,
+    limits: RequestLimits = .init(),
+    metrics: ServerMetrics? = nil,
+    pushNotificationsEnabled: Bool = false
+  ) {
+    self.node = nodes
     self.gate = gate
     self.limits = limits
     self.metrics = metrics
@@ -73,6 +92,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   private func register(_ request: Request) async -> Response {
     await HTTPAnswer.run {
       let user = try await admit(request)
+      let server = try await node(user)
       var request = request
       let form = try RequestFields(form: String(buffer: try await request.collectBody(upTo: limits.formBytes)))
       try Self.checkNarrow(form.string("narrow"))
@@ -105,6 +125,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   private func longOrShortPoll(_ request: Request) async -> Response {
     await HTTPAnswer.run {
       let user = try await admit(request)
+      let server = try await node(user)
       let query = try RequestFields(query: request, allowed: ["queue_id", "last_event_id", "dont_block", "limit"])
       let queueID = QueueID(rawValue: try query.required("queue_id"))
       guard let lastEventID = try query.int("last_event_id", in: Int.min...Int.max) else {
@@ -150,6 +171,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   private func deleteQueue(_ request: Request) async -> Response {
     await HTTPAnswer.run {
       let user = try await admit(request)
+      let server = try await node(user)
       // Zulip's clients send `queue_id` in the form body of the DELETE; others in the query.
       var request = request
       let query = try RequestFields(query: request, allowed: ["queue_id"])
@@ -168,6 +190,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   private func fetch(_ request: Request) async -> Response {
     await HTTPAnswer.run {
       let user = try await admit(request)
+      let server = try await node(user)
       let query = try RequestFields(
         query: request,
         allowed: ["queue_id", "narrow", "anchor", "num_before", "num_after"]
@@ -236,6 +259,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     defer { metrics?.mutationAnswered(after: ContinuousClock.now - start) }
     return await HTTPAnswer.run {
       let user = try await admit(request)
+      let server = try await node(user)
       var request = request
       let body = try await request.collectBody(upTo: limits.mutationBytes)
       let mutation: MutationRequest<Application.Command>
@@ -266,6 +290,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     defer { metrics?.mutationAnswered(after: ContinuousClock.now - start) }
     return await HTTPAnswer.run {
       let user = try await admit(request)
+      let server = try await node(user)
       var request = request
       let body = try await request.collectBody(upTo: limits.mutationBatchBytes)
       let batch: MutationBatch<Application.Command>
@@ -286,6 +311,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   private func pushToken(_ request: Request) async -> Response {
     await HTTPAnswer.run {
       let user = try await admit(request)
+      let server = try await node(user)
       var request = request
       let form = try RequestFields(form: String(buffer: try await request.collectBody(upTo: limits.formBytes)))
       let token = try form.required("token")

@@ -258,6 +258,11 @@ public final class PostgresServerLog: SharedServerLog {
         "CREATE INDEX IF NOT EXISTS event_inbox_by_partition ON event_inbox (partition, id)",
         logger: self.logger
       )
+      // Where each node holding leases answers HTTP (its lease session's backend pid, its address).
+      try await connection.query(
+        "CREATE TABLE IF NOT EXISTS partition_node (pid integer PRIMARY KEY, address text NOT NULL)",
+        logger: self.logger
+      )
       return (Self.schemaVersion, partitions)
     }
     if found.version > Self.schemaVersion { throw .newerFormat(found: found.version, supported: Self.schemaVersion) }

@@ -51,6 +51,10 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   /// Where this node starts looking among free partitions.
   public let rotation: Int
   private var serving: [Int: (view: PostgresServerLog, node: Node)] = [:]
+  /// Where this node answers HTTP, told to the others with each lease session.
+  private var address: String?
+  /// Where the other nodes' partitions were served at the last look.
+  private var elsewhere: [Int: String] = [:]
 
   private init(log: PostgresServerLog, leases: PartitionLeases, rotation: Int, startNode: @escaping StartNode) {
     self.log = log
@@ -82,6 +86,32 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
     serving[log.partitions.partition(of: user)]?.node
   }
 
+  /// Where a user's requests are served, as this host knows it.
+  public enum Placement: Sendable {
+    /// Here, by this node.
+    case here(Node)
+    /// By another node, which answers HTTP at this address (as it said at the last look).
+    case elsewhere(address: String)
+    /// Nowhere known yet: the partition is free or moving, or its holder did not say where it answers.
+    case unknown
+  }
+
+  /// Where `user`'s requests are served.
+  public func placement(of user: UserID) -> Placement {
+    let partition = log.partitions.partition(of: user)
+    if let node = serving[partition]?.node { return .here(node) }
+    if let address = elsewhere[partition] { return .elsewhere(address: address) }
+    return .unknown
+  }
+
+  /// Tells the other nodes, at this look and after any new lease session, that this node answers HTTP at
+  /// `address` (``PartitionLeases/advertise(_:)``).
+  /// - Throws: ``ServerLogError/storage(_:)`` when the lease session cannot record it.
+  public func advertise(_ address: String) async throws(ServerLogError) {
+    self.address = address
+    try await leases.advertise(address)
+  }
+
   /// One look at the cluster (see the type's discussion).
   /// - Returns: What changed; leases found lost (the session ended or fell silent) stop their nodes and are
   ///   listed in ``Change/lost``, and the next look opens a new session.
@@ -93,8 +123,10 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
     if leases.lost != nil {
       change.lost = serving.keys.sorted()
       await stopAll()
+      elsewhere = [:]
       await leases.close()
       leases = try await PartitionLeases.open(on: log)
+      if let address { try await leases.advertise(address) }
     }
     let survey: LeaseSurvey
     do {
@@ -104,8 +136,10 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       guard leases.lost != nil else { throw error }
       change.lost += serving.keys.sorted()
       await stopAll()
+      elsewhere = [:]
       return change
     }
+    elsewhere = survey.addresses
     let plan = PartitionLeasePlan(
       partitions: log.partitions.count,
       liveNodes: survey.liveNodes,

@@ -33,10 +33,12 @@ public final class PartitionLeases: Sendable {
     case acquire(Int, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
     case release(Int, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
     case survey(CheckedContinuation<Result<LeaseSurvey, ServerLogError>, Never>)
+    case advertise(String, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
 
     func fail(_ error: ServerLogError) {
       switch self {
-      case .acquire(_, let continuation), .release(_, let continuation): continuation.resume(returning: .failure(error))
+      case .acquire(_, let continuation), .release(_, let continuation), .advertise(_, let continuation):
+        continuation.resume(returning: .failure(error))
       case .survey(let continuation): continuation.resume(returning: .failure(error))
       }
     }
@@ -126,6 +128,20 @@ public final class PartitionLeases: Sendable {
                 continuation.resume(returning: .success(released))
               case .survey(let continuation):
                 continuation.resume(returning: .success(try await survey(connection, pid, logger)))
+              case .advertise(let address, let continuation):
+                // Rows of sessions that ended are stale: a new session may reuse their pid, so they go first.
+                try await connection.query(
+                  """
+                  DELETE FROM partition_node WHERE pid = pg_backend_pid()
+                    OR pid NOT IN (SELECT pid FROM pg_stat_activity)
+                  """,
+                  logger: logger
+                )
+                try await connection.query(
+                  "INSERT INTO partition_node (pid, address) VALUES (pg_backend_pid(), \(address))",
+                  logger: logger
+                )
+                continuation.resume(returning: .success(true))
               }
             } catch {
               let ended = ServerLogError.storage(
@@ -198,6 +214,14 @@ public final class PartitionLeases: Sendable {
     try await ask { .survey($0) }
   }
 
+  /// Records where this node answers HTTP (`http://10.0.0.5:8080`, say), so that the others can send it
+  /// the requests of its partitions' users (``LeaseSurvey/addresses``). Kept with this session: when it
+  /// ends, the address no longer counts.
+  /// - Throws: ``ServerLogError/storage(_:)`` when the session ended or did not answer in time.
+  public func advertise(_ address: String) async throws(ServerLogError) {
+    _ = try await ask { .advertise(address, $0) }
+  }
+
   /// Ends the session: every lease is let go. Returns within the log's operation timeout even when the
   /// session hangs (its locks then go when the database ends it).
   public func close() async {
@@ -249,21 +273,23 @@ public final class PartitionLeases: Sendable {
     let nodeKind = nodeKey >> 32
     let rows = try await connection.query(
       """
-      SELECT classid::bigint, objid::bigint, pid FROM pg_locks
-      WHERE locktype = 'advisory' AND granted AND objsubid = 1
-        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-        AND classid::bigint IN (\(leaseKind), \(nodeKind))
+      SELECT l.classid::bigint, l.objid::bigint, l.pid, n.address FROM pg_locks l
+      LEFT JOIN partition_node n ON n.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND l.classid::bigint IN (\(leaseKind), \(nodeKind))
       """,
       logger: logger
     )
     var survey = LeaseSurvey(liveNodes: 0, mine: [], heldByOthers: [])
-    for try await (kind, low, holder) in rows.decode((Int64, Int64, Int32).self) {
+    for try await (kind, low, holder, address) in rows.decode((Int64, Int64, Int32, String?).self) {
       if kind == nodeKind {
         survey.liveNodes += 1
       } else if holder == pid {
         survey.mine.insert(Int(low))
       } else {
         survey.heldByOthers.insert(Int(low))
+        if let address { survey.addresses[Int(low)] = address }
       }
     }
     return survey
@@ -279,11 +305,15 @@ public struct LeaseSurvey: Sendable, Hashable {
   public var mine: Set<Int>
   /// The partitions other nodes hold.
   public var heldByOthers: Set<Int>
+  /// Where the holders of others' partitions answer HTTP, for those that advertised it
+  /// (``PartitionLeases/advertise(_:)``).
+  public var addresses: [Int: String]
 
   /// A survey from its parts.
-  public init(liveNodes: Int, mine: Set<Int>, heldByOthers: Set<Int>) {
+  public init(liveNodes: Int, mine: Set<Int>, heldByOthers: Set<Int>, addresses: [Int: String] = [:]) {
     self.liveNodes = liveNodes
     self.mine = mine
     self.heldByOthers = heldByOthers
+    self.addresses = addresses
   }
 }

@@ -1,0 +1,255 @@
+import AsyncHTTPClient
+import EventProtocol
+import EventServer
+import Foundation
+import Hummingbird
+import Logging
+import PostgresServerLog
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+
+/// One node of a partitioned cluster over HTTP: a stored application on a PostgreSQL log of several
+/// partitions (``PostgresServerLog/connect(url:logger:operationTimeout:partitions:)``), serving the users of
+/// the partitions it leases (``PartitionHost``) and forwarding the others' requests to the node that serves
+/// them (see `PartitionForwarding`).
+///
+/// Every node runs the same command line; the nodes share the database and nothing else. A node looks at the
+/// leases every ``lookInterval``: it takes free partitions up to its fair share and lets the excess go, so a
+/// node that starts takes a share and a node that dies (its lease session ends) leaves its partitions to the
+/// others at their next look. A client keeps its queue across a move: the queue is in the partition's log.
+///
+/// On shutdown (SIGTERM, SIGINT, or ``shutdown()``) the node stops serving its partitions (answering their
+/// parked polls and writing their acknowledgements), lets their leases go, then lets HTTP drain.
+///
+/// ```swift
+/// let log = try await PostgresServerLog.connect(url: url, logger: logger, partitions: PartitionMap(count: 16)!)
+/// let node = PartitionedEventHTTPServer(storedApplication: StoredNoteBoard(), log: log,
+///                                       configuration: configuration, logger: logger)
+/// try await node.run()
+/// await log.close()
+/// ```
+public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendable {
+  /// The cluster node serving one partition.
+  public typealias Node = EventServer<StoredRelay<Stored>, ContinuousClock>
+  /// The partitions this process serves.
+  public typealias Host = PartitionHost<StoredRelay<Stored>, ContinuousClock>
+
+  /// The configuration (its data directory is not used: the state is in the database).
+  public let configuration: EventHTTPServerConfiguration
+  /// How often the node looks at the leases; a dead node's partitions are served again within about this
+  /// long plus the database's notice of the session's end.
+  public let lookInterval: Duration
+  /// Where the other nodes reach this one; `http://<host>:<port>` of the listener when `nil`.
+  public let advertisedAddress: String?
+  /// What the server measures.
+  public let metrics = ServerMetrics()
+  private let application: Stored
+  private let log: PostgresServerLog
+  private let rotation: Int
+  private let logger: Logger
+  private let pushGateway: any PushGateway
+  private let sendsPushes: Bool
+  private let running = Mutex<ServiceGroup?>(nil)
+  private let shutdownRequested = Mutex(false)
+  private let currentHost = Mutex<Host?>(nil)
+
+  /// A node serving `storedApplication` from the partitions of `log` (the caller opens and closes it).
+  /// - Parameters:
+  ///   - rotation: Where this node starts looking among free partitions (its number in the cluster spreads
+  ///     the nodes' first choices apart).
+  ///   - advertisedAddress: The base URL the other nodes forward to; the listener's own when `nil`.
+  public init(
+    storedApplication: Stored,
+    log: PostgresServerLog,
+    configuration: EventHTTPServerConfiguration,
+    logger: Logger,
+    pushGateway: (any PushGateway)? = nil,
+    rotation: Int = 0,
+    advertisedAddress: String? = nil,
+    lookInterval: Duration = .seconds(1)
+  ) {
+    self.application = storedApplication
+    self.log = log
+    self.configuration = configuration
+    self.logger = logger
+    self.pushGateway = pushGateway ?? LoggingPushGateway(logger: logger)
+    self.sendsPushes = pushGateway != nil
+    self.rotation = rotation
+    self.advertisedAddress = advertisedAddress
+    self.lookInterval = lookInterval
+  }
+
+  /// The partitions this node serves, while ``run(handleSignals:onRunning:)`` runs.
+  public var host: Host? { currentHost.withLock { $0 } }
+
+  /// Runs until shut down.
+  /// - Parameters:
+  ///   - handleSignals: Whether SIGTERM and SIGINT shut it down (the executable); tests call ``shutdown()``.
+  ///   - onRunning: Called with the port once the node listens and has said where (before its first look).
+  /// - Throws: When the lease session cannot be opened or the port cannot be bound.
+  public func run(
+    handleSignals: Bool = true,
+    onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+  ) async throws {
+    let application = application
+    let eventServer = configuration.eventServer
+    let pushGateway = pushGateway
+    let snapshotEvery = configuration.snapshotEveryRecords
+    let host = try await Host.open(log: log, rotation: rotation) { partition in
+      try await EventServer.joining(
+        application,
+        on: partition,
+        configuration: eventServer,
+        clock: ContinuousClock(),
+        pushGateway: pushGateway,
+        replication: ReplicationSettings(snapshotEvery: snapshotEvery)
+      ).0
+    }
+    currentHost.withLock { $0 = host }
+    // A node that went away refuses at once; one that does not answer a connection in a second is taken as
+    // gone (the client is answered 503 and sends again; the partition's next holder serves it).
+    let client = HTTPClient(
+      eventLoopGroupProvider: .singleton,
+      configuration: HTTPClient.Configuration(timeout: .init(connect: .seconds(1)))
+    )
+    do {
+      try await serve(host, client: client, handleSignals: handleSignals, onRunning: onRunning)
+    } catch {
+      await host.shutdown()
+      try? await client.shutdown()
+      throw error
+    }
+    await host.shutdown()
+    try await client.shutdown()
+    logger.info("stopped; every partition let go")
+  }
+
+  private func serve(
+    _ host: Host,
+    client: HTTPClient,
+    handleSignals: Bool,
+    onRunning: @escaping @Sendable (Int) async -> Void
+  ) async throws {
+    let gate = RequestGate(authenticator: configuration.authenticator, policy: configuration.rateLimit) {
+      Timestamp(Date())
+    }
+    let connections = ConnectionGuard(limits: configuration.connections, logger: logger)
+    let router = Router(context: EventRequestContext.self)
+    router.add(middleware: MetricsMiddleware(metrics: metrics))
+    router.add(middleware: ConnectionAuthenticationMiddleware(connections: connections))
+    router.add(
+      middleware: PartitionForwarding(
+        authenticator: configuration.authenticator,
+        placement: { user in
+          switch await host.placement(of: user) {
+          case .here: .here
+          case .elsewhere(let address): .elsewhere(address: address)
+          case .unknown: .unknown
+          }
+        },
+        client: client,
+        limits: configuration.limits,
+        longPollDeadline: configuration.eventServer.heartbeatMaximum + .seconds(10)
+      )
+    )
+    EventRoutes(
+      nodes: { (user: UserID) throws(EventAPIError) -> Node in
+        guard let node = await host.node(for: user) else {
+          throw .serviceUnavailable("the user's partition is moving between nodes; send again shortly", retryAfter: .seconds(1))
+        }
+        return node
+      },
+      gate: gate,
+      limits: configuration.limits,
+      metrics: metrics,
+      pushNotificationsEnabled: sendsPushes
+    ).add(to: router)
+    let (ports, bound) = AsyncStream.makeStream(of: Int.self)
+    let app = Hummingbird.Application(
+      router: router,
+      server: .http1(
+        configuration: .init(
+          additionalChannelHandlers: [ConnectionGuardHandler(connections: connections)],
+          idleTimeout: .seconds(Int64(configuration.idleTimeout / .seconds(1)))
+        )
+      ),
+      configuration: .init(
+        address: .hostname(configuration.host, port: configuration.port),
+        serverName: "event-server"
+      ),
+      onServerRunning: { channel in
+        bound.yield(channel.localAddress?.port ?? 0)
+        bound.finish()
+      },
+      logger: logger
+    )
+    let leases = LookAtLeases(
+      host: host,
+      ports: ports,
+      address: { [advertisedAddress, configuration] port in
+        advertisedAddress ?? "http://\(configuration.host):\(port)"
+      },
+      interval: lookInterval,
+      logger: logger,
+      onRunning: onRunning
+    )
+    var groupConfiguration = ServiceGroupConfiguration(
+      services: [.init(service: app), .init(service: leases)],
+      gracefulShutdownSignals: handleSignals ? [.sigterm, .sigint] : [],
+      logger: logger
+    )
+    groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGrace
+    let group = ServiceGroup(configuration: groupConfiguration)
+    running.withLock { $0 = group }
+    if shutdownRequested.withLock({ $0 }) { await group.triggerGracefulShutdown() }
+    do {
+      try await group.run()
+    } catch {
+      logger.warning("shutdown did not drain in time: \(error)")
+    }
+  }
+
+  /// Shuts the node down gracefully: stops serving its partitions (answering their parked polls), lets
+  /// their leases go, drains HTTP.
+  public func shutdown() async {
+    shutdownRequested.withLock { $0 = true }
+    let group = running.withLock { $0 }
+    await group?.triggerGracefulShutdown()
+  }
+}
+
+/// Says where the node answers, then looks at the leases on a timer until the shutdown, when it stops the
+/// partitions' nodes (their parked polls answered) before HTTP drains.
+private struct LookAtLeases<Stored: StoredApplication>: Service {
+  let host: PartitionHost<StoredRelay<Stored>, ContinuousClock>
+  let ports: AsyncStream<Int>
+  let address: @Sendable (Int) -> String
+  let interval: Duration
+  let logger: Logger
+  let onRunning: @Sendable (Int) async -> Void
+
+  func run() async throws {
+    var iterator = ports.makeAsyncIterator()
+    guard let port = await iterator.next() else { return }
+    try await host.advertise(address(port))
+    await onRunning(port)
+    await cancelWhenGracefulShutdown {
+      while !Task.isCancelled {
+        do {
+          let change = try await host.rebalance()
+          if change != .init() {
+            logger.info(
+              "partitions moved",
+              metadata: ["taken": "\(change.taken)", "released": "\(change.released)", "lost": "\(change.lost)"]
+            )
+          }
+        } catch {
+          logger.warning("a look at the partition leases failed; looking again", metadata: ["error": "\(error)"])
+        }
+        try? await Task.sleep(for: interval)
+      }
+    }
+    await host.shutdown()
+  }
+}

@@ -1,0 +1,162 @@
+import EventHTTPServer
+import EventProtocol
+import EventServer
+import Foundation
+import PostgresServerLog
+import SampleApps
+import Testing
+import UpdateMachine
+import UpdateMachineTesting
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+@Suite(
+  "Partitioned nodes over HTTP: any node serves any client (forwarding to the partition's node), and a node's partitions move when it stops",
+  .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
+  .serialized,
+  .timeLimit(.minutes(3))
+)
+struct PartitionedHTTPTests {
+  typealias Node = PartitionedEventHTTPServer<StoredNoteBoard>
+  typealias NotesTransport = URLSessionTransport<NoteSnapshot, NoteEvent, NoteBoard.Command>
+
+  /// A started node: the server, its task, its URL.
+  struct Running {
+    let server: Node
+    let task: Task<Void, any Error>
+    let url: URL
+  }
+
+  static func start(on log: PostgresServerLog, rotation: Int) async throws -> Running {
+    var configuration = EventHTTPServerConfiguration(keys: testKeys)
+    configuration.port = 0
+    let server = Node(
+      storedApplication: StoredNoteBoard(),
+      log: log,
+      configuration: configuration,
+      logger: quietLogger,
+      rotation: rotation,
+      lookInterval: .milliseconds(100)
+    )
+    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    let task = Task { try await server.run(handleSignals: false) { continuation.yield($0) } }
+    var iterator = ports.makeAsyncIterator()
+    let port = try #require(await iterator.next())
+    return Running(server: server, task: task, url: URL(string: "http://127.0.0.1:\(port)")!)
+  }
+
+  /// Waits (within the suite's time limit) until the nodes serve these many partitions each, and each knows
+  /// where the test's users are served.
+  static func settle(_ nodes: [Running], counts: [Int]) async throws {
+    while true {
+      var served: [Int] = []
+      var known = true
+      for node in nodes {
+        served.append(await node.server.host?.partitionsServed.count ?? 0)
+        for user in testKeyByUser.keys {
+          if case .unknown = await node.server.host?.placement(of: user) ?? .unknown { known = false }
+        }
+      }
+      if served == counts, known { return }
+      try await Task.sleep(for: .milliseconds(50))
+    }
+  }
+
+  static func machine(_ user: UserID, at url: URL) -> UpdateMachine<NoteSnapshot, NoteEvent, NoteBoard.Command> {
+    UpdateMachine(
+      reducer: NotesReducer(user: user),
+      transport: NotesTransport(baseURL: url, credentials: .init(user: user, apiKey: testKeyByUser[user]!)),
+      store: InMemoryStore()
+    )
+  }
+
+  /// Two nodes on a log of four partitions; every client talks to the first node only. The users' partitions
+  /// are spread over both nodes, so some requests are served where they arrive and some are forwarded; a note
+  /// from carol reaches alice and bob once. When the second node stops, its partitions move to the first,
+  /// and the clients go on with the queues they had (no registration again), their next note arriving once.
+  @Test("clients of one node reach users on the other; the other stops, its partitions move, the queues stay")
+  func forwardedAndMoved() async throws {
+    let database = try await ScratchDatabase.create()
+    let map = PartitionMap(count: 4)!
+    let logA = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+    let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+    let nodeA = try await Self.start(on: logA, rotation: 0)
+    try await Self.settle([nodeA], counts: [4])
+    let nodeB = try await Self.start(on: logB, rotation: 2)
+    try await Self.settle([nodeA, nodeB], counts: [2, 2])
+    let users: [UserID] = ["alice", "bob", "carol"]
+    let servedByB = await nodeB.server.host?.partitionsServed ?? []
+    #expect(users.contains { servedByB.contains(map.partition(of: $0)) }, "some user's partition is on node B")
+    #expect(users.contains { !servedByB.contains(map.partition(of: $0)) }, "some user's partition is on node A")
+
+    let machines = users.map { Self.machine($0, at: nodeA.url) }
+    for machine in machines {
+      await machine.start()
+      #expect(await machine.waitUntilLive()?.stopReason == nil)
+    }
+    let (alice, bob, carol) = (machines[0], machines[1], machines[2])
+    // Registrations tried so far (one, or more when the first met a partition moving at the start).
+    let (aliceRegisters, bobRegisters) = (await alice.snapshot.metrics.registers, await bob.snapshot.metrics.registers)
+    _ = await carol.submit(NoteBoard.Command.post("hi", to: ["alice", "bob"]))
+    #expect(await alice.firstSnapshot { $0.confirmedState?.notes == ["hi"] } != nil)
+    #expect(await bob.firstSnapshot { $0.confirmedState?.notes == ["hi"] } != nil)
+
+    // Node B stops: its partitions are let go, node A takes them at its next look.
+    await nodeB.server.shutdown()
+    try await nodeB.task.value
+    try await Self.settle([nodeA], counts: [4])
+    _ = await carol.submit(NoteBoard.Command.post("again", to: ["alice", "bob"]))
+    let aliceAfter = await alice.firstSnapshot { $0.confirmedState?.notes == ["hi", "again"] }
+    let bobAfter = await bob.firstSnapshot { $0.confirmedState?.notes == ["hi", "again"] }
+    #expect(aliceAfter?.metrics.registers == aliceRegisters, "alice kept the queue she registered")
+    #expect(bobAfter?.metrics.registers == bobRegisters, "bob kept the queue he registered")
+    for machine in machines { await machine.stop() }
+    await nodeA.server.shutdown()
+    try await nodeA.task.value
+    await logA.close()
+    await logB.close()
+    try await database.drop()
+  }
+
+  /// A request forwarded once is never forwarded again: a node that does not serve the user answers `503`
+  /// with `Retry-After` (the partition is moving), so no request loops between nodes.
+  @Test("a forwarded request for a user this node does not serve is answered 503, not forwarded again")
+  func noForwardingLoop() async throws {
+    let database = try await ScratchDatabase.create()
+    let map = PartitionMap(count: 4)!
+    let logA = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+    let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+    let nodeA = try await Self.start(on: logA, rotation: 0)
+    try await Self.settle([nodeA], counts: [4])
+    let nodeB = try await Self.start(on: logB, rotation: 2)
+    try await Self.settle([nodeA, nodeB], counts: [2, 2])
+    let servedByB = await nodeB.server.host?.partitionsServed ?? []
+    let candidates: [UserID] = ["alice", "bob", "carol"]
+    let user = try #require(candidates.first { servedByB.contains(map.partition(of: $0)) })
+    func register(forwarded: Bool) async throws -> (Int, String?) {
+      var request = URLRequest(url: nodeA.url.appendingPathComponent("api/v1/register"))
+      request.httpMethod = "POST"
+      request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+      let credentials = Data("\(user.rawValue):\(testKeyByUser[user]!)".utf8).base64EncodedString()
+      request.setValue("Basic \(credentials)", forHTTPHeaderField: "Authorization")
+      if forwarded { request.setValue("1", forHTTPHeaderField: "X-Event-Server-Forwarded") }
+      request.httpBody = Data("event_types=%5B%5D".utf8)
+      let (_, response) = try await URLSession.shared.data(for: request)
+      let http = try #require(response as? HTTPURLResponse)
+      return (http.statusCode, http.value(forHTTPHeaderField: "Retry-After"))
+    }
+    #expect(try await register(forwarded: false).0 == 200, "forwarded to node B, which registers the queue")
+    let looped = try await register(forwarded: true)
+    #expect(looped.0 == 503)
+    #expect(looped.1 == "1")
+    await nodeB.server.shutdown()
+    try await nodeB.task.value
+    await nodeA.server.shutdown()
+    try await nodeA.task.value
+    await logA.close()
+    await logB.close()
+    try await database.drop()
+  }
+}
