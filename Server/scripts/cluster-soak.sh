@@ -13,10 +13,15 @@
 #
 # Usage: scripts/cluster-soak.sh [CLIENTS] [NOTES] [LAG_SAMPLES]   (defaults 4 150 200; CI runs 3 80 100)
 # APP=notes (default: the stored board, its notes in a table) or APP=notes-memory (the in-memory board).
+# NODES=N runs N nodes (default 3; the faults hit nodes 1 to 3). PARTITIONS=P partitions the log by user
+# (docs/scaling.md): each node serves the partitions it leases and forwards other users' requests; the
+# script then also prints how long each killed or stopped node's partitions went unserved (takeover).
 # Everything listens on 127.0.0.1, every wait is bounded, every process is stopped by its pid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 clients=${1:-4}
+nodes=${NODES:-3}
+partitions=${PARTITIONS:-}
 notes=${2:-150}
 lag_samples=${3:-200}
 configuration=${CONFIGURATION:-debug}
@@ -32,6 +37,8 @@ cleanup() {
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   stop_nginx
   remove_postgres
+  # KEEP=DIR keeps the logs (nodes, clients, faults) for a look afterwards.
+  if [ -n "${KEEP:-}" ]; then rm -rf "$KEEP"; cp -r "$work" "$KEEP"; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -40,8 +47,14 @@ start_postgres
 echo "cluster-soak: PostgreSQL on 127.0.0.1:$postgres_port (pid $postgres_pid)"
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-ports=("" "$(free_port)" "$(free_port)" "$(free_port)")
-node_pids=("" "" "" "")
+ports=("")
+node_pids=("")
+for _ in $(seq 1 "$nodes"); do ports+=("$(free_port)"); node_pids+=(""); done
+partition_options=()
+# Partitioned: JSON logs (their times have milliseconds) for the takeover figures.
+if [ -n "$partitions" ]; then partition_options=(--partitions "$partitions" --log-format json); fi
+# note_fault KIND N: when a node was killed or stopped, for the takeover figures.
+note_fault() { echo "$1 $2 $(date +%s%3N)" >>"$work/faults"; }
 keys="lag:lag-soak-key"
 for index in $(seq 1 "$clients"); do keys+=",user$index:user$index-soak-key"; done
 export EVENT_SERVER_API_KEYS="$keys"
@@ -50,7 +63,8 @@ export EVENT_SERVER_API_KEYS="$keys"
 start_node() {
   local node=$1 log="$work/node$1.log"
   "$bin/event-server" --app "${APP:-notes}" --host 127.0.0.1 --port "${ports[$node]}" --data-dir "$work/node$node" \
-    --postgres "$postgres_url" --rate-burst 100000 --rate-per-second 100000 >>"$log" 2>&1 &
+    --postgres "$postgres_url" --rate-burst 100000 --rate-per-second 100000 \
+    ${partition_options[@]+"${partition_options[@]}"} ${partitions:+--node-number "$node"} >>"$log" 2>&1 &
   node_pids[$node]=$!
   pids+=("$!")
   for _ in $(seq 1 300); do
@@ -74,9 +88,14 @@ restart_if_stopped() {
   fi
 }
 
-for node in 1 2 3; do start_node "$node"; done
-start_nginx "${ports[1]}" "${ports[2]}" "${ports[3]}"
-echo "cluster-soak: nodes on ${ports[1]}, ${ports[2]}, ${ports[3]} (pids ${node_pids[1]} ${node_pids[2]} ${node_pids[3]}); nginx on $nginx_port (pid $nginx_pid)"
+for node in $(seq 1 "$nodes"); do start_node "$node"; done
+start_nginx "${ports[@]:1}"
+echo "cluster-soak: nodes on ${ports[*]:1} (pids ${node_pids[*]:1}); nginx on $nginx_port (pid $nginx_pid)"
+if [ -n "$partitions" ]; then
+  # The nodes look at the leases every second: a few looks spread the partitions before the clients start.
+  sleep 3
+  echo "cluster-soak: $partitions partitions over $nodes nodes"
+fi
 # The notes are spread over about 20 s, so that every fault below lands while the clients write.
 interval=${INTERVAL:-$((20000 / notes > 40 ? 20000 / notes : 40))}
 echo "cluster-soak: $clients clients write $notes notes each through nginx, one every $interval ms"
@@ -90,10 +109,12 @@ done
 
 sleep 1
 echo "cluster-soak: SIGKILL node 1 (pid ${node_pids[1]}), then start it again"
+note_fault kill 1
 kill -KILL "${node_pids[1]}"; wait "${node_pids[1]}" 2>/dev/null || true
 start_node 1
 sleep 1
 echo "cluster-soak: SIGTERM node 2 (pid ${node_pids[2]}), then start it again"
+note_fault term 2
 kill -TERM "${node_pids[2]}"; wait "${node_pids[2]}" 2>/dev/null || true
 start_node 2
 sleep 1
@@ -103,7 +124,9 @@ sleep 2
 # Each node answers a write with 503 within its deadline (the default 5 s) while the database is away (a node
 # whose turn the outage cut mid-commit is rebuilding itself, and answers 503 too).
 outage_statuses=""
-for node in 1 2 3; do
+expected_statuses=""
+for node in $(seq 1 "$nodes"); do
+  expected_statuses+=" 503"
   if kill -0 "${node_pids[$node]}" 2>/dev/null; then
     status=$(curl -s -m 8 -o /dev/null -w '%{http_code}' -u user1:user1-soak-key -X POST \
       "http://127.0.0.1:${ports[$node]}/api/v1/register" || true)
@@ -111,18 +134,18 @@ for node in 1 2 3; do
   fi
 done
 echo "cluster-soak: a registration on each running node during the outage is answered HTTP$outage_statuses"
-if [ "$outage_statuses" != " 503 503 503" ]; then
+if [ "$outage_statuses" != "$expected_statuses" ]; then
   echo "cluster-soak: FAILED (every node must answer 503 while the database is away)"; exit 1
 fi
 sleep 6
 start_postgres
 back=$(date +%s%N)
-for node in 1 2 3; do restart_if_stopped "$node"; done
+for node in $(seq 1 "$nodes"); do restart_if_stopped "$node"; done
 # Recovery: how long after the database is back a write is answered again, with the defaults (the database
 # timeout, the nodes' fail-fast second): the first 200 to a registration on any node, tried every 100 ms.
 recovered=""
 for _ in $(seq 1 300); do
-  for node in 1 2 3; do
+  for node in $(seq 1 "$nodes"); do
     status=$(curl -s -m 2 -o /dev/null -w '%{http_code}' -u user1:user1-soak-key -X POST \
       "http://127.0.0.1:${ports[$node]}/api/v1/register" || true)
     if [ "$status" = 200 ]; then recovered=$((($(date +%s%N) - back) / 1000000)); break 2; fi
@@ -137,6 +160,7 @@ fi
 if ((recovered > 10000)); then echo "cluster-soak: FAILED (recovery took over 10 s)"; exit 1; fi
 sleep 1
 echo "cluster-soak: SIGKILL node 3 (pid ${node_pids[3]}), then start it again"
+note_fault kill 3
 kill -KILL "${node_pids[3]}"; wait "${node_pids[3]}" 2>/dev/null || true
 start_node 3
 echo "cluster-soak: faults done after $(($(date +%s) - started)) s; waiting for the clients (at most 240 s)"
@@ -150,7 +174,7 @@ echo "cluster-soak: $(python3 scripts/soak-totals.py "$work" "$clients")"
 if ((failed)); then
   echo "cluster-soak: FAILED after $(($(date +%s) - started)) s"
   for index in $(seq 1 "$clients"); do echo "--- client $index"; tail -5 "$work/client$index.log"; done
-  for node in 1 2 3; do echo "--- node $node"; tail -15 "$work/node$node.log"; done
+  for node in $(seq 1 "$nodes"); do echo "--- node $node"; tail -15 "$work/node$node.log"; done
   exit 1
 fi
 reregistered=$(cat "$work"/client*.log | grep -o "registers [0-9]*" | awk '{ n += $2 - 1 } END { print n + 0 }')
@@ -163,4 +187,7 @@ for status in $outage_statuses; do
   if [ "$status" != 503 ] && [ "$status" != stopped ]; then echo "cluster-soak: FAILED (HTTP $status during the outage, not 503)"; exit 1; fi
 done
 if ((reregistered > 0)); then echo "cluster-soak: FAILED ($reregistered re-registrations)"; exit 1; fi
+if [ -n "$partitions" ]; then
+  python3 scripts/partition-takeover.py "$work" "$nodes" || { echo "cluster-soak: FAILED (takeover)"; exit 1; }
+fi
 echo "cluster-soak: passed in $(($(date +%s) - started)) s"

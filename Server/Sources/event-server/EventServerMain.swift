@@ -59,12 +59,29 @@ struct EventServerMain {
         let connected = try await PostgresServerLog.connect(
           url: url,
           logger: logger,
-          operationTimeout: options.postgresTimeout
+          operationTimeout: options.postgresTimeout,
+          partitions: options.partitions
         )
         postgres = connected
         logger.info("input log in PostgreSQL", metadata: ["database": "\(connected.location)"])
       }
       let log: (any ServerLog)? = postgres
+      if let postgres, options.partitions != nil {
+        // One node of a partitioned cluster: it serves the partitions it leases and forwards the rest.
+        let node = PartitionedEventHTTPServer(
+          storedApplication: StoredNoteBoard(),
+          log: postgres,
+          configuration: configuration,
+          logger: logger,
+          pushGateway: pushGateway,
+          rotation: options.nodeNumber,
+          advertisedAddress: options.advertisedAddress
+        )
+        try await node.run(onRunning: onRunning)
+        try await pushClient?.shutdown()
+        await postgres.close()
+        return
+      }
       switch options.app {
       case "notes":
         // The note board with its notes in a table of the database (SQLite in --data-dir, or PostgreSQL).
@@ -231,6 +248,26 @@ struct EventServerArguments: ParsableCommand {
       """
   )
   var postgresTimeout = 5.0
+  @Option(
+    help: """
+      Partition the PostgreSQL log by user into this many partitions (1...1024, fixed when the log is created; \
+      see docs/scaling.md): each node serves the partitions it leases and forwards other users' requests to \
+      their node. Needs --postgres and --app notes.
+      """
+  )
+  var partitions: Int?
+  @Option(
+    name: .customLong("node-number"),
+    help: "This node's number in a partitioned cluster (0, 1, 2...): spreads the nodes' first choices apart."
+  )
+  var nodeNumber = 0
+  @Option(
+    help: """
+      The base URL the other nodes of a partitioned cluster reach this one at (default http://HOST:PORT; \
+      needed when --host is 0.0.0.0 or ::).
+      """
+  )
+  var advertise: String?
   @OptionGroup(title: "Push notifications (without these, pushes are only logged)")
   var push: PushArguments
 
@@ -260,6 +297,21 @@ struct EventServerArguments: ParsableCommand {
     try check("blob-grace", blobGrace, 0...31_536_000)
     if let adminPort { try check("admin-port", adminPort, 0...65535) }
     try check("postgres-timeout", postgresTimeout, 0.1...3600)
+    if let partitions {
+      try check("partitions", partitions, 1...1024)
+      guard app == "notes" else {
+        throw ValidationError(
+          "--partitions serves --app notes (the stored note board); the video app's blobs are kept per node"
+        )
+      }
+      if advertise == nil, ["0.0.0.0", "::"].contains(host) {
+        throw ValidationError("--partitions with --host \(host) needs --advertise URL (where the other nodes reach this one)")
+      }
+    }
+    try check("node-number", nodeNumber, 0...1_000_000)
+    if let advertise, URL(string: advertise)?.scheme?.hasPrefix("http") != true {
+      throw ValidationError("--advertise must be an http:// or https:// URL, not '\(advertise)'")
+    }
   }
 }
 
@@ -284,6 +336,9 @@ struct Options {
   var push: PushArguments
   var postgresURL: String?
   var postgresTimeout: Duration
+  var partitions: PartitionMap?
+  var nodeNumber: Int
+  var advertisedAddress: String?
 
   struct Problem: Error, CustomStringConvertible {
     var description: String
@@ -311,6 +366,12 @@ struct Options {
     push = arguments.push
     postgresURL = arguments.postgres ?? environment["EVENT_SERVER_POSTGRES_URL"]
     postgresTimeout = duration(arguments.postgresTimeout)
+    partitions = arguments.partitions.flatMap(PartitionMap.init(count:))
+    nodeNumber = arguments.nodeNumber
+    advertisedAddress = arguments.advertise
+    if partitions != nil, postgresURL == nil {
+      throw Problem(description: "--partitions needs the log in PostgreSQL: pass --postgres URL")
+    }
     var keysText = environment["EVENT_SERVER_API_KEYS"]
     if let path = arguments.keysFile {
       guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
