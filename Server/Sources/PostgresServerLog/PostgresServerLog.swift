@@ -80,9 +80,13 @@ public final class PostgresServerLog: SharedServerLog {
   public let operationTimeout: Duration
   /// How many partitions the log has (fixed when the database was created).
   public let partitions: PartitionMap
+  /// How to reach the database: what a session that must not share the pool connects with
+  /// (``PartitionLeases``).
+  let clientConfiguration: PostgresClient.Configuration
 
   private init(
     client: PostgresClient,
+    clientConfiguration: PostgresClient.Configuration,
     running: Task<Void, Never>?,
     tables: LogTables,
     partitions: PartitionMap,
@@ -91,6 +95,7 @@ public final class PostgresServerLog: SharedServerLog {
     operationTimeout: Duration
   ) {
     self.client = client
+    self.clientConfiguration = clientConfiguration
     self.running = running
     self.tables = tables
     self.partitions = partitions
@@ -130,6 +135,7 @@ public final class PostgresServerLog: SharedServerLog {
     let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
     return PostgresServerLog(
       client: client,
+      clientConfiguration: target.configuration,
       running: Task { await client.run() },
       tables: LogTables(partition: 0),
       partitions: found,
@@ -149,6 +155,7 @@ public final class PostgresServerLog: SharedServerLog {
     let client = PostgresClient(configuration: target.configuration, backgroundLogger: logger)
     let setUp = PostgresServerLog(
       client: client,
+      clientConfiguration: target.configuration,
       running: Task { await client.run() },
       tables: LogTables(partition: 0),
       partitions: .single,
@@ -176,7 +183,32 @@ public final class PostgresServerLog: SharedServerLog {
     }
     return PostgresServerLog(
       client: client,
+      clientConfiguration: clientConfiguration,
       running: nil,
+      tables: LogTables(partition: index),
+      partitions: partitions,
+      location: index == 0 ? location : "\(location) partition \(index)",
+      logger: logger,
+      operationTimeout: operationTimeout
+    )
+  }
+
+  /// Partition `index` of this log on connections of its own (at most `connections`), closed with it: what a
+  /// ``PartitionHost`` serves a partition it takes with, so that stopping the partition's node closes every
+  /// connection it used, including one whose query never ends because the database went away (found by the
+  /// cluster soak: after a PostgreSQL restart, nodes on the shared pool got dead connections and hung).
+  /// - Throws: ``ServerLogError/partitionCount(found:asked:)`` when `index` is not below the log's count.
+  public func openPartition(_ index: Int, connections: Int = 6) throws(ServerLogError) -> PostgresServerLog {
+    guard (0..<partitions.count).contains(index) else {
+      throw .partitionCount(found: partitions.count, asked: index + 1)
+    }
+    var configuration = clientConfiguration
+    configuration.options.maximumConnections = max(connections, 3)
+    let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+    return PostgresServerLog(
+      client: client,
+      clientConfiguration: clientConfiguration,
+      running: Task { await client.run() },
       tables: LogTables(partition: index),
       partitions: partitions,
       location: index == 0 ? location : "\(location) partition \(index)",
@@ -618,6 +650,7 @@ public final class PostgresServerLog: SharedServerLog {
     let logger = logger
     let location = location
     let client = client
+    let sharesConnections = running == nil
     let holder = Task {
       do {
         try await client.withConnection { connection in
@@ -625,7 +658,12 @@ public final class PostgresServerLog: SharedServerLog {
           answer.yield(.success(claim))
           guard claim != .refused else { return }
           while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-          _ = try? await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
+          // A log closing connections of its own ends the session, and its locks with it. A view sharing its
+          // log's connections lets go before handing the connection back. (Found by the partitioned cluster
+          // soak: under load this query sometimes did not end, and every partition stopped waited for it.)
+          if sharesConnections {
+            _ = try? await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
+          }
         }
       } catch {
         answer.yield(.failure(.storage("\(location): cannot claim the database: \(String(reflecting: error))")))

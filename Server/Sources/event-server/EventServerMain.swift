@@ -305,7 +305,9 @@ struct EventServerArguments: ParsableCommand {
         )
       }
       if advertise == nil, ["0.0.0.0", "::"].contains(host) {
-        throw ValidationError("--partitions with --host \(host) needs --advertise URL (where the other nodes reach this one)")
+        throw ValidationError(
+          "--partitions with --host \(host) needs --advertise URL (where the other nodes reach this one)"
+        )
       }
     }
     try check("node-number", nodeNumber, 0...1_000_000)

@@ -156,7 +156,10 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     EventRoutes(
       nodes: { (user: UserID) throws(EventAPIError) -> Node in
         guard let node = await host.node(for: user) else {
-          throw .serviceUnavailable("the user's partition is moving between nodes; send again shortly", retryAfter: .seconds(1))
+          throw .serviceUnavailable(
+            "the user's partition is moving between nodes; send again shortly",
+            retryAfter: .seconds(1)
+          )
         }
         return node
       },
@@ -234,7 +237,7 @@ private struct LookAtLeases<Stored: StoredApplication>: Service {
     guard let port = await iterator.next() else { return }
     try await host.advertise(address(port))
     await onRunning(port)
-    await cancelWhenGracefulShutdown {
+    let looking = Task { [host, interval, logger] in
       while !Task.isCancelled {
         do {
           let change = try await host.rebalance()
@@ -250,6 +253,10 @@ private struct LookAtLeases<Stored: StoredApplication>: Service {
         try? await Task.sleep(for: interval)
       }
     }
+    // At the shutdown the partitions are handed over at once, not after the look under way.
+    try? await gracefulShutdown()
+    looking.cancel()
     await host.shutdown()
+    await looking.value
   }
 }

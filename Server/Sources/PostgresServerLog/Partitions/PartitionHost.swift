@@ -3,7 +3,7 @@ import EventServer
 
 /// A node of a partitioned cluster: it holds leases on some of the log's partitions
 /// (``PartitionLeases``) and serves each with a cluster node of its own (`EventServer.joining` on the
-/// partition, ``PostgresServerLog/partition(_:)``), loaded from the partition's snapshot and records when
+/// partition, on connections of its own: ``PostgresServerLog/openPartition(_:connections:)``), loaded from the partition's snapshot and records when
 /// the lease is taken.
 ///
 /// ``rebalance()`` is one look at the cluster: it surveys the leases, applies the ``PartitionLeasePlan``
@@ -55,6 +55,8 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   private var address: String?
   /// Where the other nodes' partitions were served at the last look.
   private var elsewhere: [Int: String] = [:]
+  /// Whether ``shutdown()`` was called: a look under way then stops what it started.
+  private var isShutDown = false
 
   private init(log: PostgresServerLog, leases: PartitionLeases, rotation: Int, startNode: @escaping StartNode) {
     self.log = log
@@ -120,6 +122,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   @discardableResult
   public func rebalance() async throws(ServerLogError) -> Change {
     var change = Change()
+    guard !isShutDown else { return change }
     if leases.lost != nil {
       change.lost = serving.keys.sorted()
       await stopAll()
@@ -152,17 +155,68 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       try await leases.release(partition)
       change.released.append(partition)
     }
-    for partition in plan.acquire where try await leases.tryAcquire(partition) {
-      do {
-        let view = try log.partition(partition)
-        serving[partition] = (view, try await startNode(view))
+    var acquired: [Int] = []
+    for partition in plan.acquire where try await leases.tryAcquire(partition) { acquired.append(partition) }
+    // The nodes load their partitions at once (a node taking over a dead one's share starts several).
+    var failure: ServerLogError?
+    for (partition, started) in await start(acquired) {
+      switch started {
+      case .success(let served) where isShutDown:
+        // Shut down while the node loaded: it stops at once, and the lease goes with the session.
+        await Self.stop(served, within: log.operationTimeout, at: log.location)
+      case .success(let served):
+        serving[partition] = served
         change.taken.append(partition)
-      } catch {
+      case .failure(let error):
         try? await leases.release(partition)
-        throw (error as? ServerLogError) ?? .storage("partition \(partition)'s node could not start: \(error)")
+        failure = failure ?? error
       }
     }
+    if let failure { throw failure }
     return change
+  }
+
+  /// Starts the nodes of `partitions` concurrently; answers each one's node (with its log view) or why it
+  /// could not start, in partition order.
+  private func start(
+    _ partitions: [Int]
+  ) async -> [(Int, Result<(view: PostgresServerLog, node: Node), ServerLogError>)] {
+    let log = log
+    let startNode = startNode
+    return await withTaskGroup(of: (Int, Result<(view: PostgresServerLog, node: Node), ServerLogError>).self) {
+      group in
+      for partition in partitions {
+        group.addTask {
+          let view: PostgresServerLog
+          do {
+            view = try log.openPartition(partition)
+          } catch let error as ServerLogError {
+            return (partition, .failure(error))
+          } catch {
+            return (partition, .failure(.storage("partition \(partition): \(error)")))
+          }
+          do {
+            // Bounded like every database operation: a node that cannot load its partition in time is given
+            // up (its connections closed) and the lease let go.
+            let node = try await PostgresServerLog.withDeadline(view.operationTimeout * 4, at: view.location) {
+              try await startNode(view)
+            }
+            return (partition, .success((view, node)))
+          } catch {
+            await view.close()
+            return (
+              partition,
+              .failure(
+                (error as? ServerLogError) ?? .storage("partition \(partition)'s node could not start: \(error)")
+              )
+            )
+          }
+        }
+      }
+      var started: [(Int, Result<(view: PostgresServerLog, node: Node), ServerLogError>)] = []
+      for await result in group { started.append(result) }
+      return started.sorted { $0.0 < $1.0 }
+    }
   }
 
   /// Looks at the cluster every `interval` until the task is cancelled; a look that fails is tried again at
@@ -174,20 +228,43 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
     }
   }
 
-  /// Stops every node (their acknowledgements recorded) and lets every lease go.
+  /// Stops every node (their acknowledgements recorded) and lets every lease go. Runs at once, even while a
+  /// look is under way (which then stops what it started): a node stopping hands its partitions over without
+  /// waiting for its look to end.
   public func shutdown() async {
+    isShutDown = true
     await stopAll()
     await leases.close()
   }
 
   private func stop(_ partition: Int) async {
     guard let served = serving.removeValue(forKey: partition) else { return }
-    await served.node.shutdown()
-    await served.node.waitForWrites()
-    await served.view.close()
+    await Self.stop(served, within: log.operationTimeout, at: log.location)
   }
 
   private func stopAll() async {
-    for partition in serving.keys.sorted() { await stop(partition) }
+    let stopping = serving.values
+    serving = [:]
+    let (timeout, location) = (log.operationTimeout, log.location)
+    await withTaskGroup(of: Void.self) { group in
+      for served in stopping { group.addTask { await Self.stop(served, within: timeout, at: location) } }
+    }
+  }
+
+  /// Stops a partition's node: its parked polls answered, its last writes made, its log view closed; given
+  /// up on after twice `timeout`. A node whose database went away may never finish its last write (found by
+  /// the cluster soak: after a PostgreSQL restart, hosts waited for it forever and served nothing again).
+  /// Giving up is safe: the partition is no longer served here, and a write of this node that lands late is
+  /// still ordered under the partition's counter row, after what others committed.
+  private static func stop(
+    _ served: (view: PostgresServerLog, node: Node),
+    within timeout: Duration,
+    at location: String
+  ) async {
+    _ = try? await PostgresServerLog.withDeadline(timeout * 2, at: location) {
+      await served.node.shutdown()
+      await served.node.waitForWrites()
+      await served.view.close()
+    }
   }
 }

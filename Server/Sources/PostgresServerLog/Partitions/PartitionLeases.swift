@@ -64,6 +64,8 @@ public final class PartitionLeases: Sendable {
   private let state: SharedState
   private let requests: AsyncStream<Request>.Continuation
   private let session: Task<Void, Never>
+  /// The task running the session's own client: cancelled, it closes the session's connection.
+  private let client: Task<Void, Never>
   /// How many partitions the log has.
   public let partitions: PartitionMap
   private let location: String
@@ -73,6 +75,7 @@ public final class PartitionLeases: Sendable {
     state: SharedState,
     requests: AsyncStream<Request>.Continuation,
     session: Task<Void, Never>,
+    client: Task<Void, Never>,
     partitions: PartitionMap,
     location: String,
     operationTimeout: Duration
@@ -80,6 +83,7 @@ public final class PartitionLeases: Sendable {
     self.state = state
     self.requests = requests
     self.session = session
+    self.client = client
     self.partitions = partitions
     self.location = location
     self.operationTimeout = operationTimeout
@@ -90,7 +94,13 @@ public final class PartitionLeases: Sendable {
   public static func open(on log: PostgresServerLog) async throws(ServerLogError) -> PartitionLeases {
     let (stream, requests) = AsyncStream.makeStream(of: Request.self)
     let (opened, open) = AsyncStream.makeStream(of: Result<Int32, ServerLogError>.self)
-    let client = log.client
+    // A client of its own, made for this session: the lease session never waits behind the nodes' work for
+    // a connection, nor gets one of theirs that died with a database restart (found by the cluster soak:
+    // after PostgreSQL came back, sessions opened on the shared pool did not answer, and no node served again).
+    var configuration = log.clientConfiguration
+    configuration.options.maximumConnections = 1
+    let client = PostgresClient(configuration: configuration, backgroundLogger: log.logger)
+    let running = Task { await client.run() }
     let logger = log.logger
     let location = log.location
     let survey = Self.surveyQuery
@@ -158,6 +168,7 @@ public final class PartitionLeases: Sendable {
         failure = .storage("\(location): the session holding the partition leases ended: \(String(reflecting: error))")
       }
       state.markLost(failure)
+      running.cancel()
       open.yield(.failure(failure))
       open.finish()
       // Whatever is still asked fails: the leases went with the session.
@@ -167,6 +178,7 @@ public final class PartitionLeases: Sendable {
       state: state,
       requests: requests,
       session: session,
+      client: running,
       partitions: log.partitions,
       location: location,
       operationTimeout: log.operationTimeout
@@ -227,8 +239,10 @@ public final class PartitionLeases: Sendable {
   public func close() async {
     requests.finish()
     let session = session
-    // Answered at the deadline even when the session's last query does not end.
+    // Answered at the deadline even when the session's last query does not end; the session's connection is
+    // closed either way (its locks go with it).
     _ = try? await PostgresServerLog.withDeadline(operationTimeout, at: location) { await session.value }
+    client.cancel()
   }
 
   private func check(_ partition: Int) throws(ServerLogError) {
@@ -247,12 +261,14 @@ public final class PartitionLeases: Sendable {
     let location = location
     let state = state
     let session = session
+    let client = client
     let answered = try await PostgresServerLog.withDeadline(
       operationTimeout,
       at: location,
       onTimeout: {
         state.markLost(.storage("\(location): the lease session did not answer within the operation timeout"))
         session.cancel()
+        client.cancel()
       }
     ) {
       await withCheckedContinuation { inner in
