@@ -121,7 +121,8 @@ struct PartitionedHTTPTests {
   }
 
   /// A request forwarded once is never forwarded again: a node that does not serve the user answers `503`
-  /// with `Retry-After` (the partition is moving), so no request loops between nodes.
+  /// with `Retry-After` (the partition is moving), so no request loops between nodes. A request with a wrong
+  /// key is answered `401` by the node it reached, never forwarded.
   @Test("a forwarded request for a user this node does not serve is answered 503, not forwarded again")
   func noForwardingLoop() async throws {
     let database = try await ScratchDatabase.create()
@@ -135,11 +136,11 @@ struct PartitionedHTTPTests {
     let servedByB = await nodeB.server.host?.partitionsServed ?? []
     let candidates: [UserID] = ["alice", "bob", "carol"]
     let user = try #require(candidates.first { servedByB.contains(map.partition(of: $0)) })
-    func register(forwarded: Bool) async throws -> (Int, String?) {
+    func register(forwarded: Bool, key: String? = nil) async throws -> (Int, String?) {
       var request = URLRequest(url: nodeA.url.appendingPathComponent("api/v1/register"))
       request.httpMethod = "POST"
       request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
-      let credentials = Data("\(user.rawValue):\(testKeyByUser[user]!)".utf8).base64EncodedString()
+      let credentials = Data("\(user.rawValue):\(key ?? testKeyByUser[user]!)".utf8).base64EncodedString()
       request.setValue("Basic \(credentials)", forHTTPHeaderField: "Authorization")
       if forwarded { request.setValue("1", forHTTPHeaderField: "X-Event-Server-Forwarded") }
       request.httpBody = Data("event_types=%5B%5D".utf8)
@@ -148,6 +149,8 @@ struct PartitionedHTTPTests {
       return (http.statusCode, http.value(forHTTPHeaderField: "Retry-After"))
     }
     #expect(try await register(forwarded: false).0 == 200, "forwarded to node B, which registers the queue")
+    // Only an authenticated request is forwarded: a wrong key is refused where it arrives.
+    #expect(try await register(forwarded: false, key: "not-the-key-of-anyone").0 == 401)
     let looped = try await register(forwarded: true)
     #expect(looped.0 == 503)
     #expect(looped.1 == "1")
