@@ -48,7 +48,11 @@ struct RawHTTP {
     }
     if let bearer { head += "Authorization: Bearer \(bearer)\r\n" }
     if let contentType { head += "Content-Type: \(contentType)\r\n" }
-    let request = Data((head + "\r\n").utf8) + (body ?? Data())
+    return try await exchange(Data((head + "\r\n").utf8) + (body ?? Data()))
+  }
+
+  /// Sends `request`, a whole HTTP/1.1 request as bytes, and reads the answer.
+  func exchange(_ request: Data) async throws -> Answer {
     let port = base.port!
     // A plain socket, not URLSession: Foundation's on Linux hangs on a 401 with WWW-Authenticate, which
     // these tests ask for on purpose. Blocking I/O runs off the cooperative pool.
