@@ -103,9 +103,8 @@ where Application.Command: Codable & Equatable {
   private let storedStart: StoredStart?
   /// How a stored application's cluster node starts, on a shared database (PostgreSQL).
   private let storedJoin: StoredJoin?
-  private let running = Mutex<ServiceGroup?>(nil)
+  private let group = GracefulServices()
   private let current = Mutex<EventServer<Application, ContinuousClock>?>(nil)
-  private let shutdownRequested = Mutex(false)
   /// What the server measures; `GET /metrics` on the admin listener shows it.
   public let metrics = ServerMetrics()
 
@@ -395,9 +394,7 @@ where Application.Command: Codable & Equatable {
       Timestamp(Date())
     }
     let connections = ConnectionGuard(limits: configuration.connections, logger: logger)
-    let router = Router(context: EventRequestContext.self)
-    router.add(middleware: MetricsMiddleware(metrics: metrics))
-    router.add(middleware: ConnectionAuthenticationMiddleware(connections: connections))
+    let router = configuration.eventRouter(metrics: metrics, connections: connections)
     EventRoutes(
       server: events,
       gate: gate,
@@ -406,21 +403,9 @@ where Application.Command: Codable & Equatable {
       pushNotificationsEnabled: sendsPushes
     ).add(to: router)
     extraRoutes?(router, events, gate)
-    let app = Hummingbird.Application(
-      router: router,
-      server: .http1(
-        configuration: .init(
-          additionalChannelHandlers: [ConnectionGuardHandler(connections: connections)],
-          idleTimeout: .seconds(Int64(configuration.idleTimeout / .seconds(1)))
-        )
-      ),
-      configuration: .init(
-        address: .hostname(configuration.host, port: configuration.port),
-        serverName: "event-server"
-      ),
-      onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? 0) },
-      logger: logger
-    )
+    let app = configuration.eventListener(router: router, connections: connections, logger: logger) { channel in
+      await onRunning(channel.localAddress?.port ?? 0)
+    }
     var services: [any Service] = [app]
     if let adminPort = configuration.adminPort {
       let adminRouter = Router()
@@ -455,22 +440,8 @@ where Application.Command: Codable & Equatable {
     if durable != nil { services.append(StopOnLogFailure(server: events, logger: logger)) }
     // Last, so it is the first to hear of the shutdown: parked polls are answered before HTTP drains.
     services.append(AnswerParkedPollsOnShutdown(server: events))
-    var groupConfiguration = ServiceGroupConfiguration(
-      services: services.map { .init(service: $0) },
-      gracefulShutdownSignals: handleSignals ? [.sigterm, .sigint] : [],
-      logger: logger
-    )
-    // A request that never finishes (a client that stalls mid-upload) must not hold the shutdown: after this
-    // long the rest is cancelled, and the state is written all the same.
-    groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGrace
-    let group = ServiceGroup(configuration: groupConfiguration)
-    running.withLock { $0 = group }
-    if shutdownRequested.withLock({ $0 }) { await group.triggerGracefulShutdown() }
-    do {
-      try await group.run()
-    } catch {
-      logger.warning("shutdown did not drain in time: \(error)")
-    }
+    // The state is written after the group ends, also when its drain was cut at the grace.
+    await group.run(services, handleSignals: handleSignals, grace: configuration.shutdownGrace, logger: logger)
     // Nothing may write to the database once it is closed (a write under way, a stored input's batch).
     await events.waitForWrites()
     if let failure = await events.logFailure {
@@ -489,9 +460,7 @@ where Application.Command: Codable & Equatable {
 
   /// Shuts the server down gracefully: answers the parked polls, drains HTTP, writes the state.
   public func shutdown() async {
-    shutdownRequested.withLock { $0 = true }
-    let group = running.withLock { $0 }
-    await group?.triggerGracefulShutdown()
+    await group.shutdown()
   }
 
 }

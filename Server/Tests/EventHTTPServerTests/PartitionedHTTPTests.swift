@@ -60,6 +60,38 @@ struct PartitionedHTTPTests {
     }
   }
 
+  /// Two nodes on a scratch database's log of four partitions, two partitions each, each knowing where the
+  /// test's users are served.
+  struct TwoNodes {
+    let database: ScratchDatabase
+    let map: PartitionMap
+    let logs: [PostgresServerLog]
+    let nodeA: Running
+    let nodeB: Running
+
+    static func start() async throws -> TwoNodes {
+      let database = try await ScratchDatabase.create()
+      let map = PartitionMap(count: 4)!
+      let logA = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+      let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+      let nodeA = try await PartitionedHTTPTests.start(on: logA, rotation: 0)
+      try await PartitionedHTTPTests.settle([nodeA], counts: [4])
+      let nodeB = try await PartitionedHTTPTests.start(on: logB, rotation: 2)
+      try await PartitionedHTTPTests.settle([nodeA, nodeB], counts: [2, 2])
+      return TwoNodes(database: database, map: map, logs: [logA, logB], nodeA: nodeA, nodeB: nodeB)
+    }
+
+    /// Stops the nodes still running, closes the logs, drops the database.
+    func stop() async throws {
+      for node in [nodeB, nodeA] {
+        await node.server.shutdown()
+        try await node.task.value
+      }
+      for log in logs { await log.close() }
+      try await database.drop()
+    }
+  }
+
   static func machine(_ user: UserID, at url: URL) -> UpdateMachine<NoteSnapshot, NoteEvent, NoteBoard.Command> {
     UpdateMachine(
       reducer: NotesReducer(user: user),
@@ -74,14 +106,8 @@ struct PartitionedHTTPTests {
   /// and the clients go on with the queues they had (no registration again), their next note arriving once.
   @Test("clients of one node reach users on the other; the other stops, its partitions move, the queues stay")
   func forwardedAndMoved() async throws {
-    let database = try await ScratchDatabase.create()
-    let map = PartitionMap(count: 4)!
-    let logA = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
-    let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
-    let nodeA = try await Self.start(on: logA, rotation: 0)
-    try await Self.settle([nodeA], counts: [4])
-    let nodeB = try await Self.start(on: logB, rotation: 2)
-    try await Self.settle([nodeA, nodeB], counts: [2, 2])
+    let cluster = try await TwoNodes.start()
+    let (map, nodeA, nodeB) = (cluster.map, cluster.nodeA, cluster.nodeB)
     let users: [UserID] = ["alice", "bob", "carol"]
     let servedByB = await nodeB.server.host?.partitionsServed ?? []
     #expect(users.contains { servedByB.contains(map.partition(of: $0)) }, "some user's partition is on node B")
@@ -109,11 +135,7 @@ struct PartitionedHTTPTests {
     #expect(aliceAfter?.metrics.registers == aliceRegisters, "alice kept the queue she registered")
     #expect(bobAfter?.metrics.registers == bobRegisters, "bob kept the queue he registered")
     for machine in machines { await machine.stop() }
-    await nodeA.server.shutdown()
-    try await nodeA.task.value
-    await logA.close()
-    await logB.close()
-    try await database.drop()
+    try await cluster.stop()
   }
 
   /// A request forwarded once is never forwarded again: a node that does not serve the user answers `503`
@@ -121,14 +143,8 @@ struct PartitionedHTTPTests {
   /// key is answered `401` by the node it reached, never forwarded.
   @Test("a forwarded request for a user this node does not serve is answered 503, not forwarded again")
   func noForwardingLoop() async throws {
-    let database = try await ScratchDatabase.create()
-    let map = PartitionMap(count: 4)!
-    let logA = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
-    let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
-    let nodeA = try await Self.start(on: logA, rotation: 0)
-    try await Self.settle([nodeA], counts: [4])
-    let nodeB = try await Self.start(on: logB, rotation: 2)
-    try await Self.settle([nodeA, nodeB], counts: [2, 2])
+    let cluster = try await TwoNodes.start()
+    let (map, nodeA, nodeB) = (cluster.map, cluster.nodeA, cluster.nodeB)
     let servedByB = await nodeB.server.host?.partitionsServed ?? []
     let candidates: [UserID] = ["alice", "bob", "carol"]
     let user = try #require(candidates.first { servedByB.contains(map.partition(of: $0)) })
@@ -150,12 +166,6 @@ struct PartitionedHTTPTests {
     let looped = try await register(forwarded: true)
     #expect(looped.0 == 503)
     #expect(looped.1 == "1")
-    await nodeB.server.shutdown()
-    try await nodeB.task.value
-    await nodeA.server.shutdown()
-    try await nodeA.task.value
-    await logA.close()
-    await logB.close()
-    try await database.drop()
+    try await cluster.stop()
   }
 }

@@ -50,8 +50,7 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
   private let logger: Logger
   private let pushGateway: any PushGateway
   private let sendsPushes: Bool
-  private let running = Mutex<ServiceGroup?>(nil)
-  private let shutdownRequested = Mutex(false)
+  private let group = GracefulServices()
   private let currentHost = Mutex<Host?>(nil)
 
   /// A node serving `storedApplication` from the partitions of `log` (the caller opens and closes it).
@@ -135,9 +134,7 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
       Timestamp(Date())
     }
     let connections = ConnectionGuard(limits: configuration.connections, logger: logger)
-    let router = Router(context: EventRequestContext.self)
-    router.add(middleware: MetricsMiddleware(metrics: metrics))
-    router.add(middleware: ConnectionAuthenticationMiddleware(connections: connections))
+    let router = configuration.eventRouter(metrics: metrics, connections: connections)
     router.add(
       middleware: PartitionForwarding(
         authenticator: configuration.authenticator,
@@ -169,24 +166,10 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
       pushNotificationsEnabled: sendsPushes
     ).add(to: router)
     let (ports, bound) = AsyncStream.makeStream(of: Int.self)
-    let app = Hummingbird.Application(
-      router: router,
-      server: .http1(
-        configuration: .init(
-          additionalChannelHandlers: [ConnectionGuardHandler(connections: connections)],
-          idleTimeout: .seconds(Int64(configuration.idleTimeout / .seconds(1)))
-        )
-      ),
-      configuration: .init(
-        address: .hostname(configuration.host, port: configuration.port),
-        serverName: "event-server"
-      ),
-      onServerRunning: { channel in
-        bound.yield(channel.localAddress?.port ?? 0)
-        bound.finish()
-      },
-      logger: logger
-    )
+    let app = configuration.eventListener(router: router, connections: connections, logger: logger) { channel in
+      bound.yield(channel.localAddress?.port ?? 0)
+      bound.finish()
+    }
     let leases = LookAtLeases(
       host: host,
       ports: ports,
@@ -197,28 +180,13 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
       logger: logger,
       onRunning: onRunning
     )
-    var groupConfiguration = ServiceGroupConfiguration(
-      services: [.init(service: app), .init(service: leases)],
-      gracefulShutdownSignals: handleSignals ? [.sigterm, .sigint] : [],
-      logger: logger
-    )
-    groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGrace
-    let group = ServiceGroup(configuration: groupConfiguration)
-    running.withLock { $0 = group }
-    if shutdownRequested.withLock({ $0 }) { await group.triggerGracefulShutdown() }
-    do {
-      try await group.run()
-    } catch {
-      logger.warning("shutdown did not drain in time: \(error)")
-    }
+    await group.run([app, leases], handleSignals: handleSignals, grace: configuration.shutdownGrace, logger: logger)
   }
 
   /// Shuts the node down gracefully: stops serving its partitions (answering their parked polls), lets
   /// their leases go, drains HTTP.
   public func shutdown() async {
-    shutdownRequested.withLock { $0 = true }
-    let group = running.withLock { $0 }
-    await group?.triggerGracefulShutdown()
+    await group.shutdown()
   }
 }
 
