@@ -23,6 +23,7 @@ let package = Package(
     .executable(name: "soak-client", targets: ["soak-client"]),
     .executable(name: "durability-bench", targets: ["durability-bench"]),
     .executable(name: "stored-scale", targets: ["stored-scale"]),
+    .executable(name: "edge-probe", targets: ["edge-probe"]),
     .library(name: "EventHTTPServer", targets: ["EventHTTPServer"]),
     .library(name: "VideoBlobRoutes", targets: ["VideoBlobRoutes"]),
     .library(name: "SQLiteServerLog", targets: ["SQLiteServerLog"]),
@@ -194,6 +195,19 @@ let package = Package(
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),
         .product(name: "SampleApps", package: root),
+      ],
+      swiftSettings: swiftSettings
+    ),
+    // The floor of the HTTP edge: a bare NIO HTTP/1.1 server answering the events API's shapes with fixed
+    // bodies, to measure what a parked poll and a short poll cost without Hummingbird (figures).
+    .executableTarget(
+      name: "edge-probe",
+      dependencies: [
+        "CommandLineTool",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
       ],
       swiftSettings: swiftSettings
     ),
