@@ -14,6 +14,9 @@ struct StatusBoard: ServerApplication {
   enum Command: Codable, Sendable, Equatable {
     /// Event `index` to the users (index × 10 + k) mod `users`, k in 0..<fanOut.
     case fanOut(index: Int, users: Int, fanOut: Int)
+    /// Event `index` to every user: to the list the board keeps when `keptList`, else to a list built for
+    /// the event (as an application that computes its recipients each time does).
+    case everyone(index: Int, keptList: Bool)
     /// One event to one user.
     case one(index: Int, to: UserID)
     /// Events `first..<first + count` to one user, in one step (a backlog that arrives at once).
@@ -33,6 +36,9 @@ struct StatusBoard: ServerApplication {
     switch command {
     case .fanOut(let index, let users, let fanOut):
       let recipients = (0..<fanOut).map { userIDs[(index * 10 + $0) % users] }
+      return [Delivery(to: recipients, event: StatusEvent(videoID: "v\(index)", status: "viewed"))]
+    case .everyone(let index, let keptList):
+      let recipients = keptList ? userIDs : userIDs.map { $0 }
       return [Delivery(to: recipients, event: StatusEvent(videoID: "v\(index)", status: "viewed"))]
     case .one(let index, let user):
       return [Delivery(to: [user], event: StatusEvent(videoID: "v\(index)", status: "viewed"))]

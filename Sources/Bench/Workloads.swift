@@ -28,10 +28,28 @@ struct Workloads {
 
   // MARK: - W1
 
-  /// 1,000 queues; events fanned out to 10 queues each; every 1,000 events every queue is drained.
+  /// 1,000 queues; events fanned out to 10 queues each; every 1,000 events every queue is drained. Then
+  /// the scale-out issue's shape: 1,000 events each to all 1,000 queues.
   func fanOut() {
+    let tenEach = deliveryRates(events: quick ? 10_000 : 100_000, recipientsEach: 10) { .fanOut(index: $0, users: 1_000, fanOut: 10) }
+    report("W1", "deliveries_per_second", tenEach, "1/s")
+    let keptList = deliveryRates(events: 1_000, recipientsEach: 1_000) { .everyone(index: $0, keptList: true) }
+    report("W1", "broadcast_deliveries_per_second", keptList, "1/s (target >= 25 M)")
+    let builtList = deliveryRates(events: 1_000, recipientsEach: 1_000) { .everyone(index: $0, keptList: false) }
+    report("W1", "broadcast_fresh_list_deliveries_per_second", builtList, "1/s")
+    print("W1 peak_memory \(Memory.peak() / 1_000_000) MB")
+  }
+
+  /// Deliveries per second of `events` commands made by `command`, each to `recipientsEach` of 1,000 queues
+  /// (one per user), every queue drained every 1,000 events and at the end; checks that the queues received
+  /// every delivery once, in increasing ids, and end empty.
+  private func deliveryRates(
+    events: Int,
+    recipientsEach: Int,
+    command: (Int) -> StatusBoard.Command
+  ) -> Samples {
     let users = 1_000
-    let events = quick ? 10_000 : 100_000
+    let expected = events * recipientsEach
     var rates = Samples()
     for _ in 0..<repeats {
       var configuration = EventServerConfiguration()
@@ -69,7 +87,7 @@ struct Workloads {
       let elapsed = seconds {
         for index in 0..<events {
           do {
-            _ = try server.handle(.fanOut(index: index, users: users, fanOut: 10), from: "u0", now: start)
+            _ = try server.handle(command(index), from: "u0", now: start)
           } catch {
             fail("W1: \(error)")
           }
@@ -77,12 +95,11 @@ struct Workloads {
         }
         drain(&server)
       }
-      guard delivered == events * 10 else { fail("W1: \(delivered) deliveries, expected \(events * 10)") }
+      guard delivered == expected else { fail("W1: \(delivered) deliveries, expected \(expected)") }
       guard queues.allSatisfy({ server.queue($0)?.eventCount == 0 }) else { fail("W1: a queue is not empty") }
       rates.values.append(Double(delivered) / elapsed)
     }
-    report("W1", "deliveries_per_second", rates, "1/s")
-    print("W1 peak_memory \(Memory.peak() / 1_000_000) MB")
+    return rates
   }
 
   // MARK: - W2

@@ -384,23 +384,27 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       // The event is stored once, when the first queue takes it, and measured then.
       var entry: Int?
       var foreignHolders = 0
-      for recipient in Self.distinct(delivery.recipients) {
-        if tracksPushes, notifiedSet.insert(recipient).inserted { notified.append(recipient) }
-        for slot in table.store.slots(of: recipient) {
-          guard table.store[slot: slot].accepts(eventType) else { continue }
-          if entry == nil {
-            // Another user's command must not cost a queue: the event is queued all the same, and counted.
-            let (fits, encoded) = measure(delivery.event)
-            if !fits { oversizeEvents += 1 }
-            entry = table.add(.payload(delivery.event), author: user, origin: origin, encodedPayload: encoded)
-          }
-          let isParked = table.store[slot: slot].hasParkedPoll
-          if tracksPushes, isParked, let clientID = table.store[slot: slot].clientID {
-            servedByPoll.insert(MutationSource(user: recipient, clientID: clientID))
-          }
-          if isParked, toWakeSet.insert(slot).inserted { toWake.append(slot) }
-          if hold(entry!, in: slot, actions: &actions) { foreignHolders += 1 }
+      if tracksPushes {
+        for recipient in delivery.recipients where notifiedSet.insert(recipient).inserted {
+          notified.append(recipient)
         }
+      }
+      // Every queue of every distinct recipient, found without hashing again when the application sends to
+      // a list it keeps (``AudienceCache``).
+      for slot in table.store.slots(reaching: delivery.recipients) {
+        guard table.store[slot: slot].accepts(eventType) else { continue }
+        if entry == nil {
+          // Another user's command must not cost a queue: the event is queued all the same, and counted.
+          let (fits, encoded) = measure(delivery.event)
+          if !fits { oversizeEvents += 1 }
+          entry = table.add(.payload(delivery.event), author: user, origin: origin, encodedPayload: encoded)
+        }
+        let isParked = table.store[slot: slot].hasParkedPoll
+        if tracksPushes, isParked, let clientID = table.store[slot: slot].clientID {
+          servedByPoll.insert(MutationSource(user: table.store[slot: slot].user, clientID: clientID))
+        }
+        if isParked, toWakeSet.insert(slot).inserted { toWake.append(slot) }
+        if hold(entry!, in: slot, actions: &actions) { foreignHolders += 1 }
       }
       if let entry { table.dropIfUnheld(entry) }
       if let user { table.store.countPending(foreignHolders, by: user) }
@@ -486,21 +490,6 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       bytes = (try? WireFormat.encode(payload)).map { [UInt8]($0) } ?? []
     }
     return PushNotification(token: entry.token, platform: entry.platform, installation: installation, payload: bytes)
-  }
-
-  /// `users` without repeats, in first-seen order; the array itself when it has none (the usual case).
-  static func distinct(_ users: [UserID]) -> [UserID] {
-    if users.count <= 16 {
-      // Comparing a handful of short ids beats hashing them into a fresh set.
-      var hasRepeat = false
-      for index in users.indices.dropFirst() where users[..<index].contains(users[index]) {
-        hasRepeat = true
-        break
-      }
-      if !hasRepeat { return users }
-    }
-    var seen: Set<UserID> = []
-    return users.filter { seen.insert($0).inserted }
   }
 
   /// Whether `event`, inside the envelope a poll answers it in, is within the size limit, and its payload's

@@ -28,6 +28,12 @@ struct QueueStore: Sendable {
   private(set) var shared = SharedEvents()
   /// The poll parked on each queue that has one, by slot.
   private var parkedPolls: [Int: ParkedLongPoll] = [:]
+  /// The mark of the delivery running (``beginDelivery()``).
+  private var deliveryMark: UInt32 = 0
+  /// Large recipient lists already resolved to slots (``slots(reaching:)``).
+  private var audiences = AudienceCache()
+  /// The array ``slots(reaching:)`` builds its answer in, kept for its capacity.
+  private var reached: [Int] = []
 
   /// How many queues there are.
   var count: Int { idIndex.count }
@@ -76,6 +82,52 @@ struct QueueStore: Sendable {
   /// The ids of every queue, sorted.
   var sortedIDs: [QueueID] { slots.compactMap { $0?.record.id }.sorted() }
 
+  /// Starts marking the queues one delivery reaches (``claimRecipient(_:)``): the marks of an earlier
+  /// delivery no longer count.
+  mutating func beginDelivery() {
+    deliveryMark &+= 1
+    if deliveryMark == 0 {
+      // Wrapped after 2^32 deliveries: clear every mark, so an old one cannot pass for the new.
+      for slot in slots.indices where slots[slot] != nil { slots[slot]!.deliveryMark = 0 }
+      deliveryMark = 1
+    }
+  }
+
+  /// The slots of every queue of `recipients`' distinct users, in recipient order (each user's oldest
+  /// first). A large list the application passes again unchanged is resolved once (``AudienceCache``).
+  ///
+  /// The list is built in an array the store keeps for the purpose, so a delivery allocates nothing once the
+  /// store has seen its size; hold the result only while delivering.
+  mutating func slots(reaching recipients: [UserID]) -> [Int] {
+    if let known = audiences.slots(for: recipients) { return known }
+    beginDelivery()
+    reached.removeAll(keepingCapacity: true)
+    for recipient in recipients {
+      for slot in claimRecipient(recipient) { reached.append(slot) }
+    }
+    audiences.keep(reached, for: recipients)
+    return reached
+  }
+
+  /// The slots of `user`'s queues, oldest first, each marked as reached by the current delivery; empty when
+  /// the user has no queue or this delivery reached the user already (a recipient named twice).
+  ///
+  /// A delivery to a thousand users finds each user's queues through one hash of the user id, and tells a
+  /// repeated recipient apart by a mark on its first queue, not by hashing every recipient into a set.
+  mutating func claimRecipient(_ user: UserID) -> UserSlots {
+    var result = UserSlots()
+    var next = firstSlot(of: user)
+    while let slot = next {
+      // Every queue of a user reached is marked: a queue removed while the delivery runs (over its
+      // limit) cannot make the user's next queue look unreached.
+      guard slots[slot]!.deliveryMark != deliveryMark else { break }
+      slots[slot]!.deliveryMark = deliveryMark
+      result.append(slot)
+      next = slots[slot]!.nextOfUser
+    }
+    return result
+  }
+
   /// The slots of `user`'s queues, oldest first.
   func slots(of user: UserID) -> UserSlots {
     var result = UserSlots()
@@ -114,6 +166,7 @@ struct QueueStore: Sendable {
       slots.append(stored)
     }
     idIndex.insert(slot: slot, hash: record.id.hashValue)
+    audiences.removeAll()
     if var last = firstSlot(of: record.user) {
       while let next = slots[last]!.nextOfUser { last = next }
       slots[last]!.nextOfUser = slot
@@ -191,6 +244,7 @@ struct QueueStore: Sendable {
     let freed = uncount(released)
     let queue = stored.record
     idIndex.remove(slot: slot, hash: queue.id.hashValue)
+    audiences.removeAll()
     var wasUsersLast = false
     let first = firstSlot(of: queue.user)!
     if first == slot {
@@ -250,6 +304,9 @@ struct StoredQueue: Sendable {
     set { nextOfUserPlusOne = newValue.map { UInt32($0 + 1) } ?? 0 }
   }
   private var nextOfUserPlusOne: UInt32 = 0
+  /// The last delivery that reached this queue (``QueueStore/claimRecipient(_:)``); it fits in the padding
+  /// after `nextOfUserPlusOne`, so it costs a queue no memory.
+  var deliveryMark: UInt32 = 0
 
   init(record: QueueRecord, held: EventBacklog<HeldEvent>) {
     self.record = record
@@ -276,40 +333,6 @@ struct ReleasedEvents {
       authorRuns[last].count += 1
     } else {
       authorRuns.append((foreignAuthor, 1))
-    }
-  }
-}
-
-/// The slots of one user's queues, oldest first; a user with one queue (the usual case) needs no array.
-struct UserSlots: Sendable, Sequence {
-  private var first: Int?
-  private var rest: [Int] = []
-
-  init() {}
-
-  var isEmpty: Bool { first == nil }
-  var count: Int { first == nil ? 0 : 1 + rest.count }
-
-  mutating func append(_ slot: Int) {
-    if first == nil { first = slot } else { rest.append(slot) }
-  }
-
-  func makeIterator() -> Iterator {
-    Iterator(slots: self)
-  }
-
-  struct Iterator: IteratorProtocol {
-    fileprivate let slots: UserSlots
-    private var index = -1
-
-    fileprivate init(slots: UserSlots) {
-      self.slots = slots
-    }
-
-    mutating func next() -> Int? {
-      defer { index += 1 }
-      if index == -1 { return slots.first }
-      return index < slots.rest.count ? slots.rest[index] : nil
     }
   }
 }
