@@ -9,7 +9,8 @@ struct Bench {
 
     Runs the performance workloads and prints `workload metric value unit (range)` lines. Each workload checks
     its own result and exits non-zero when it is wrong.
-      W1   fan-out: 1,000 queues, 100,000 events to 10 queues each, drained every 1,000 events
+      W1   fan-out: 1,000 queues, 100,000 events to 10 queues each, drained every 1,000 events; then
+           1,000 events each to all 1,000 queues, to a list the application keeps and to one built per event
       W2   idle queues: 100,000 registrations, bytes per queue, sweeps
       W3   catch-up: one queue of 100,000 events drained in one poll, in process and through JSON
       W4   wake latency: 1,000 parked long-polls woken one by one, beside the same hand-over on a bare actor

@@ -31,7 +31,9 @@ struct Workloads {
   /// 1,000 queues; events fanned out to 10 queues each; every 1,000 events every queue is drained. Then
   /// the scale-out issue's shape: 1,000 events each to all 1,000 queues.
   func fanOut() {
-    let tenEach = deliveryRates(events: quick ? 10_000 : 100_000, recipientsEach: 10) { .fanOut(index: $0, users: 1_000, fanOut: 10) }
+    let tenEach = deliveryRates(events: quick ? 10_000 : 100_000, recipientsEach: 10) {
+      .fanOut(index: $0, users: 1_000, fanOut: 10)
+    }
     report("W1", "deliveries_per_second", tenEach, "1/s")
     let keptList = deliveryRates(events: 1_000, recipientsEach: 1_000) { .everyone(index: $0, keptList: true) }
     report("W1", "broadcast_deliveries_per_second", keptList, "1/s (target >= 25 M)")

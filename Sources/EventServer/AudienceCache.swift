@@ -22,6 +22,10 @@ struct AudienceCache: Sendable {
     let recipients: [UserID]
     /// The slots of every queue of its distinct users, in recipient order, each user's oldest first.
     let slots: [Int]
+    /// Whether a delivery found it since it was kept.
+    var wasFound = false
+    /// When it was kept (a count of ``keep(_:for:)`` calls).
+    let keptAt: Int
   }
 
   /// Lists shorter than this are resolved each time: a few hashes cost less than keeping an entry.
@@ -30,36 +34,45 @@ struct AudienceCache: Sendable {
   static let capacity = 8
 
   private var entries: [Entry] = []
-  private var nextVictim = 0
+  private var keeps = 0
 
   /// The slots `recipients` reaches, if it was resolved since the queues last changed.
-  func slots(for recipients: [UserID]) -> [Int]? {
+  mutating func slots(for recipients: [UserID]) -> [Int]? {
     guard recipients.count >= Self.minimumCount else { return nil }
     let address = Self.address(of: recipients)
-    for entry in entries
-    where entry.recipients.count == recipients.count && Self.address(of: entry.recipients) == address {
-      return entry.slots
+    for index in entries.indices
+    where entries[index].recipients.count == recipients.count
+      && Self.address(of: entries[index].recipients) == address
+    {
+      // Written once: a write on every delivery cost the fan-out a measurable share.
+      if !entries[index].wasFound { entries[index].wasFound = true }
+      return entries[index].slots
     }
     return nil
   }
 
-  /// Keeps the resolution of `recipients` (lists under ``minimumCount`` are not kept).
+  /// Keeps the resolution of `recipients` (lists under ``minimumCount`` are not kept). When full, it takes
+  /// the place of the oldest list never found again, or of the oldest list when every list was: an
+  /// application that builds a new list for every event churns through the lists never found, and the lists
+  /// it keeps and sends to again stay.
   mutating func keep(_ slots: [Int], for recipients: [UserID]) {
     guard recipients.count >= Self.minimumCount else { return }
-    let entry = Entry(recipients: recipients, slots: slots)
-    if entries.count < Self.capacity {
+    keeps += 1
+    let entry = Entry(recipients: recipients, slots: slots, keptAt: keeps)
+    guard entries.count == Self.capacity else {
       entries.append(entry)
-    } else {
-      entries[nextVictim] = entry
-      nextVictim = (nextVictim + 1) % Self.capacity
+      return
     }
+    let victim = entries.indices.min {
+      (entries[$0].wasFound ? 1 : 0, entries[$0].keptAt) < (entries[$1].wasFound ? 1 : 0, entries[$1].keptAt)
+    }!
+    entries[victim] = entry
   }
 
   /// Forgets every list: the queues changed.
   mutating func removeAll() {
     guard !entries.isEmpty else { return }
     entries.removeAll()
-    nextVictim = 0
   }
 
   private static func address(of recipients: [UserID]) -> UnsafeRawPointer? {

@@ -835,11 +835,11 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// Gives stored event `entry` to the queue in `slot`, dropping the queue instead if it is full.
   /// - Returns: Whether the queue took it as another user's event (to be counted against its author).
   private mutating func hold(_ entry: Int, in slot: Int, actions: inout [Action]) -> Bool {
-    guard table.store.eventCount(slot) < configuration.maximumEventsPerQueue else {
+    guard let isForeign = table.store.hold(entry, in: slot, limit: configuration.maximumEventsPerQueue) else {
       removeQueue(slot, actions: &actions)
       return false
     }
-    return table.store.hold(entry, in: slot)
+    return isForeign
   }
 
   /// Completes a parked poll with the queue's contents, up to the poll's limit.

@@ -195,10 +195,11 @@ struct QueueStore: Sendable {
   /// Appends stored event `entry` to the queue in `slot` with the queue's next id.
   /// - Returns: Whether another user's command caused it: the caller counts it against its author with
   ///   ``countPending(_:by:)``, once for all the queues it reached.
-  mutating func hold(_ entry: Int, in slot: Int) -> Bool {
-    let id = slots[slot]!.record.assignEventID()
-    slots[slot]!.held.append(HeldEvent(id: id, entry: entry))
-    return shared.hold(entry, for: slots[slot]!.record.user)
+  /// - Returns: `nil`, holding nothing, when the queue already holds `limit` events.
+  mutating func hold(_ entry: Int, in slot: Int, limit: Int) -> Bool? {
+    // One access to the slot: the fan-out's hottest line.
+    guard let user = slots[slot]!.hold(entry, limit: limit) else { return nil }
+    return shared.hold(entry, for: user)
   }
 
   /// Counts `count` more pending events in other users' queues against `author`.
@@ -311,6 +312,14 @@ struct StoredQueue: Sendable {
   init(record: QueueRecord, held: EventBacklog<HeldEvent>) {
     self.record = record
     self.held = held
+  }
+
+  /// Appends stored event `entry` with the queue's next id, unless the queue holds `limit` events already.
+  /// - Returns: The queue's user, or `nil` when it held nothing.
+  mutating func hold(_ entry: Int, limit: Int) -> UserID? {
+    guard held.count < limit else { return nil }
+    held.append(HeldEvent(id: record.assignEventID(), entry: entry))
+    return record.user
   }
 }
 

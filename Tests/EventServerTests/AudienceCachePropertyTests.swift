@@ -42,7 +42,14 @@ struct AudienceCachePropertyTests {
         // A poll acknowledging everything: the queue's events are dropped.
         guard let id = model.keys.sorted().randomElement(using: &random) else { continue }
         let last = server.queue(id)!.nextEventID - 1
-        _ = server.poll(PollID(UInt64(step)), queueID: id, user: model[id]!.user, lastEventID: last, dontBlock: true, now: t0)
+        _ = server.poll(
+          PollID(UInt64(step)),
+          queueID: id,
+          user: model[id]!.user,
+          lastEventID: last,
+          dontBlock: true,
+          now: t0
+        )
         model[id]!.events = []
       default:
         let list = Int.random(in: 0..<ListBoard.lists.count, using: &random)
@@ -70,6 +77,39 @@ struct AudienceCachePropertyTests {
       }
       let serverQueues = Set(ListBoard.users.flatMap { server.queueIDs(of: $0) })
       #expect(serverQueues == Set(model.keys), "seed \(seed), step \(step): the live queues")
+    }
+  }
+}
+
+@Suite("Audience cache entries")
+struct AudienceCacheTests {
+  let users: [UserID] = (0..<40).map { UserID("user\($0)") }
+
+  @Test("a list is found by the array it was kept from, not by an equal copy")
+  func foundByIdentity() {
+    var cache = AudienceCache()
+    let kept = users
+    cache.keep([1, 2, 3], for: kept)
+    #expect(cache.slots(for: kept) == [1, 2, 3])
+    let copy = users.map { $0 }
+    #expect(copy == kept)
+    #expect(cache.slots(for: copy) == nil)
+    #expect(cache.slots(for: Array(users.prefix(10))) == nil, "short lists are never kept")
+    cache.removeAll()
+    #expect(cache.slots(for: kept) == nil)
+  }
+
+  @Test("lists built afresh for every event do not push out a list sent to again")
+  func freshListsChurnAlone() {
+    var cache = AudienceCache()
+    let kept = users
+    cache.keep([7], for: kept)
+    #expect(cache.slots(for: kept) == [7])
+    for round in 0..<(AudienceCache.capacity * 3) {
+      let fresh = users.map { $0 }
+      #expect(cache.slots(for: fresh) == nil)
+      cache.keep([round], for: fresh)
+      #expect(cache.slots(for: kept) == [7], "round \(round)")
     }
   }
 }
