@@ -18,7 +18,7 @@ source scripts/live-server.sh
 source scripts/hold-and-measure.sh
 start_server "$bin/edge-probe" --port "$port" --seconds 600
 echo "== edge-probe: dont_block polls, $connections keep-alive connections, $seconds s (cores: $(nproc))"
-timeout 120 "$bin/event-server-load" rate --port "$port" --connections "$connections" --seconds "$seconds"
+rate_and_cpu edge-probe "$connections" "$seconds"
 
 echo "== edge-probe: $users parked long-polls"
 hold_and_measure edge-probe parked

@@ -28,7 +28,7 @@ source scripts/hold-and-measure.sh
 records() { python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM log").fetchone()[0])' "$work/data/event-server.sqlite"; }
 echo "== dont_block polls, $connections keep-alive connections, $seconds s (cores: $(nproc))"
 records_before=$(records)
-timeout 120 "$bin/event-server-load" rate --port "$port" --connections "$connections" --seconds "$seconds"
+rate_and_cpu event-server "$connections" "$seconds"
 sleep 3  # longer than the acknowledgement flush interval (2 s): what the polls left is written by now
 echo "log records written during the polls (registrations and acknowledgements included): $(( $(records) - records_before ))"
 
