@@ -306,6 +306,9 @@ extension EventServer {
     let settings = shared.settings
     durability!.shared!.follower = Task { [weak self, timeline] in
       var woken = FollowerWake.timer
+      // Partition 0 runs a stored application's deadlines and looks for new ones (``lookForStoredDeadline()``).
+      let looksForDeadlines = (log as? any PartitionedSharedLog).map { $0.partitions.count > 1 && $0.partitionIndex == 0 }
+      var nextDeadlineLook = timeline.now()
       while !Task.isCancelled {
         guard let position = await self?.followingPosition() else { return }
         var next = position
@@ -323,6 +326,11 @@ extension EventServer {
           (try? await partitioned.hasInbox()) == true
         {
           await self?.inboxHasMessages()
+        }
+        if looksForDeadlines == true, timeline.now() >= nextDeadlineLook {
+          nextDeadlineLook = timeline.now().advanced(by: settings.followInterval)
+          // Not awaited: the look is a stored input, which waits for a turn, and a turn may wait for this follower.
+          Task { await self?.lookForStoredDeadline() }
         }
         let readThrough = next
         woken = await withTaskGroup(of: FollowerWake.self) { group in

@@ -20,6 +20,8 @@ extension EventServer {
     /// Messages from other partitions wait in this partition's inbox: a turn takes them
     /// (``PartitionedSharedLog``).
     var inboxWaiting = false
+    /// Whether partition 0's look for a stored application's next deadline is under way.
+    var deadlineLookUnderWay = false
     /// The number of the turn under way: a turn the log abandoned at its deadline and that reaches its
     /// decision late finds another number (or none) and decides nothing.
     var activeTurn: Int?

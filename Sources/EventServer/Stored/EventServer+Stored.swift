@@ -105,26 +105,26 @@ extension EventServer {
     from log: any TransactionalServerLog
   ) async throws where Application == StoredRelay<Stored> {
     storedDriver = StoredDriver.serving(application, from: log)
-    try await readStoredDeadline(application, from: log)
+    try await readStoredDeadline(application, from: log, starting: true)
   }
 
   /// Whether the server serves a ``StoredApplication``.
   public var servesStoredApplication: Bool { storedDriver != nil }
 
-  private func readStoredDeadline<Stored: StoredApplication>(
+  /// Reads the application's next deadline and schedules it. At start (`starting`), a deadline due but not
+  /// run is dropped: one replayed from the log ran in its own transaction then, and nothing of it is left to
+  /// run; a later look leaves a due deadline to run.
+  func readStoredDeadline<Stored: StoredApplication>(
     _ application: Stored,
-    from log: any TransactionalServerLog
+    from log: any TransactionalServerLog,
+    starting: Bool
   ) async throws where Application == StoredRelay<Stored> {
     try await runStored(on: log) { transaction in
       try await application.nextDeadline(in: transaction)
     } decide: { server, deadline in
-      // A deadline replayed from the log ran in its own transaction then: nothing of it is left to run.
       let next = try deadline.get()
-      server.machine.updateBookkeeping { relay in
-        relay.deadlineDue = nil
-        relay.deadline = next
-      }
-      server.rescheduleTimer()
+      if starting { server.machine.updateBookkeeping { $0.deadlineDue = nil } }
+      server.stageDeadline(next, of: Stored.self)
     }
   }
 
@@ -378,10 +378,31 @@ extension EventServer {
     }
   }
 
+  /// Schedules the application's next deadline, as it said in its last transaction.
+  ///
+  /// On a partitioned log, only partition 0's node runs the application's deadlines (their deliveries reach
+  /// the other partitions' users through their inboxes, as a command's do): were every partition's node to
+  /// run them, two could find the same due rows at once and deliver their events twice. A command on
+  /// another partition may set an earlier deadline than partition 0's node knows, so that node reads the
+  /// next deadline again at least every follow interval (``lookForStoredDeadline()``): a deadline set on
+  /// another partition runs at most about that late.
   private func stageDeadline<Stored: StoredApplication>(_ deadline: Timestamp?, of _: Stored.Type)
   where Application == StoredRelay<Stored> {
-    machine.updateBookkeeping { $0.deadline = deadline }
+    let runsDeadlines = partitionRoute().map { $0.home == 0 } ?? true
+    machine.updateBookkeeping { $0.deadline = runsDeadlines ? deadline : nil }
     rescheduleTimer()
+  }
+
+  /// Partition 0's node of a partitioned log reads the stored application's next deadline again (called by
+  /// its follower at least every follow interval): another partition's command may have set an earlier one.
+  /// One look at a time; a look that fails is the next one's to make.
+  func lookForStoredDeadline() async {
+    guard let storedDriver, let route = partitionRoute(), route.home == 0, !isShuttingDown,
+      durability?.shared?.deadlineLookUnderWay == false
+    else { return }
+    durability!.shared!.deadlineLookUnderWay = true
+    defer { durability?.shared?.deadlineLookUnderWay = false }
+    try? await storedDriver.readDeadline(self)
   }
 
   /// How this node splits deliveries between its partition and the others, when it serves one partition of

@@ -18,6 +18,8 @@ struct StoredDriver<Application: ServerApplication, C: Clock>: Sendable where C.
       Application.FetchedItem
     >
   let runDeadlineIfDue: @Sendable (Server) async -> Void
+  /// Reads the application's next deadline again (partition 0's look, see ``EventServer/lookForStoredDeadline()``).
+  let readDeadline: @Sendable (Server) async throws -> Void
   /// Delivers messages other partitions left in this partition's inbox (in a turn, holding the log).
   let receive: @Sendable (isolated Server, [Data]) throws(ServerLogError) -> Void
 }
@@ -56,6 +58,7 @@ extension StoredDriver {
         try await server.storedFetch(application, from: log, request: request, queueID: queueID, user: user)
       },
       runDeadlineIfDue: { server in await server.storedDeadlineIfDue(application, from: log) },
+      readDeadline: { server in try await server.readStoredDeadline(application, from: log, starting: false) },
       receive: { (server, messages) throws(ServerLogError) in
         try server.receivePartitionMessages(messages, of: Stored.self)
       }

@@ -1,0 +1,151 @@
+import EventProtocol
+import EventServer
+import Foundation
+import PostgresServerLog
+import SampleApps
+import Synchronization
+import Testing
+
+/// A stored application's deadlines on a partitioned log run on partition 0's node only, and reach users of
+/// every partition once. Were every partition's node to run them, two could read the same due rows at once
+/// and deliver the same events twice: here the partitions' nodes count their runs, so a deadline run
+/// anywhere but on partition 0 fails the test even when the runs happen not to overlap.
+@Suite(
+  "Deadlines on partitions",
+  .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
+  .serialized,
+  .timeLimit(.minutes(5))
+)
+struct PartitionDeadlineTests {
+  typealias Host = PartitionHost<StoredRelay<Reminders>, ContinuousClock>
+
+  @Test("a deadline set by a command on partition 2 runs once, on partition 0, for users of three partitions")
+  func deadlinesRunOnPartitionZero() async throws {
+    let database = try await ScratchDatabase.create()
+    let map = PartitionMap(count: 4)!
+    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+    let runs = DeadlineRuns()
+    let host = try await Host.open(log: log, rotation: 0) { partition in
+      try await EventServer.joining(
+        Reminders(partition: partition.partitionIndex, runs: runs),
+        on: partition,
+        clock: ContinuousClock()
+      ).0
+    }
+    #expect(try await host.rebalance().taken == [0, 1, 2, 3])
+    // One user on each of partitions 1, 2 and 3; the command comes from partition 2's.
+    let users = (1...3).map { wanted in
+      (0...).lazy.map { UserID("user\($0)") }.first { map.partition(of: $0) == wanted }!
+    }
+    var queues: [(node: Host.Node, queue: Registration<Int?>, last: Int)] = []
+    for user in users {
+      let node = try #require(await host.node(for: user))
+      let queue = try await node.register(user: user)
+      queues.append((node, queue, queue.lastEventID))
+    }
+    try await queues[1].node.handle(.request(.remind(users, afterMilliseconds: 300)), from: users[1])
+
+    for index in users.indices {
+      var reminders = 0
+      while reminders == 0 {
+        let events = try await queues[index].node.events(
+          queueID: queues[index].queue.queueID,
+          user: users[index],
+          lastEventID: queues[index].last
+        )
+        queues[index].last = events.last?.id ?? queues[index].last
+        reminders += events.filter { $0.body == .payload(.note(text: "reminder")) }.count
+      }
+      #expect(reminders == 1, "\(users[index])")
+      // Nothing more: a dont_block poll after it holds no second reminder.
+      let more = try await queues[index].node.events(
+        queueID: queues[index].queue.queueID,
+        user: users[index],
+        lastEventID: queues[index].last,
+        dontBlock: true
+      )
+      #expect(!more.contains { $0.body == .payload(.note(text: "reminder")) })
+    }
+    #expect(runs.partitions == [0], "the application's deadlines ran on partitions \(runs.partitions)")
+    await host.shutdown()
+    await log.close()
+    try await database.drop()
+  }
+}
+
+/// Which partitions' nodes ran the application's deadlines.
+final class DeadlineRuns: Sendable {
+  private let ran = Mutex<Set<Int>>([])
+
+  var partitions: Set<Int> { ran.withLock { $0 } }
+
+  func ran(on partition: Int) { ran.withLock { _ = $0.insert(partition) } }
+}
+
+/// A stored application with deadlines: reminders, each a row due at a time, delivered as a note to its
+/// user when due and deleted.
+struct Reminders: StoredApplication {
+  typealias Snapshot = Int
+  typealias Event = NoteEvent
+
+  enum Command: Codable, Sendable, Equatable {
+    case remind([UserID], afterMilliseconds: Int)
+  }
+
+  /// The partition of the node this instance serves, and where it counts its deadline runs.
+  let partition: Int
+  let runs: DeadlineRuns
+
+  var migrations: [SchemaMigration] {
+    [
+      SchemaMigration(
+        version: 1,
+        name: "reminders",
+        sqlite: ["CREATE TABLE reminders (id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, due INTEGER NOT NULL)"],
+        postgres: ["CREATE TABLE reminders (id bigserial PRIMARY KEY, user_id text NOT NULL, due bigint NOT NULL)"]
+      )
+    ]
+  }
+
+  func snapshot(for user: UserID, in transaction: any DatabaseTransaction) async throws -> Int {
+    let rows = try await transaction.execute(
+      "SELECT count(*) AS n FROM reminders WHERE user_id = ?",
+      [.text(user.rawValue)]
+    )
+    return Int(rows.first?["n"]?.integer ?? 0)
+  }
+
+  func handle(
+    _ command: Command,
+    from user: UserID,
+    at now: Timestamp,
+    in transaction: any DatabaseTransaction
+  ) async throws -> [Delivery<NoteEvent>] {
+    switch command {
+    case .remind(let users, let milliseconds):
+      let due = now.advanced(by: .milliseconds(milliseconds)).nanosecondsSinceEpoch
+      for user in users {
+        try await transaction.execute(
+          "INSERT INTO reminders (user_id, due) VALUES (?, ?)",
+          [.text(user.rawValue), .integer(due)]
+        )
+      }
+      return []
+    }
+  }
+
+  func nextDeadline(in transaction: any DatabaseTransaction) async throws -> Timestamp? {
+    let rows = try await transaction.execute("SELECT min(due) AS next FROM reminders")
+    return rows.first?["next"]?.integer.map { Timestamp(nanosecondsSinceEpoch: $0) }
+  }
+
+  func deadlineReached(at now: Timestamp, in transaction: any DatabaseTransaction) async throws -> [Delivery<NoteEvent>] {
+    runs.ran(on: partition)
+    let due = try await transaction.execute(
+      "DELETE FROM reminders WHERE due <= ? RETURNING user_id",
+      [.integer(now.nanosecondsSinceEpoch)]
+    )
+    let users = due.compactMap { $0["user_id"]?.text }.sorted().map { UserID($0) }
+    return users.isEmpty ? [] : [Delivery(to: users, event: .note(text: "reminder"))]
+  }
+}
