@@ -768,7 +768,8 @@ public final class PostgresServerLog: SharedServerLog {
       Task {
         try? await Task.sleep(for: timeout)
         work.cancel()
-        if answer.give(.failure(.storage("\(location): no answer within \(timeout)"))) { onTimeout() }
+        // The timeout's consequences (leases marked lost, say) are in place before the caller hears of it.
+        answer.give(.failure(.storage("\(location): no answer within \(timeout)")), first: onTimeout)
       }
     }
     return try outcome.get()
@@ -785,17 +786,20 @@ final class FirstAnswer<Value: Sendable>: Sendable {
     state.withLock { $0.continuation = continuation }
   }
 
-  /// Gives `result` unless an answer was given already.
+  /// Gives `result` unless an answer was given already; when it is the answer, runs `first` before the
+  /// caller resumes (so that what the caller reads next already shows what `first` did).
   /// - Returns: Whether this was the answer given.
   @discardableResult
-  func give(_ result: Result<Value, ServerLogError>) -> Bool {
+  func give(_ result: Result<Value, ServerLogError>, first: () -> Void = {}) -> Bool {
     let continuation = state.withLock { state -> CheckedContinuation<Result<Value, ServerLogError>, Never>? in
       guard !state.given else { return nil }
       state.given = true
       defer { state.continuation = nil }
       return state.continuation
     }
-    continuation?.resume(returning: result)
-    return continuation != nil
+    guard let continuation else { return false }
+    first()
+    continuation.resume(returning: result)
+    return true
   }
 }

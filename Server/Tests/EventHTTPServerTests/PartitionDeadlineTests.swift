@@ -139,7 +139,8 @@ struct Reminders: StoredApplication {
     return rows.first?["next"]?.integer.map { Timestamp(nanosecondsSinceEpoch: $0) }
   }
 
-  func deadlineReached(at now: Timestamp, in transaction: any DatabaseTransaction) async throws -> [Delivery<NoteEvent>] {
+  func deadlineReached(at now: Timestamp, in transaction: any DatabaseTransaction) async throws -> [Delivery<NoteEvent>]
+  {
     runs.ran(on: partition)
     let due = try await transaction.execute(
       "DELETE FROM reminders WHERE due <= ? RETURNING user_id",

@@ -307,7 +307,9 @@ extension EventServer {
     durability!.shared!.follower = Task { [weak self, timeline] in
       var woken = FollowerWake.timer
       // Partition 0 runs a stored application's deadlines and looks for new ones (``lookForStoredDeadline()``).
-      let looksForDeadlines = (log as? any PartitionedSharedLog).map { $0.partitions.count > 1 && $0.partitionIndex == 0 }
+      let looksForDeadlines = (log as? any PartitionedSharedLog).map {
+        $0.partitions.count > 1 && $0.partitionIndex == 0
+      }
       var nextDeadlineLook = timeline.now()
       while !Task.isCancelled {
         guard let position = await self?.followingPosition() else { return }
