@@ -706,6 +706,13 @@ public final class PostgresServerLog: SharedServerLog {
   // MARK: - Helpers
 
   /// Inserts the records in one statement and notifies the channel (sent when the transaction commits).
+  ///
+  /// Not on a log of several partitions: a partition has one holder, which applied its own records in the
+  /// turn that wrote them, so there is no one to wake; and PostgreSQL serialises every committing
+  /// transaction that notified behind one lock on the notification queue (`AccessExclusiveLock` on object 0
+  /// of `pg_database`), which is a lock over every partition: with 16 partitions its waits were the only
+  /// lock waits left, and grew with the nodes. A write by a node that lost its lease without knowing is
+  /// read by the new holder's next turn or its follower's next look (every second).
   private func insert(_ records: [StoredRecord], on connection: PostgresConnection) async throws {
     let positions = records.map { Int64($0.position) }
     let bytes = records.map { ByteBuffer(bytes: $0.bytes) }
@@ -717,6 +724,7 @@ public final class PostgresServerLog: SharedServerLog {
       """,
       logger: logger
     )
+    guard partitions.count == 1 else { return }
     let last = String(records.last?.position ?? 0)
     try await connection.query("SELECT pg_notify(\(tables.channel), \(last))", logger: logger)
   }

@@ -236,12 +236,12 @@ struct DurabilityBenchMain {
 
   /// Writes through a log of P partitions, each partition decided by its own cluster node (what a node
   /// holding the partition's lease runs), nodes being sets of partitions that share one connection pool:
-  /// P = 1 on one node (today's cluster), then P = 4 on 1, 2 and 4 nodes. Each writer posts to itself, so
+  /// P = 1 on one node (today's cluster), then P = 4 and P = 16 on 1, 2 and 4 nodes. Each writer posts to itself, so
   /// its writes stay in its partition. Besides writes per second, the process's CPU time per acknowledged
   /// write: flat as nodes are added when no node does another partition's work. Each configuration runs on
   /// a database of its own, created on the same server and dropped afterwards.
   static func partitioned(url: String, logger: Logger, writers: Int, seconds: Double) async throws {
-    for (partitionCount, nodeCount) in [(1, 1), (4, 1), (4, 2), (4, 4)] {
+    for (partitionCount, nodeCount) in [(1, 1), (4, 1), (4, 2), (4, 4), (16, 1), (16, 2), (16, 4)] {
       let database = "bench_partitions_\(partitionCount)_\(nodeCount)_\(UInt32.random(in: 0...UInt32.max))"
       try await PostgresServerLog.administer(["CREATE DATABASE \(database)"], url: url, logger: logger)
       let scratchURL = PostgresServerLog.url(url, naming: database)
@@ -266,6 +266,14 @@ struct DurabilityBenchMain {
       let cpuBefore = processCPUTime()
       let databaseBefore = localPostgresCPUTime()
       let deciding = servers
+      // Lock requests waiting in the database while the writers run (a turn waiting for a partition's
+      // counter row is one): flat per write when no lock covers the log.
+      async let waitingLocks = PostgresServerLog.meanWaitingLocks(
+        url: scratchURL,
+        logger: logger,
+        every: .milliseconds(10),
+        for: .seconds(seconds)
+      )
       let figures = try await measure(writers: writers, seconds: seconds) { _, command, user, clientID, mutationID in
         _ = try await deciding[map.partition(of: user)].applyMutation(
           command,
@@ -278,6 +286,15 @@ struct DurabilityBenchMain {
       var turns = 0
       for server in servers { turns += await server.turnsStarted }
       print("    turns: \(turns), \(figures.count / max(turns, 1)) writes per turn")
+      let waiting = try await waitingLocks
+      let writesPerSecond = Double(figures.count) / Self.seconds(figures.elapsed)
+      print(
+        String(
+          format: "    lock requests waiting in the database: %.2f on average, %.1f µs of lock wait per write",
+          waiting,
+          waiting / max(writesPerSecond, 1) * 1_000_000
+        )
+      )
       printCPU(processCPUTime() - cpuBefore, figures, of: "the nodes")
       if let before = databaseBefore, let after = localPostgresCPUTime() {
         printCPU(after - before, figures, of: "PostgreSQL (its processes on this machine)")
