@@ -7,10 +7,12 @@ extension Workloads {
   /// (`docs/scaling.md`, "A projection"). Checks that the model finds four nodes at least three times one
   /// while the database has cores to spare, and prints where the database becomes the bound.
   func partitionProjection() {
-    // Measured with `durability-bench --postgres URL` (release, 2 cores, PostgreSQL on the same machine): CPU
-    // per write a + b / (writes per turn), fitted to 1 partition (63 writes a turn: nodes 35 µs, PostgreSQL
-    // 11 µs a write) and 4 partitions (15 a turn: 55 µs and 36 µs). The flush and the round trip are
-    // assumptions (a local SSD's fsync, a data centre's network), not measured here.
+    // Measured with `durability-bench --postgres URL` (release, 2 cores, PostgreSQL on the same machine,
+    // 2026-11-27, appends without NOTIFY): CPU per write a + b / (writes per turn), fitted by least squares
+    // to its seven partitioned runs: 1 partition (64 writes a turn: nodes 39 µs, PostgreSQL 10 µs a write),
+    // 4 partitions on 1, 2, 4 nodes (16 a turn: 39–42 µs and 21 µs) and 16 partitions on 1, 2, 4 nodes (4 a
+    // turn: 100–117 µs and 75–89 µs). The flush and the round trip are assumptions (a local SSD's fsync, a
+    // data centre's network), not measured here.
     let measured = PartitionThroughputModel.Costs(
       nodePerTurn: Self.measuredNodePerTurn,
       nodePerWrite: Self.measuredNodePerWrite,
@@ -56,10 +58,10 @@ extension Workloads {
   }
 
   // The measured costs, in microseconds (see `partitionProjection()`).
-  static let measuredNodePerTurn = 394.0
-  static let measuredNodePerWrite = 28.7
-  static let measuredDatabasePerTurn = 492.0
-  static let measuredDatabasePerWrite = 3.2
+  static let measuredNodePerTurn = 322.0
+  static let measuredNodePerWrite = 24.4
+  static let measuredDatabasePerTurn = 312.0
+  static let measuredDatabasePerWrite = 2.5
   static let measuredCommitLatency = 500.0
   static let measuredRoundTrip = 200.0
 }
