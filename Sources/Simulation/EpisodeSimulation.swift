@@ -38,6 +38,9 @@ public enum EpisodeSimulation {
     /// drawn at random (clients move between nodes) and the server faults kill one node at a time, which
     /// starts again from the log.
     public var nodes = 1
+    /// With several nodes: the users' partitions, each served by one node under a lease (`nil`: none; see
+    /// the shared ``Simulation/Scenario/partitions``).
+    public var partitions: Int?
 
     /// A scenario with the defaults.
     public init(seed: UInt64) {
@@ -63,6 +66,8 @@ public enum EpisodeSimulation {
     public var reRegistrations: Int
     /// How many cluster nodes were killed (0 with one node).
     public var nodeKills = 0
+    /// How many times a node took a partition's lease (0 without partitions).
+    public var partitionsTaken = 0
     /// The shared world's report of the run: its costs, freshness and moments.
     public var simulation: SimulationReport
   }
@@ -90,6 +95,7 @@ public enum EpisodeSimulation {
       downloadsStarted: world.domain.downloadsStarted,
       reRegistrations: world.devices.reduce(0) { $0 + max($1.registrations - 1, 0) },
       nodeKills: world.cluster?.kills ?? 0,
+      partitionsTaken: world.leases?.takes ?? 0,
       simulation: report
     )
   }
@@ -105,6 +111,7 @@ extension EpisodeSimulation.Scenario {
     shared.settleLimit = .seconds(6 * 3600)
     shared.faults = faults
     shared.nodes = nodes
+    shared.partitions = partitions
     shared.platform = .desktop
     shared.strategy = .pushPlusPoll
     shared.queueLifespan = .seconds(3600)

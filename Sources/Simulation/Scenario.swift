@@ -157,6 +157,13 @@ public struct Scenario: Sendable, Hashable, Codable {
   /// request goes to a node drawn at random (clients move between nodes) and the server faults kill one
   /// node at a time, which starts again from the log.
   public var nodes = 1
+  /// With several nodes: the users' partitions (`nil`, the default: none). Each partition is served by one
+  /// node under a lease (the model of `PartitionHost`): a request for a user reaches the node holding the
+  /// user's partition (forwarded there by whichever node the balancer chose), or is refused with a `503`
+  /// while the partition has no holder; a killed node's partitions are taken at the next look, and a node
+  /// above its share lets partitions go, ending the polls parked on it for their users. Every node still
+  /// applies every record: an in-memory application's state is one value.
+  public var partitions: Int?
 
   /// A scenario with default settings and `seed`.
   public init(seed: UInt64) {

@@ -37,6 +37,43 @@ struct EpisodeSimulationTests {
     #expect(report.batchesChecked > 0 && report.commands > 0)
   }
 
+  @Test(
+    "60 seeds on 3 nodes and 8 partitions: each user served by its partition's holder, leases move when nodes die",
+    .cpuBound,
+    arguments: 0..<60 as Range<UInt64>
+  )
+  func partitionedClusterSeeds(seed: UInt64) {
+    var scenario = EpisodeSimulation.Scenario(seed: seed)
+    scenario.duration = .seconds(3600)
+    scenario.nodes = 3
+    scenario.partitions = 8
+    scenario.faults.serverRestartsPerHour = 6
+    let report = EpisodeSimulation.run(scenario)
+    #expect(report.violations.isEmpty, "seed \(seed): \(report.violations.prefix(5))")
+    #expect(report.converged)
+    #expect(report.batchesChecked > 0 && report.commands > 0)
+  }
+
+  @Test("partitioned runs move leases: every kill frees partitions that are taken again")
+  func partitionsMove() {
+    var totals = (kills: 0, taken: 0, batches: 0)
+    for seed in 0..<20 as Range<UInt64> {
+      var scenario = EpisodeSimulation.Scenario(seed: seed)
+      scenario.duration = .seconds(3600)
+      scenario.nodes = 3
+      scenario.partitions = 8
+      scenario.faults.serverRestartsPerHour = 6
+      let report = EpisodeSimulation.run(scenario)
+      totals.kills += report.nodeKills
+      totals.taken += report.partitionsTaken
+      totals.batches += report.batchesChecked
+    }
+    // 8 taken at the start of each run; each kill of a node holding partitions frees 2 or 3, taken again.
+    #expect(totals.kills > 60)
+    #expect(totals.taken > 20 * 8 + totals.kills)
+    #expect(totals.batches > 1_000)
+  }
+
   @Test("the cluster runs are busy: nodes are killed while devices poll and write through every node")
   func clusterBusyEnough() {
     var totals = (kills: 0, batches: 0, commands: 0)

@@ -77,6 +77,7 @@ extension SimulationWorld {
   /// log.
   mutating func killNode(_ node: Int) {
     note("cluster node \(node) is killed and starts again from the log")
+    nodeLosesLeases(node)
     serveNode(node)
     let pollNode = cluster!.pollNode
     dropParkedPolls(because: "node killed") { pollNode[$0] == node }

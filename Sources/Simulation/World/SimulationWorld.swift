@@ -49,6 +49,8 @@ struct SimulationWorld<Domain: SimulatedDomain> {
     case nodeTimer(node: Int)
     /// A cluster node reads what the others committed.
     case nodeFollows(node: Int)
+    /// A cluster node looks at the partitions' leases.
+    case leaseLook(node: Int)
   }
 
   let scenario: Scenario
@@ -98,6 +100,8 @@ struct SimulationWorld<Domain: SimulatedDomain> {
   /// With several nodes: the cluster (``server`` is the node being served), and its draws.
   var cluster: SimulatedCluster<Application>?
   var clusterRandom: SeededRandomNumberGenerator
+  /// With several nodes and partitions: which node serves each partition.
+  var leases: SimulatedLeases?
 
   /// A world for `scenario`, the domain's world state as given.
   init(scenario: Scenario, domain: Domain.WorldState) {
@@ -116,6 +120,9 @@ struct SimulationWorld<Domain: SimulatedDomain> {
       var nodes = [server]
       for _ in 1..<scenario.nodes { nodes.append(Self.emptyNode(in: domain, random: &self.serverRandom, now: start)) }
       cluster = SimulatedCluster(nodes: nodes)
+      if let count = scenario.partitions, let map = PartitionMap(count: count) {
+        leases = SimulatedLeases(partitions: map, nodes: scenario.nodes)
+      }
     }
     for (number, user) in users.enumerated() {
       versions[user] = [(start, Domain.wholePart(of: server.application.snapshot(for: user)))]
@@ -144,6 +151,7 @@ struct SimulationWorld<Domain: SimulatedDomain> {
     }
     Domain.worldStarts(in: &self)
     scheduleServerTimer()
+    scheduleFirstLeaseLooks()
     schedule(.faultsStop, after: scenario.duration)
     let deadline = start.advanced(by: scenario.duration).advanced(by: scenario.settleLimit)
     var eventsAtThisTime = 0
@@ -193,6 +201,8 @@ struct SimulationWorld<Domain: SimulatedDomain> {
       serverTimerFired()
     case .nodeFollows(let node):
       serveNode(node)
+    case .leaseLook(let node):
+      leaseLook(by: node)
     case .serverRestart where cluster != nil:
       guard faultsOn else { return }
       killNode(Int.random(in: 0..<cluster!.count, using: &clusterRandom))
@@ -311,7 +321,11 @@ struct SimulationWorld<Domain: SimulatedDomain> {
   ) {
     let user = devices[index].user
     requestsServed += 1
-    serveRandomNode()
+    guard serveNode(for: user) else {
+      // The user's partition is moving: no node serves it until one takes its lease.
+      reply(to: index, request, .failure(.serverError(status: 503)))
+      return
+    }
     if faultsOn && chance(faults.serverError, device: index) {
       reply(to: index, request, .failure(.serverError(status: 503)))
       return
