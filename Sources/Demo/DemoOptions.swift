@@ -45,6 +45,8 @@ struct DemoOptions {
       --server-restarts-per-hour R   server restarts per hour (default 0.1); with --nodes, node kills
       --nodes N                 server nodes (default 1); more: a cluster of replicas of one shared log,
                                 each request reaching a node drawn at random
+      --partitions P            with --nodes: users in P partitions, each served by one node under a lease;
+                                a killed node's partitions move at the others' next look (default: none)
       --blob-failure P          share of transfer steps failing (default 0.05)
       --seeds N                 run N seeds from --seed on, with a progress line, and summarize
       --answer                  answer the seed's question: sweep every strategy, poll-only's interval, request
@@ -103,6 +105,7 @@ struct DemoOptions {
         options.scenario.seed = seed
       case "--users": options.scenario.users = try integer(option, in: 1...50)
       case "--nodes": options.scenario.nodes = try integer(option, in: 1...9)
+      case "--partitions": options.scenario.partitions = try integer(option, in: 1...64)
       case "--devices": options.scenario.devicesPerUser = try integer(option, in: 1...5)
       case "--hours": options.scenario.duration = .seconds(try integer(option, in: 1...24 * 30) * 3600)
       case "--strategy":
@@ -191,6 +194,9 @@ struct DemoOptions {
     if seeds > 1 && !answer {
       if json { throw DemoOptionError("--json prints one run's report; it does not combine with --seeds") }
       if reportPath != nil { throw DemoOptionError("--report draws one run; it does not combine with --seeds") }
+    }
+    if given.contains("--partitions"), scenario.nodes < 2 {
+      throw DemoOptionError("--partitions needs --nodes 2 or more (one server serves every partition)")
     }
     if let reportPath {
       let folder = URL(fileURLWithPath: reportPath).deletingLastPathComponent()

@@ -68,6 +68,8 @@ public enum EpisodeSimulation {
     public var nodeKills = 0
     /// How many times a node took a partition's lease (0 without partitions).
     public var partitionsTaken = 0
+    /// How many times a partition went to another node than the one that held it last.
+    public var partitionMoves = 0
     /// The shared world's report of the run: its costs, freshness and moments.
     public var simulation: SimulationReport
   }
@@ -96,6 +98,7 @@ public enum EpisodeSimulation {
       reRegistrations: world.devices.reduce(0) { $0 + max($1.registrations - 1, 0) },
       nodeKills: world.cluster?.kills ?? 0,
       partitionsTaken: world.leases?.takes ?? 0,
+      partitionMoves: world.leases?.moves ?? 0,
       simulation: report
     )
   }

@@ -67,6 +67,22 @@ struct SimulationPropertyTests {
 
 @Suite("Simulation: deterministic, and the seed's argument measured")
 struct SimulationBehaviourTests {
+  @Test(
+    "videos on 3 nodes and 8 partitions, nodes killed: every user served by its partition's holder, all converge",
+    .cpuBound,
+    arguments: 0..<30 as Range<UInt64>
+  )
+  func partitionedCluster(seed: UInt64) {
+    var scenario = Scenario(seed: seed)
+    scenario.duration = .seconds(2 * 3600)
+    scenario.nodes = 3
+    scenario.partitions = 8
+    scenario.faults.serverRestartsPerHour = 4
+    let report = Simulation.run(scenario)
+    #expect(report.violations.isEmpty, "seed \(seed): \(report.violations.prefix(3))")
+    #expect(report.converged, "seed \(seed): \(report.convergenceGaps.prefix(3))")
+  }
+
   @Test("the same seed gives the same run, trace and all")
   func deterministic() {
     var scenario = Scenario(seed: 77)

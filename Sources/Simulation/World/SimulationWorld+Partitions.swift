@@ -39,7 +39,8 @@ extension SimulationWorld {
       let map = leases!.map
       let moved = Set(released)
       let ending = parkedPolls.keys.sorted().filter { pollID in
-        cluster!.pollNode[pollID] == node && moved.contains(map.partition(of: devices[parkedPolls[pollID]!.device].user))
+        cluster!.pollNode[pollID] == node
+          && moved.contains(map.partition(of: devices[parkedPolls[pollID]!.device].user))
       }
       if !ending.isEmpty {
         // The node stops serving the partitions: their parked polls end (the clients poll again, reaching the
@@ -51,9 +52,20 @@ extension SimulationWorld {
     schedule(.leaseLook(node: node), after: Self.leaseLookInterval)
   }
 
-  /// A killed node's leases go with its session: its partitions have no holder until a node looks.
+  /// How long a killed node of a partitioned cluster is down before it looks at the leases again.
+  static var nodeDowntime: Duration { .seconds(10) }
+
+  /// A killed node's leases go with its session: its partitions have no holder until another node looks
+  /// and takes them. It is back after ``nodeDowntime``.
   mutating func nodeLosesLeases(_ node: Int) {
-    guard let lost = leases?.nodeDied(node), !lost.isEmpty else { return }
-    note("cluster node \(node)'s partitions \(lost) are free")
+    guard let lost = leases?.nodeDied(node) else { return }
+    if !lost.isEmpty { note("cluster node \(node)'s partitions \(lost) are free") }
+    schedule(.leaseNodeBack(node: node), after: Self.nodeDowntime)
+  }
+
+  /// A killed node runs again and takes part in the leases.
+  mutating func leaseNodeBack(_ node: Int) {
+    leases!.nodeIsBack(node)
+    note("cluster node \(node) is back for the leases")
   }
 }

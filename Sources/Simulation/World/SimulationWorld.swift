@@ -51,6 +51,8 @@ struct SimulationWorld<Domain: SimulatedDomain> {
     case nodeFollows(node: Int)
     /// A cluster node looks at the partitions' leases.
     case leaseLook(node: Int)
+    /// A killed node of a partitioned cluster is back for the leases.
+    case leaseNodeBack(node: Int)
   }
 
   let scenario: Scenario
@@ -203,6 +205,8 @@ struct SimulationWorld<Domain: SimulatedDomain> {
       serveNode(node)
     case .leaseLook(let node):
       leaseLook(by: node)
+    case .leaseNodeBack(let node):
+      leaseNodeBack(node)
     case .serverRestart where cluster != nil:
       guard faultsOn else { return }
       killNode(Int.random(in: 0..<cluster!.count, using: &clusterRandom))
