@@ -17,7 +17,7 @@ import Testing
   .timeLimit(.minutes(5))
 )
 struct PartitionDeadlineTests {
-  typealias Host = PartitionHost<StoredRelay<Reminders>, ContinuousClock>
+  typealias Host = PartitionHost<StoredRelay<ScheduledNotes>, ContinuousClock>
 
   @Test("a deadline set by a command on partition 2 runs once, on partition 0, for users of three partitions")
   func deadlinesRunOnPartitionZero() async throws {
@@ -27,7 +27,7 @@ struct PartitionDeadlineTests {
     let runs = DeadlineRuns()
     let host = try await Host.open(log: log, rotation: 0) { partition in
       try await EventServer.joining(
-        Reminders(partition: partition.partitionIndex, runs: runs),
+        ScheduledNotes(counted: (runs, partition.partitionIndex)),
         on: partition,
         clock: ContinuousClock()
       ).0
@@ -37,13 +37,18 @@ struct PartitionDeadlineTests {
     let users = (1...3).map { wanted in
       (0...).lazy.map { UserID("user\($0)") }.first { map.partition(of: $0) == wanted }!
     }
-    var queues: [(node: Host.Node, queue: Registration<Int?>, last: Int)] = []
+    var queues: [(node: Host.Node, queue: Registration<NoteSnapshot?>, last: Int)] = []
     for user in users {
       let node = try #require(await host.node(for: user))
       let queue = try await node.register(user: user)
       queues.append((node, queue, queue.lastEventID))
     }
-    try await queues[1].node.handle(.request(.remind(users, afterMilliseconds: 300)), from: users[1])
+    // Due in the next whole second: each note waits in its table until then, on partition 2's command.
+    let due = Timestamp.wallClockNow().sinceEpoch.components.seconds + 1
+    for user in users {
+      let note = ScheduledNotes.Command(text: "reminder", recipient: user, at: due)
+      try await queues[1].node.handle(.request(note), from: users[1])
+    }
 
     for index in users.indices {
       var reminders = 0
@@ -80,73 +85,4 @@ final class DeadlineRuns: Sendable {
   var partitions: Set<Int> { ran.withLock { $0 } }
 
   func ran(on partition: Int) { ran.withLock { _ = $0.insert(partition) } }
-}
-
-/// A stored application with deadlines: reminders, each a row due at a time, delivered as a note to its
-/// user when due and deleted.
-struct Reminders: StoredApplication {
-  typealias Snapshot = Int
-  typealias Event = NoteEvent
-
-  enum Command: Codable, Sendable, Equatable {
-    case remind([UserID], afterMilliseconds: Int)
-  }
-
-  /// The partition of the node this instance serves, and where it counts its deadline runs.
-  let partition: Int
-  let runs: DeadlineRuns
-
-  var migrations: [SchemaMigration] {
-    [
-      SchemaMigration(
-        version: 1,
-        name: "reminders",
-        sqlite: ["CREATE TABLE reminders (id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, due INTEGER NOT NULL)"],
-        postgres: ["CREATE TABLE reminders (id bigserial PRIMARY KEY, user_id text NOT NULL, due bigint NOT NULL)"]
-      )
-    ]
-  }
-
-  func snapshot(for user: UserID, in transaction: any DatabaseTransaction) async throws -> Int {
-    let rows = try await transaction.execute(
-      "SELECT count(*) AS n FROM reminders WHERE user_id = ?",
-      [.text(user.rawValue)]
-    )
-    return Int(rows.first?["n"]?.integer ?? 0)
-  }
-
-  func handle(
-    _ command: Command,
-    from user: UserID,
-    at now: Timestamp,
-    in transaction: any DatabaseTransaction
-  ) async throws -> [Delivery<NoteEvent>] {
-    switch command {
-    case .remind(let users, let milliseconds):
-      let due = now.advanced(by: .milliseconds(milliseconds)).nanosecondsSinceEpoch
-      for user in users {
-        try await transaction.execute(
-          "INSERT INTO reminders (user_id, due) VALUES (?, ?)",
-          [.text(user.rawValue), .integer(due)]
-        )
-      }
-      return []
-    }
-  }
-
-  func nextDeadline(in transaction: any DatabaseTransaction) async throws -> Timestamp? {
-    let rows = try await transaction.execute("SELECT min(due) AS next FROM reminders")
-    return rows.first?["next"]?.integer.map { Timestamp(nanosecondsSinceEpoch: $0) }
-  }
-
-  func deadlineReached(at now: Timestamp, in transaction: any DatabaseTransaction) async throws -> [Delivery<NoteEvent>]
-  {
-    runs.ran(on: partition)
-    let due = try await transaction.execute(
-      "DELETE FROM reminders WHERE due <= ? RETURNING user_id",
-      [.integer(now.nanosecondsSinceEpoch)]
-    )
-    let users = due.compactMap { $0["user_id"]?.text }.sorted().map { UserID($0) }
-    return users.isEmpty ? [] : [Delivery(to: users, event: .note(text: "reminder"))]
-  }
 }

@@ -18,6 +18,10 @@ struct ScheduledNotes: StoredApplication {
     var at: Int64
   }
 
+  /// Where to count the deadlines this instance runs, and the partition of the node it serves
+  /// (`PartitionDeadlineTests`); `nil`: not counted.
+  var counted: (runs: DeadlineRuns, partition: Int)?
+
   var migrations: [SchemaMigration] {
     StoredNoteBoard.schema + [
       SchemaMigration(
@@ -59,6 +63,7 @@ struct ScheduledNotes: StoredApplication {
 
   func deadlineReached(at now: Timestamp, in transaction: any DatabaseTransaction) async throws -> [Delivery<NoteEvent>]
   {
+    if let counted { counted.runs.ran(on: counted.partition) }
     let seconds = Int64(now.sinceEpoch.components.seconds)
     let due = try await transaction.execute(
       "SELECT id, recipient, text FROM scheduled WHERE due <= ? ORDER BY due, id",
