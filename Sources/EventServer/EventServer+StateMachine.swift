@@ -383,7 +383,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
       let eventType = delivery.event.eventType
       // The event is stored once, when the first queue takes it, and measured then.
       var entry: Int?
-      var foreignHolders = 0
+      var joinsPrevious = false
+      var holders = 0
       if tracksPushes {
         for recipient in delivery.recipients where notifiedSet.insert(recipient).inserted {
           notified.append(recipient)
@@ -398,16 +399,25 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
           let (fits, encoded) = measure(delivery.event)
           if !fits { oversizeEvents += 1 }
           entry = table.add(.payload(delivery.event), author: user, origin: origin, encodedPayload: encoded)
+          joinsPrevious = table.store.joinsPrevious(entry!)
         }
         let isParked = table.store[slot: slot].hasParkedPoll
         if tracksPushes, isParked, let clientID = table.store[slot: slot].clientID {
           servedByPoll.insert(MutationSource(user: table.store[slot: slot].user, clientID: clientID))
         }
         if isParked, toWakeSet.insert(slot).inserted { toWake.append(slot) }
-        if hold(entry!, in: slot, actions: &actions) { foreignHolders += 1 }
+        if table.store.take(entry!, in: slot, limit: configuration.maximumEventsPerQueue, joinsPrevious: joinsPrevious) {
+          holders += 1
+        } else {
+          // Full: the queue goes (its client registers again and reloads).
+          removeQueue(slot, actions: &actions)
+        }
       }
-      if let entry { table.dropIfUnheld(entry) }
-      if let user { table.store.countPending(foreignHolders, by: user) }
+      if let entry {
+        // Counted once for every queue that took it: no compare of the author per queue.
+        table.store.settle(entry, heldBy: holders, author: user)
+        table.dropIfUnheld(entry)
+      }
     }
     // Parked polls are answered once every event of the command is queued: a client never receives half
     // of a command's events in one batch (and the rest in the next).

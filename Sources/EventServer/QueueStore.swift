@@ -69,8 +69,8 @@ struct QueueStore: Sendable {
     }
   }
 
-  /// The events the queue in `slot` holds, as references.
-  func held(_ slot: Int) -> ArraySlice<HeldEvent> { slots[slot]!.held.live }
+  /// The events the queue in `slot` holds, as runs of references.
+  func held(_ slot: Int) -> ArraySlice<HeldRun> { slots[slot]!.held.live }
 
   /// Every queue's slot, by id.
   var slotsByID: [QueueID: Int] {
@@ -145,15 +145,18 @@ struct QueueStore: Sendable {
   /// The pending events of the queue in `slot` that other users' commands put there.
   func foreignEvents(_ slot: Int) -> [ForeignQueuedEvent] {
     let user = slots[slot]!.record.user
-    return slots[slot]!.held.live.compactMap { held in
-      shared.foreignAuthor(of: held.entry, for: user).map { ForeignQueuedEvent(id: held.id, author: $0) }
+    var result: [ForeignQueuedEvent] = []
+    for run in slots[slot]!.held.live {
+      guard let author = shared.foreignAuthor(of: Int(run.entry), for: user) else { continue }
+      for id in run.id..<run.endID { result.append(ForeignQueuedEvent(id: id, author: author)) }
     }
+    return result
   }
 
   /// Adds a queue whose id is not in the store, holding `held` (entries already added, and each counted as
   /// held by it with ``holdForInsert(_:for:)``).
   /// - Returns: Its slot.
-  mutating func insert(_ record: QueueRecord, holding held: EventBacklog<HeldEvent>) -> Int {
+  mutating func insert(_ record: QueueRecord, holding held: HeldRuns) -> Int {
     let slot: Int
     var record = record
     record.hasParkedPoll = false
@@ -192,14 +195,44 @@ struct QueueStore: Sendable {
     return true
   }
 
-  /// Appends stored event `entry` to the queue in `slot` with the queue's next id.
+  /// Appends stored event `entry` to the queue in `slot` with the queue's next id, and counts the queue
+  /// among its holders.
   /// - Returns: Whether another user's command caused it: the caller counts it against its author with
-  ///   ``countPending(_:by:)``, once for all the queues it reached.
-  /// - Returns: `nil`, holding nothing, when the queue already holds `limit` events.
+  ///   ``countPending(_:by:)``; `nil`, holding nothing, when the queue already holds `limit` events.
   mutating func hold(_ entry: Int, in slot: Int, limit: Int) -> Bool? {
+    guard take(entry, in: slot, limit: limit, joinsPrevious: joinsPrevious(entry)) else { return nil }
+    return shared.hold(entry, for: slots[slot]!.record.user)
+  }
+
+  /// Whether stored event `entry` may join a run that holds the entry before it (the same author): asked
+  /// once per event, not once per queue.
+  func joinsPrevious(_ entry: Int) -> Bool { shared.joinsPrevious(entry) }
+
+  /// Appends stored event `entry` to the queue in `slot` with the queue's next id, without counting the
+  /// queue among its holders: a delivery to many queues counts them all at once with
+  /// ``settle(_:heldBy:author:)``.
+  /// - Parameter joinsPrevious: ``joinsPrevious(_:)`` for `entry`.
+  /// - Returns: Whether the queue took it (`false` when it already holds `limit` events).
+  mutating func take(_ entry: Int, in slot: Int, limit: Int, joinsPrevious: Bool) -> Bool {
     // One access to the slot: the fan-out's hottest line.
-    guard let user = slots[slot]!.hold(entry, limit: limit) else { return nil }
-    return shared.hold(entry, for: user)
+    slots[slot]!.take(entry, limit: limit, joinsPrevious: joinsPrevious)
+  }
+
+  /// Counts the `holders` queues that took stored event `entry` (``take(_:in:limit:joinsPrevious:)``),
+  /// and those of them not `author`'s against `author`'s budget.
+  /// - Complexity: O(1) plus O(*k*) in `author`'s queues: no compare per queue reached.
+  mutating func settle(_ entry: Int, heldBy holders: Int, author: UserID?) {
+    guard holders > 0 else { return }
+    shared.hold(entry, count: holders)
+    guard let author else { return }
+    // The author's queues that took the event hold it last.
+    var own = 0
+    var next = firstSlot(of: author)
+    while let slot = next {
+      if slots[slot]!.held.last?.endEntry == entry + 1 { own += 1 }
+      next = slots[slot]!.nextOfUser
+    }
+    countPending(holders - own, by: author)
   }
 
   /// Counts `count` more pending events in other users' queues against `author`.
@@ -218,9 +251,9 @@ struct QueueStore: Sendable {
   mutating func prune(slot: Int, through lastEventID: Int) -> [Int] {
     guard slots[slot]!.record.markPruned(through: lastEventID) else { return [] }
     var held = slots[slot]!.held
-    slots[slot]!.held = EventBacklog()
+    slots[slot]!.held = HeldRuns()
     var released = ReleasedEvents(user: slots[slot]!.record.user)
-    held.removeThrough(lastEventID) { released.add($0.entry, in: &shared) }
+    held.removeThrough(lastEventID) { released.add($0, in: &shared) }
     slots[slot]!.held = held
     return uncount(released)
   }
@@ -241,7 +274,7 @@ struct QueueStore: Sendable {
   ) -> (queue: QueueRecord, parkedPoll: ParkedLongPoll?, wasUsersLast: Bool, freed: [Int]) {
     let stored = slots[slot]!
     var released = ReleasedEvents(user: stored.record.user)
-    for held in stored.held.live { released.add(held.entry, in: &shared) }
+    for run in stored.held.live { released.add(run, in: &shared) }
     let freed = uncount(released)
     let queue = stored.record
     idIndex.remove(slot: slot, hash: queue.id.hashValue)
@@ -298,7 +331,7 @@ struct QueueStore: Sendable {
 /// One queue as the table keeps it: its record and its references to the stored events.
 struct StoredQueue: Sendable {
   var record: QueueRecord
-  var held = EventBacklog<HeldEvent>()
+  var held = HeldRuns()
   /// The slot of the same user's next queue (by age), if any.
   var nextOfUser: Int? {
     get { nextOfUserPlusOne == 0 ? nil : Int(nextOfUserPlusOne) - 1 }
@@ -309,17 +342,17 @@ struct StoredQueue: Sendable {
   /// after `nextOfUserPlusOne`, so it costs a queue no memory.
   var deliveryMark: UInt32 = 0
 
-  init(record: QueueRecord, held: EventBacklog<HeldEvent>) {
+  init(record: QueueRecord, held: HeldRuns) {
     self.record = record
     self.held = held
   }
 
   /// Appends stored event `entry` with the queue's next id, unless the queue holds `limit` events already.
-  /// - Returns: The queue's user, or `nil` when it held nothing.
-  mutating func hold(_ entry: Int, limit: Int) -> UserID? {
-    guard held.count < limit else { return nil }
-    held.append(HeldEvent(id: record.assignEventID(), entry: entry))
-    return record.user
+  /// - Returns: Whether it took the event.
+  mutating func take(_ entry: Int, limit: Int, joinsPrevious: Bool) -> Bool {
+    guard held.count < limit else { return false }
+    held.append(id: record.assignEventID(), entry: entry, joinsPrevious: joinsPrevious)
+    return true
   }
 }
 
@@ -334,14 +367,15 @@ struct ReleasedEvents {
     self.user = user
   }
 
-  mutating func add(_ entry: Int, in shared: inout SharedEvents) {
-    let (foreignAuthor, isFree) = shared.release(entry, by: user)
-    if isFree { freed.append(entry) }
+  mutating func add(_ run: HeldRun, in shared: inout SharedEvents) {
+    // Every event of a run has the same author: one compare for the run.
+    let foreignAuthor = shared.release(run, freed: &freed, by: user)
     guard let foreignAuthor else { return }
+    let count = Int(run.count)
     if let last = authorRuns.indices.last, authorRuns[last].author == foreignAuthor {
-      authorRuns[last].count += 1
+      authorRuns[last].count += count
     } else {
-      authorRuns.append((foreignAuthor, 1))
+      authorRuns.append((foreignAuthor, count))
     }
   }
 }

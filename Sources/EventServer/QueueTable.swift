@@ -42,7 +42,7 @@ struct QueueTable<Event: EventPayload>: Sendable {
   /// Adds a queue whose id is not in the table, storing its events.
   /// - Returns: Its slot.
   mutating func insert(_ queue: EventQueue<Event>) -> Int {
-    var held = EventBacklog<HeldEvent>()
+    var held = HeldRuns()
     var foreign = queue.foreignEvents[...]
     for event in queue.events {
       // The author is what decides both the budget and where the origin shows: another user for a foreign
@@ -57,7 +57,7 @@ struct QueueTable<Event: EventPayload>: Sendable {
       }
       let entry = add(event.body, author: author, origin: event.origin)
       _ = store.holdForInsert(entry, for: queue.user)
-      held.append(HeldEvent(id: event.id, entry: entry))
+      held.append(id: event.id, entry: entry, joinsPrevious: store.joinsPrevious(entry))
     }
     return store.insert(queue.record, holding: held)
   }
@@ -97,28 +97,35 @@ struct QueueTable<Event: EventPayload>: Sendable {
   func events(_ slot: Int, limit: Int?) -> [EventEnvelope<Event>] {
     let user = store[slot: slot].user
     let held = store.held(slot)
-    let taken = limit.map { held.prefix(max($0, 1)) } ?? held
+    let total = limit.map { min(max($0, 1), store.eventCount(slot)) } ?? store.eventCount(slot)
     // Not through the initializer below when empty: for no elements it writes the count into the one empty
     // array every thread shares (ThreadSanitizer reports the write racing with other threads' reads).
-    guard !taken.isEmpty else { return [] }
+    guard total > 0 else { return [] }
     let shared = store.shared
     // Written in place into the answer's storage: appending one by one ran the array's unspecialised code,
     // with its metadata lookups, per event (W3's poll of 100,000 events).
     return bodies.withUnsafeBufferPointer { bodies in
-      [EventEnvelope<Event>](unsafeUninitializedCapacity: taken.count) { answer, count in
+      [EventEnvelope<Event>](unsafeUninitializedCapacity: total) { answer, count in
         var next = answer.baseAddress!
-        for event in taken {
-          next.initialize(
-            to: EventEnvelope(
-              id: event.id,
-              body: bodies[event.entry],
-              origin: shared.origin(of: event.entry, for: user),
-              encodedPayload: encoded[event.entry]
+        var left = total
+        for run in held where left > 0 {
+          let taken = min(Int(run.count), left)
+          let first = Int(run.entry)
+          for offset in 0..<taken {
+            let entry = first + offset
+            next.initialize(
+              to: EventEnvelope(
+                id: run.id + offset,
+                body: bodies[entry],
+                origin: shared.origin(of: entry, for: user),
+                encodedPayload: encoded[entry]
+              )
             )
-          )
-          next += 1
+            next += 1
+          }
+          left -= taken
         }
-        count = taken.count
+        count = total
       }
     }
   }
@@ -145,7 +152,9 @@ struct QueueTable<Event: EventPayload>: Sendable {
     bodies.withUnsafeMutableBufferPointer { bodies in
       for entry in entries { bodies[entry] = empty }
     }
-    for entry in entries {
+    // Recycled highest first, so the store hands them out again lowest first: events stored one after
+    // another then take consecutive entries, which queues hold as one run.
+    for entry in entries.reversed() {
       encoded[entry] = nil
       store.recycle(entry)
     }

@@ -3,10 +3,12 @@ import EventProtocol
 /// Who caused each stored event, and how many queues hold it: the part of the server's one copy of each
 /// event that does not depend on the event type (the bodies are kept beside it by ``QueueTable``).
 ///
-/// An event delivered to ten queues is stored once; each queue holds a ``HeldEvent`` (its own id for the
-/// event and the entry's index), so a delivery copies two integers instead of the event. An entry is freed
-/// when the last queue holding it acknowledges it (or goes), and its index is reused: memory follows the
-/// events still pending somewhere, not the oldest of them.
+/// An event delivered to ten queues is stored once; each queue holds a reference to it (its own id for the
+/// event and the entry's index), kept as runs of consecutive entries (``HeldRun``), so a delivery costs a
+/// queue at most two integers, and a counter when the queue took the entry before too. An entry is freed
+/// when the last queue holding it acknowledges it (or goes), and its index is reused, lowest first, so that
+/// events stored one after another take consecutive entries: memory follows the events still pending
+/// somewhere, not the oldest of them.
 struct SharedEvents: Sendable, Equatable {
   /// One stored event's bookkeeping.
   struct Entry: Sendable, Equatable {
@@ -44,12 +46,28 @@ struct SharedEvents: Sendable, Equatable {
     return author != user
   }
 
-  /// A queue owned by `user` let event `index` go.
-  /// - Returns: The event's author when it is another user's, and whether no queue holds it any more (its
-  ///   index must then be passed to ``recycle(_:)`` once its body is dropped).
-  mutating func release(_ index: Int, by user: UserID) -> (foreignAuthor: UserID?, isFree: Bool) {
-    entries[index].holders -= 1
-    return (foreignAuthor(of: index, for: user), entries[index].holders == 0)
+  /// `count` more queues hold event `index`, counted by their caller against the author.
+  mutating func hold(_ index: Int, count: Int) {
+    entries[index].holders += count
+  }
+
+  /// Whether event `index` has the same author as the entry before it, so that a queue holding both may
+  /// keep them in one run (``HeldRun``).
+  func joinsPrevious(_ index: Int) -> Bool {
+    index > 0 && entries[index - 1].author == entries[index].author
+  }
+
+  /// A queue owned by `user` let the events of `run` go; those no queue holds any more are appended to
+  /// `freed` (their indexes must be passed to ``recycle(_:)`` once their bodies are dropped).
+  /// - Returns: The events' author when it is another user's.
+  mutating func release(_ run: HeldRun, freed: inout [Int], by user: UserID) -> UserID? {
+    entries.withUnsafeMutableBufferPointer { entries in
+      for index in Int(run.entry)..<run.endEntry {
+        entries[index].holders -= 1
+        if entries[index].holders == 0 { freed.append(index) }
+      }
+    }
+    return foreignAuthor(of: Int(run.entry), for: user)
   }
 
   /// Whether no queue holds event `index`.
@@ -80,8 +98,3 @@ struct SharedEvents: Sendable, Equatable {
   }
 }
 
-/// A queue's reference to a stored event: its id in this queue and the event's index in ``SharedEvents``.
-struct HeldEvent: IdentifiedByEventID {
-  var id: Int
-  var entry: Int
-}
