@@ -11,6 +11,12 @@ extension StoredVideoServer {
   /// - `video_history`: one row per video in a conversation's history, numbered in the order sent
   ///   (`position`), indexed by conversation and by each participant, which is what fetches read.
   ///
+  /// Version 2 adds the blob contents of ``DatabaseBlobStore`` (a cluster's shared blob storage):
+  ///
+  /// - `blob_contents`: one row per blob, partial (`complete` 0) or complete (1), with its length and, once
+  ///   complete, when it was completed.
+  /// - `blob_chunks`: the bytes of each append at their offset (`start`), partial or complete with their blob.
+  ///
   /// Times are nanoseconds since the Unix epoch; statuses are ``VideoStatus`` raw values.
   public static let schema: [SchemaMigration] = [
     SchemaMigration(
@@ -64,6 +70,30 @@ extension StoredVideoServer {
         "CREATE INDEX video_history_by_conversation ON video_history (first_user, second_user, position)",
         "CREATE INDEX video_history_by_second_user ON video_history (second_user, position)",
       ]
-    )
+    ),
+    SchemaMigration(
+      version: 2,
+      name: "video.blob_contents",
+      sqlite: [
+        """
+        CREATE TABLE blob_contents (blob_key TEXT NOT NULL, complete INTEGER NOT NULL, length INTEGER NOT NULL,
+          created_at INTEGER, PRIMARY KEY (blob_key, complete))
+        """,
+        """
+        CREATE TABLE blob_chunks (blob_key TEXT NOT NULL, complete INTEGER NOT NULL, start INTEGER NOT NULL,
+          bytes BLOB NOT NULL, PRIMARY KEY (blob_key, complete, start))
+        """,
+      ],
+      postgres: [
+        """
+        CREATE TABLE blob_contents (blob_key text NOT NULL, complete bigint NOT NULL, length bigint NOT NULL,
+          created_at bigint, PRIMARY KEY (blob_key, complete))
+        """,
+        """
+        CREATE TABLE blob_chunks (blob_key text NOT NULL, complete bigint NOT NULL, start bigint NOT NULL,
+          bytes bytea NOT NULL, PRIMARY KEY (blob_key, complete, start))
+        """,
+      ]
+    ),
   ]
 }
