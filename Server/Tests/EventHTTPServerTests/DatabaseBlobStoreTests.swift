@@ -104,11 +104,14 @@ struct DatabaseBlobStoreTests {
     try await withStore(database) { store in
       for round in 0..<5 {
         let key = BlobKey(rawValue: "race-\(round)")
+        // Round 0 races to start the blob; the others race at the end of a partial blob that exists.
+        let offset = round == 0 ? 0 : 50
+        if offset > 0 { try await store.append(Data(repeating: 255, count: offset), to: key, at: 0) }
         let outcomes = await withTaskGroup(of: (Int, Result<Void, BlobStoreError>).self) { group in
           for writer in 0..<8 {
             group.addTask {
               do throws(BlobStoreError) {
-                try await store.append(Data(repeating: UInt8(writer), count: 100), to: key, at: 0)
+                try await store.append(Data(repeating: UInt8(writer), count: 100), to: key, at: offset)
                 return (writer, .success(()))
               } catch {
                 return (writer, .failure(error))
@@ -122,10 +125,11 @@ struct DatabaseBlobStoreTests {
         let winners = outcomes.filter { if case .success = $0.1 { true } else { false } }.map(\.0)
         #expect(winners.count == 1, "round \(round): \(outcomes)")
         for case (_, .failure(let error)) in outcomes {
-          #expect(error == .offsetMismatch(expected: 100, got: 0), "round \(round)")
+          #expect(error == .offsetMismatch(expected: offset + 100, got: offset), "round \(round)")
         }
         try await store.complete(key, at: t0)
-        #expect(try await store.read(key, offset: 0, length: 1_000) == Data(repeating: UInt8(winners.first ?? 0), count: 100))
+        let expected = Data(repeating: 255, count: offset) + Data(repeating: UInt8(winners.first ?? 0), count: 100)
+        #expect(try await store.read(key, offset: 0, length: 1_000) == expected, "round \(round)")
       }
     }
   }
