@@ -12,7 +12,7 @@ echo "PostgreSQL $("$(postgres_bin)/postgres" --version | awk '{print $3}') on 1
 if [ "${SANITIZE:-}" = thread ]; then
   # Under ThreadSanitizer, from the build CI made with --sanitize=thread in .build/tsan.
   EVENT_SERVER_TEST_POSTGRES_URL="$postgres_url" timeout 900 swift test --skip-build --sanitize=thread \
-    --scratch-path .build/tsan --filter "Postgres|Stored|Partition"
+    --scratch-path .build/tsan --filter "Postgres|Stored|Partition|Blob"
 else
-  EVENT_SERVER_TEST_POSTGRES_URL="$postgres_url" timeout 900 swift test --filter "Postgres|Stored|Partition"
+  EVENT_SERVER_TEST_POSTGRES_URL="$postgres_url" timeout 900 swift test --filter "Postgres|Stored|Partition|Blob"
 fi

@@ -130,6 +130,7 @@ struct EventServerMain {
         let application = StoredVideoServer()
         let video = VideoServing<StoredRelay<StoredVideoServer>>(
           options: options,
+          blobs: options.blobsInDatabase ? postgres.map { DatabaseBlobStore(log: $0) } : nil,
           limits: configuration.limits,
           logger: logger
         ) { StoredVideoBlobLedger(server: $0, application: application) }
@@ -224,6 +225,13 @@ struct EventServerArguments: ParsableCommand {
   )
   var blobGrace = 604_800.0
   @Option(
+    help: """
+      Where --app videos keeps the video files: database (tables of the PostgreSQL database, shared by every \
+      node; the default with --postgres) | files (--data-dir/blobs on this node; the default otherwise).
+      """
+  )
+  var blobs: String?
+  @Option(
     name: .customLong("admin-port"),
     help: "Serve /healthz, /readyz and /metrics (Prometheus) on this port (0 picks one); off by default."
   )
@@ -280,6 +288,14 @@ struct EventServerArguments: ParsableCommand {
     guard ["videos", "videos-memory", "episodes", "notes", "notes-memory"].contains(app) else {
       throw ValidationError("--app must be videos, videos-memory, episodes, notes or notes-memory, not '\(app)'")
     }
+    if let blobs {
+      guard ["database", "files"].contains(blobs) else {
+        throw ValidationError("--blobs must be database or files, not '\(blobs)'")
+      }
+      guard app == "videos" || blobs == "files" else {
+        throw ValidationError("--blobs database keeps the blobs of --app videos (the stored video service)")
+      }
+    }
     guard ["text", "json"].contains(logFormat) else {
       throw ValidationError("--log-format must be text or json, not '\(logFormat)'")
     }
@@ -330,6 +346,8 @@ struct Options {
   var connections = ConnectionLimits()
   var janitorInterval: Duration
   var blobGrace: Duration
+  /// Whether the video files are kept in the database's tables (``DatabaseBlobStore``) rather than files.
+  var blobsInDatabase: Bool
   var app: String
   var admins: Set<UserID>
   var adminPort: Int?
@@ -371,6 +389,10 @@ struct Options {
     partitions = arguments.partitions.flatMap(PartitionMap.init(count:))
     nodeNumber = arguments.nodeNumber
     advertisedAddress = arguments.advertise
+    blobsInDatabase = (arguments.blobs ?? (postgresURL != nil && app == "videos" ? "database" : "files")) == "database"
+    if blobsInDatabase, postgresURL == nil {
+      throw Problem(description: "--blobs database keeps the blobs in PostgreSQL: pass --postgres URL")
+    }
     if partitions != nil, postgresURL == nil {
       throw Problem(description: "--partitions needs the log in PostgreSQL: pass --postgres URL")
     }

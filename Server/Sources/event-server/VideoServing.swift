@@ -8,9 +8,10 @@ import VideoBlobRoutes
 import VideoMessaging
 
 /// The video service's parts beside the events API, for either kind of video server: the blob routes and
-/// the blob janitor, in the data directory's `blobs` folder, reading the server's blob keys through `ledger`.
+/// the blob janitor, over the blob store (the data directory's `blobs` folder unless another is given),
+/// reading the server's blob keys through `ledger`.
 struct VideoServing<Application: ServerApplication>: Sendable {
-  let blobs: FileBlobStore
+  let blobs: any BlobStore
   let limits: RequestLimits
   let janitor: VideoBlobJanitor
   let interval: Duration
@@ -19,11 +20,12 @@ struct VideoServing<Application: ServerApplication>: Sendable {
 
   init(
     options: Options,
+    blobs: (any BlobStore)? = nil,
     limits: RequestLimits,
     logger: Logger,
     ledger: @escaping @Sendable (EventServer<Application, ContinuousClock>) -> any VideoBlobLedger
   ) {
-    self.blobs = FileBlobStore(directory: options.dataDirectory.appendingPathComponent("blobs"))
+    self.blobs = blobs ?? FileBlobStore(directory: options.dataDirectory.appendingPathComponent("blobs"))
     self.limits = limits
     self.janitor = VideoBlobJanitor(grace: options.blobGrace)
     self.interval = options.janitorInterval

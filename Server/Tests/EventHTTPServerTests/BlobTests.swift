@@ -2,6 +2,7 @@ import EventHTTPServer
 import EventProtocol
 import EventServer
 import Foundation
+import PostgresServerLog
 import Testing
 import UpdateMachine
 import VideoMessaging
@@ -9,7 +10,7 @@ import VideoMessaging
 @Suite("Blobs over HTTP: resumable uploads, ranged downloads, readers checked", .serialized, .timeLimit(.minutes(1)))
 struct BlobTests {
   private func store(_ live: LiveServer, _ user: UserID) -> HTTPBlobStore {
-    let key = user == "alice" ? "alice-key-1" : "bob-key-22"
+    let key = testKeyByUser[user] ?? "no-such-key"
     return HTTPBlobStore(endpoint: HTTPEndpoint(baseURL: live.url, credentials: .init(user: user, apiKey: key)))
   }
 
@@ -51,6 +52,47 @@ struct BlobTests {
     }
     #expect(received == bytes)
     try await live.stop()
+  }
+
+  @Test(
+    "blobs in PostgreSQL: an upload through one server is read through another that has none of its files",
+    .enabled(if: testPostgresURL != nil, "set EVENT_SERVER_TEST_POSTGRES_URL (Server/scripts/postgres-tests.sh does)")
+  )
+  func blobsInTheDatabase() async throws {
+    let database = try await ScratchDatabase.create()
+    let key = BlobKey(rawValue: "videos/shared")
+    let bytes = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+    let firstLog = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let first = try await LiveServer.start(.stored, log: firstLog)
+    let alice = store(first, "alice")
+    try await alice.append(bytes.prefix(6_000), to: key, at: 0)
+    try await alice.append(bytes.suffix(from: try await alice.partialLength(key)), to: key, at: 6_000)
+    try await alice.complete(key, at: Timestamp(Date()))
+    try await first.ledger.handle(
+      .uploaded(VideoUpload(video: "v1", recipient: "bob", blobKey: key, size: bytes.count)),
+      from: "alice"
+    )
+    try await first.stop()
+    await firstLog.close()
+    #expect(!FileManager.default.fileExists(atPath: first.dataDirectory.appendingPathComponent("blobs").path))
+    first.removeData()
+    // Another node (a fresh data directory, no files) on the same database.
+    let secondLog = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let second = try await LiveServer.start(.stored, log: secondLog)
+    defer { second.removeData() }
+    let bob = store(second, "bob")
+    #expect(try await bob.size(of: key) == bytes.count)
+    var received = Data()
+    while received.count < bytes.count { received += try await bob.read(key, offset: received.count, length: 3_000) }
+    #expect(received == bytes)
+    do {
+      _ = try await store(second, "carol").size(of: key)
+      Issue.record("carol read a blob no video of hers names")
+    } catch {
+      #expect(error.isGone)
+    }
+    try await second.stop()
+    await secondLog.close()
   }
 
   @Test(

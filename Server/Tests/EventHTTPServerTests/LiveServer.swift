@@ -46,11 +46,14 @@ struct LiveServer {
     }
   }
 
-  /// Starts a server; `port` 0 picks one (pass an earlier server's to restart in its place).
+  /// Starts a server; `port` 0 picks one (pass an earlier server's to restart in its place). A stored
+  /// server given `log` (a PostgreSQL log) keeps its tables and its blobs there (``DatabaseBlobStore``);
+  /// otherwise its tables are in the data directory's SQLite database and its blobs in files beside it.
   static func start(
     _ kind: VideoServerKind = .memory,
     dataDirectory: URL = FileManager.default.temporaryDirectory.appendingPathComponent("live-\(UUID())"),
     port: Int = 0,
+    log: (any TransactionalServerLog)? = nil,
     limits videoLimits: VideoServerLimits = VideoServerLimits(),
     janitor: (interval: Duration, grace: Duration)? = nil,
     configure: (inout EventHTTPServerConfiguration) -> Void = { _ in }
@@ -62,7 +65,8 @@ struct LiveServer {
     configure(&configuration)
     var logger = Logger(label: "live-test")
     logger.logLevel = .warning
-    let blobs = FileBlobStore(directory: dataDirectory.appendingPathComponent("blobs"))
+    let blobs: any BlobStore =
+      log.map { DatabaseBlobStore(log: $0) } ?? FileBlobStore(directory: dataDirectory.appendingPathComponent("blobs"))
     let limits = configuration.limits
     let sweeper = janitor.map { (VideoBlobJanitor(grace: $0.grace), $0.interval) }
     let host: Host
@@ -103,6 +107,7 @@ struct LiveServer {
         storedApplication: application,
         configuration: configuration,
         logger: logger,
+        log: log,
         periodicTasks: tasks ?? []
       ) { router, events, gate in
         BlobRoutes(ledger: ledger(events), blobs: blobs, gate: gate, limits: limits) { Timestamp(Date()) }
