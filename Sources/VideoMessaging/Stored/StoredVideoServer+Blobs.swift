@@ -20,7 +20,7 @@ extension StoredVideoServer {
         "you have \(limits.maximumUploadsPerUser) uploads waiting for their notice: finish or delete one first"
       )
     }
-    try await tables.save(BlobBinding(owner: user), of: key)
+    try await tables.insert(BlobBinding(owner: user), of: key)
   }
 
   /// The upload under `key` completed with `size` bytes.

@@ -3,8 +3,19 @@ import EventServer
 
 /// The statements of ``StoredVideoServer``, one per question or change, on one transaction: the rules read
 /// as rules, and each query names the index it uses.
+///
+/// On a partitioned log the turns of different partitions run their transactions at the same time
+/// (`READ COMMITTED`), and a video's row is changed by its sender's partition, its recipient's and the
+/// deadlines' (partition 0): so on PostgreSQL the rows a rule decides from are read `FOR UPDATE` (a
+/// second turn waits, then reads what the first committed: a viewed mark does not bring back a video its
+/// sender just deleted), and a new blob binding is inserted, not upserted (two users naming one key at
+/// once: the second turn fails on the key and its retry is refused, instead of taking the key over).
+/// SQLite runs one write transaction at a time and needs neither.
 struct VideoTables: Sendable {
   let transaction: any DatabaseTransaction
+
+  /// What a read of rows a rule decides from ends with: a row lock on PostgreSQL.
+  private var forUpdate: String { transaction.dialect == .postgres ? " FOR UPDATE" : "" }
 
   // MARK: - Videos
 
@@ -13,8 +24,10 @@ struct VideoTables: Sendable {
 
   /// The tracked video `id` (by primary key).
   func video(_ id: VideoID) async throws -> VideoServer.TrackedVideo? {
-    try await transaction.execute("SELECT \(Self.videoColumns) FROM videos WHERE id = ?", [.text(id.rawValue)])
-      .first.map(Self.video(row:))
+    try await transaction.execute(
+      "SELECT \(Self.videoColumns) FROM videos WHERE id = ?\(forUpdate)",
+      [.text(id.rawValue)]
+    ).first.map(Self.video(row:))
   }
 
   /// The videos `user` sent or receives, by id (index by sender, index by recipient).
@@ -82,7 +95,7 @@ struct VideoTables: Sendable {
   /// The videos whose deadline is at or before `now`, in (deadline, id) order.
   func videos(dueBy now: Timestamp) async throws -> [VideoServer.TrackedVideo] {
     let rows = try await transaction.execute(
-      "SELECT \(Self.videoColumns) FROM videos WHERE deadline <= ?",
+      "SELECT \(Self.videoColumns) FROM videos WHERE deadline <= ?\(forUpdate)",
       [.integer(Self.nanoseconds(now))]
     )
     return rows.map { (deadline: $0["deadline"]?.integer ?? 0, video: Self.video(row: $0)) }
@@ -94,7 +107,7 @@ struct VideoTables: Sendable {
   /// The binding of `key` (by primary key).
   func binding(_ key: BlobKey) async throws -> BlobBinding? {
     try await transaction.execute(
-      "SELECT owner, video, size, released_at FROM blob_bindings WHERE blob_key = ?",
+      "SELECT owner, video, size, released_at FROM blob_bindings WHERE blob_key = ?\(forUpdate)",
       [.text(key.rawValue)]
     ).first.map { row in
       BlobBinding(
@@ -106,7 +119,15 @@ struct VideoTables: Sendable {
     }
   }
 
-  /// Inserts or replaces the binding of `key`.
+  /// Binds `key`, which no binding names: fails (rolling the turn back) when another turn bound it meanwhile.
+  func insert(_ binding: BlobBinding, of key: BlobKey) async throws {
+    try await transaction.execute(
+      "INSERT INTO blob_bindings (blob_key, owner, video, size, released_at) VALUES (?, ?, ?, ?, ?)",
+      Self.values(of: binding, key: key)
+    )
+  }
+
+  /// Replaces the binding of `key`, read (and locked) in this transaction.
   func save(_ binding: BlobBinding, of key: BlobKey) async throws {
     try await transaction.execute(
       """
@@ -114,12 +135,16 @@ struct VideoTables: Sendable {
       ON CONFLICT (blob_key) DO UPDATE SET owner = excluded.owner, video = excluded.video, size = excluded.size,
         released_at = excluded.released_at
       """,
-      [
-        .text(key.rawValue), .text(binding.owner.rawValue), binding.video.map { .text($0.rawValue) } ?? .null,
-        binding.size.map { .integer(Int64($0)) } ?? .null,
-        binding.releasedAt.map { .integer(Self.nanoseconds($0)) } ?? .null,
-      ]
+      Self.values(of: binding, key: key)
     )
+  }
+
+  private static func values(of binding: BlobBinding, key: BlobKey) -> [SQLValue] {
+    [
+      .text(key.rawValue), .text(binding.owner.rawValue), binding.video.map { .text($0.rawValue) } ?? .null,
+      binding.size.map { .integer(Int64($0)) } ?? .null,
+      binding.releasedAt.map { .integer(Self.nanoseconds($0)) } ?? .null,
+    ]
   }
 
   /// Forgets the binding of `key`.
