@@ -406,7 +406,8 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
           servedByPoll.insert(MutationSource(user: table.store[slot: slot].user, clientID: clientID))
         }
         if isParked, toWakeSet.insert(slot).inserted { toWake.append(slot) }
-        if table.store.take(entry!, in: slot, limit: configuration.maximumEventsPerQueue, joinsPrevious: joinsPrevious) {
+        if table.store.take(entry!, in: slot, limit: configuration.maximumEventsPerQueue, joinsPrevious: joinsPrevious)
+        {
           holders += 1
         } else {
           // Full: the queue goes (its client registers again and reloads).

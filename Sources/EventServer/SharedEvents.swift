@@ -97,4 +97,3 @@ struct SharedEvents: Sendable, Equatable {
     }
   }
 }
-

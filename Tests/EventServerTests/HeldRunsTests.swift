@@ -17,7 +17,11 @@ struct HeldRunsTests {
     var joins: Bool
   }
 
-  @Test("random appends and acknowledgements agree with a model of one reference per event", .cpuBound, arguments: 0..<200)
+  @Test(
+    "random appends and acknowledgements agree with a model of one reference per event",
+    .cpuBound,
+    arguments: 0..<200
+  )
   func againstModel(seed: UInt64) {
     var random = SeededRandomNumberGenerator(seed: seed)
     var runs = HeldRuns()
@@ -72,7 +76,14 @@ struct HeldRunsTests {
     // Half acknowledged everywhere frees entries 0..<500; the next 1,000 events take them lowest first,
     // then new ones: three runs a queue (500 old, 500 in the freed entries, 500 after), not one per event.
     for (index, (user, queue)) in zip(users, queues).enumerated() {
-      _ = machine.poll(PollID(UInt64(index + 1)), queueID: queue, user: user, lastEventID: 499, dontBlock: true, now: t0)
+      _ = machine.poll(
+        PollID(UInt64(index + 1)),
+        queueID: queue,
+        user: user,
+        lastEventID: 499,
+        dontBlock: true,
+        now: t0
+      )
     }
     for index in 0..<1_000 { _ = try machine.handle(.post("m\(index)", to: users), from: alice, now: t0) }
     for queue in queues {
@@ -94,7 +105,10 @@ struct HeldRunsTests {
   private static func fewestRuns(_ model: [Held]) -> Int {
     var runs = 0
     for (index, held) in model.enumerated() {
-      if index == 0 { runs += 1; continue }
+      if index == 0 {
+        runs += 1
+        continue
+      }
       let previous = model[index - 1]
       if !(held.joins && held.id == previous.id + 1 && held.entry == previous.entry + 1) { runs += 1 }
     }

@@ -13,7 +13,10 @@ struct DatabaseBlobStoreTests {
   private let t0 = Timestamp(secondsSinceEpoch: 1_700_000_000)
   private static let bytes = Data((0..<1_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
 
-  @Test("a partial blob resumes after the process is gone, completes atomically, and reads back whole", arguments: StoredBackend.available)
+  @Test(
+    "a partial blob resumes after the process is gone, completes atomically, and reads back whole",
+    arguments: StoredBackend.available
+  )
   func resumesAfterRestart(_ backend: StoredBackend) async throws {
     let database = try await backend.scratch()
     for (index, cut) in [0, 1, 300, 999].enumerated() {
@@ -38,7 +41,10 @@ struct DatabaseBlobStoreTests {
     }
   }
 
-  @Test("an append not at the partial blob's end changes nothing; a missing blob is gone; delete removes both", arguments: StoredBackend.available)
+  @Test(
+    "an append not at the partial blob's end changes nothing; a missing blob is gone; delete removes both",
+    arguments: StoredBackend.available
+  )
   func misuse(_ backend: StoredBackend) async throws {
     let database = try await backend.scratch()
     try await withStore(database) { store in
@@ -51,7 +57,9 @@ struct DatabaseBlobStoreTests {
       await #expect(throws: BlobStoreError.offsetMismatch(expected: 2, got: 5)) {
         try await store.append(Data([3]), to: "k", at: 5)
       }
-      await #expect(throws: BlobStoreError.gone("missing")) { _ = try await store.read("missing", offset: 0, length: 1) }
+      await #expect(throws: BlobStoreError.gone("missing")) {
+        _ = try await store.read("missing", offset: 0, length: 1)
+      }
       try await store.complete("k", at: t0)
       // A retried completion whose answer was lost: done already, not gone.
       try await store.complete("k", at: t0)
@@ -77,7 +85,9 @@ struct DatabaseBlobStoreTests {
         let key = BlobKey(rawValue: "seed-\(seed)")
         var written = Data()
         for _ in 0..<Int.random(in: 1...12, using: &random) {
-          let chunk = Data((0..<Int.random(in: 0...300, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
+          let chunk = Data(
+            (0..<Int.random(in: 0...300, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+          )
           try await store.append(chunk, to: key, at: written.count)
           written.append(chunk)
         }

@@ -64,7 +64,10 @@ struct PartitionedVideoRaceTests {
         let (firstBound, secondBound) = await (byFirst, bySecond)
         let owner = try await Self.owner(of: key, in: database)
         #expect(firstBound != secondBound, "round \(round): both or neither bound the key")
-        #expect(owner == (firstBound ? first : second), "round \(round): the key's owner is \(String(describing: owner))")
+        #expect(
+          owner == (firstBound ? first : second),
+          "round \(round): the key's owner is \(String(describing: owner))"
+        )
       }
     }
   }

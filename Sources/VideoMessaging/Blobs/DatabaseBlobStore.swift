@@ -135,7 +135,11 @@ public struct DatabaseBlobStore: BlobStore {
       return rows.compactMap { row -> BlobInfo? in
         guard let key = row["blob_key"]?.text, let length = row["length"]?.integer else { return nil }
         let created = row["created_at"]?.integer.map { VideoTables.timestamp(nanoseconds: $0) }
-        return BlobInfo(key: BlobKey(rawValue: key), size: Int(length), createdAt: created ?? Timestamp(Date(timeIntervalSince1970: 0)))
+        return BlobInfo(
+          key: BlobKey(rawValue: key),
+          size: Int(length),
+          createdAt: created ?? Timestamp(Date(timeIntervalSince1970: 0))
+        )
       }.sorted { $0.key.rawValue < $1.key.rawValue }
     }
   }
