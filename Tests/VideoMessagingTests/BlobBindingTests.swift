@@ -204,4 +204,42 @@ struct BlobBindingTests {
     try await server.handle(.uploadStarted("videos/next"), from: alice)
     await #expect(throws: EventAPIError.self) { try await server.handle(.uploadStarted(key), from: alice) }
   }
+
+  @Test("a stranded upload whose abandonment the server could not decide keeps its file until a later run abandons it")
+  func janitorKeepsUndecided() async throws {
+    let server = EventServer(application: VideoServer())
+    let blobs = InMemoryBlobStore()
+    let key = BlobKey(rawValue: "videos/stranded")
+    try await server.handle(.uploadStarted(key), from: alice)
+    try await blobs.append(Data([1, 2, 3]), to: key, at: 0)
+    try await blobs.complete(key, at: t0)
+    let janitor = VideoBlobJanitor(grace: .seconds(60))
+    let later = t0.advanced(by: .seconds(3600))
+    // The uploader's partition is served by another node (or the database is down) for this run.
+    let elsewhere = UnavailableCommands(ledger: InMemoryVideoBlobLedger(server: server))
+    #expect(try await janitor.run(ledger: elsewhere, blobs: blobs, now: later) == [])
+    #expect(try await blobs.size(of: key) == 3, "the file stays while its upload still counts as waiting")
+    #expect(await server.application.blobBindings[key]?.isUploading == true)
+    #expect(try await janitor.run(ledger: InMemoryVideoBlobLedger(server: server), blobs: blobs, now: later) == [key])
+    #expect(await server.application.blobBindings[key]?.releasedAt != nil)
+  }
+}
+
+/// A ledger whose commands cannot be decided now (``EventAPIError/serviceUnavailable(_:retryAfter:)``), its
+/// questions answered by `ledger`.
+private struct UnavailableCommands<Inner: VideoBlobLedger>: VideoBlobLedger {
+  let ledger: Inner
+  var limits: VideoServerLimits { get async { await ledger.limits } }
+  func binding(of key: BlobKey) async throws -> BlobBinding? { try await ledger.binding(of: key) }
+  func mayRead(_ key: BlobKey, user: UserID) async throws -> Bool { try await ledger.mayRead(key, user: user) }
+  func usage(of user: UserID) async throws -> (storedBytes: Int, uploads: Set<BlobKey>) {
+    try await ledger.usage(of: user)
+  }
+  func handle(_ command: VideoCommand, from user: UserID) async throws {
+    throw EventAPIError.serviceUnavailable("served by another node", retryAfter: .seconds(1))
+  }
+  func unclaimedBlobs(in listing: [BlobInfo], now: Timestamp, grace: Duration) async throws -> [BlobKey] {
+    try await ledger.unclaimedBlobs(in: listing, now: now, grace: grace)
+  }
+  func takeBlobDeletions() async throws -> [BlobKey] { try await ledger.takeBlobDeletions() }
 }

@@ -29,14 +29,22 @@ public struct VideoBlobJanitor: Sendable {
   public func run(ledger: some VideoBlobLedger, blobs: some BlobStore, now: Timestamp) async throws -> [BlobKey] {
     let listing = try await blobs.list()
     let stranded = try await ledger.unclaimedBlobs(in: listing, now: now, grace: grace)
+    var undecided: Set<BlobKey> = []
     for key in stranded {
       guard let binding = try await ledger.binding(of: key), binding.isUploading else { continue }
-      // Refused only when the key changed meanwhile (its notice arrived): then it is not deleted below.
-      _ = try? await ledger.handle(.uploadAbandoned(key), from: binding.owner)
+      do {
+        try await ledger.handle(.uploadAbandoned(key), from: binding.owner)
+      } catch let error as EventAPIError where error.code == .badRequest {
+        // Refused: the key changed meanwhile (its notice arrived); then it is not deleted below.
+      } catch {
+        // Not decided now (the database did not answer, or the uploader's partition is served by another
+        // node): the upload still counts as waiting, so its file stays for a later run to abandon it first.
+        undecided.insert(key)
+      }
     }
     let released = try await ledger.takeBlobDeletions()
     var stillStranded: [BlobKey] = []
-    for key in stranded {
+    for key in stranded where !undecided.contains(key) {
       let binding = try await ledger.binding(of: key)
       if binding.map({ $0.video == nil || $0.releasedAt != nil }) ?? true { stillStranded.append(key) }
     }
