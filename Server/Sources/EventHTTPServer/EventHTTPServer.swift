@@ -514,7 +514,7 @@ public struct PeriodicTask<Application: ServerApplication>: Sendable {
 }
 
 /// Runs `work` every `interval` until the shutdown.
-private struct Periodically: Service {
+struct Periodically: Service {
   let interval: Duration
   let work: @Sendable () async throws -> Void
 

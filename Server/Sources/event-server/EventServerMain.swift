@@ -68,16 +68,39 @@ struct EventServerMain {
       let log: (any ServerLog)? = postgres
       if let postgres, options.partitions != nil {
         // One node of a partitioned cluster: it serves the partitions it leases and forwards the rest.
-        let node = PartitionedEventHTTPServer(
-          storedApplication: StoredNoteBoard(),
-          log: postgres,
-          configuration: configuration,
-          logger: logger,
-          pushGateway: pushGateway,
-          rotation: options.nodeNumber,
-          advertisedAddress: options.advertisedAddress
-        )
-        try await node.run(onRunning: onRunning)
+        if options.app == "videos" {
+          let video = PartitionedVideoServing(
+            application: StoredVideoServer(),
+            blobs: DatabaseBlobStore(log: postgres),
+            limits: configuration.limits,
+            janitor: VideoBlobJanitor(grace: options.blobGrace),
+            interval: options.janitorInterval,
+            logger: logger
+          )
+          let node = PartitionedEventHTTPServer(
+            storedApplication: video.application,
+            log: postgres,
+            configuration: configuration,
+            logger: logger,
+            pushGateway: pushGateway,
+            rotation: options.nodeNumber,
+            advertisedAddress: options.advertisedAddress,
+            maintenance: [video.janitorTask],
+            extraRoutes: video.routes
+          )
+          try await node.run(onRunning: onRunning)
+        } else {
+          let node = PartitionedEventHTTPServer(
+            storedApplication: StoredNoteBoard(),
+            log: postgres,
+            configuration: configuration,
+            logger: logger,
+            pushGateway: pushGateway,
+            rotation: options.nodeNumber,
+            advertisedAddress: options.advertisedAddress
+          )
+          try await node.run(onRunning: onRunning)
+        }
         try await pushClient?.shutdown()
         await postgres.close()
         return
@@ -260,7 +283,7 @@ struct EventServerArguments: ParsableCommand {
     help: """
       Partition the PostgreSQL log by user into this many partitions (1...1024, fixed when the log is created; \
       see docs/scaling.md): each node serves the partitions it leases and forwards other users' requests to \
-      their node. Needs --postgres and --app notes.
+      their node. Needs --postgres, and --app videos (the default) or --app notes.
       """
   )
   var partitions: Int?
@@ -315,10 +338,11 @@ struct EventServerArguments: ParsableCommand {
     try check("postgres-timeout", postgresTimeout, 0.1...3600)
     if let partitions {
       try check("partitions", partitions, 1...1024)
-      guard app == "notes" else {
-        throw ValidationError(
-          "--partitions serves --app notes (the stored note board); the video app's blobs are kept per node"
-        )
+      guard app == "notes" || app == "videos" else {
+        throw ValidationError("--partitions serves the stored applications: --app videos or --app notes")
+      }
+      guard blobs != "files" else {
+        throw ValidationError("--partitions keeps the video files in the database: leave out --blobs files")
       }
       if advertise == nil, ["0.0.0.0", "::"].contains(host) {
         throw ValidationError(

@@ -19,22 +19,36 @@ struct PartitionedHTTPTests {
   typealias NotesTransport = URLSessionTransport<NoteSnapshot, NoteEvent, NoteBoard.Command>
 
   /// A started node: the server, its task, its URL.
-  struct Running {
-    let server: Node
+  struct Running<Stored: StoredApplication> {
+    let server: PartitionedEventHTTPServer<Stored>
     let task: Task<Void, any Error>
     let url: URL
   }
 
-  static func start(on log: PostgresServerLog, rotation: Int) async throws -> Running {
+  /// A node serving the note board.
+  static func start(on log: PostgresServerLog, rotation: Int) async throws -> Running<StoredNoteBoard> {
+    try await start(StoredNoteBoard(), on: log, rotation: rotation)
+  }
+
+  /// A node serving `application` with `extraRoutes` and `maintenance`.
+  static func start<Stored: StoredApplication>(
+    _ application: Stored,
+    on log: PostgresServerLog,
+    rotation: Int,
+    maintenance: [PartitionedEventHTTPServer<Stored>.MaintenanceTask] = [],
+    extraRoutes: PartitionedEventHTTPServer<Stored>.ExtraRoutes? = nil
+  ) async throws -> Running<Stored> {
     var configuration = EventHTTPServerConfiguration(keys: testKeys)
     configuration.port = 0
-    let server = Node(
-      storedApplication: StoredNoteBoard(),
+    let server = PartitionedEventHTTPServer(
+      storedApplication: application,
       log: log,
       configuration: configuration,
       logger: quietLogger,
       rotation: rotation,
-      lookInterval: .milliseconds(100)
+      lookInterval: .milliseconds(100),
+      maintenance: maintenance,
+      extraRoutes: extraRoutes
     )
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     let task = Task { try await server.run(handleSignals: false) { continuation.yield($0) } }
@@ -45,7 +59,7 @@ struct PartitionedHTTPTests {
 
   /// Waits (within the suite's time limit) until the nodes serve these many partitions each, and each knows
   /// where the test's users are served.
-  static func settle(_ nodes: [Running], counts: [Int]) async throws {
+  static func settle<Stored>(_ nodes: [Running<Stored>], counts: [Int]) async throws {
     while true {
       var served: [Int] = []
       var known = true
@@ -62,21 +76,31 @@ struct PartitionedHTTPTests {
 
   /// Two nodes on a scratch database's log of four partitions, two partitions each, each knowing where the
   /// test's users are served.
-  struct TwoNodes {
+  struct TwoNodes<Stored: StoredApplication> {
     let database: ScratchDatabase
     let map: PartitionMap
     let logs: [PostgresServerLog]
-    let nodeA: Running
-    let nodeB: Running
+    let nodeA: Running<Stored>
+    let nodeB: Running<Stored>
 
-    static func start() async throws -> TwoNodes {
+    /// The note board's two nodes.
+    static func start() async throws -> TwoNodes<StoredNoteBoard> {
+      try await TwoNodes<StoredNoteBoard>.start { log, rotation in
+        try await PartitionedHTTPTests.start(on: log, rotation: rotation)
+      }
+    }
+
+    /// Two nodes that `startNode` starts on a log and with a rotation.
+    static func start(
+      _ startNode: (PostgresServerLog, Int) async throws -> Running<Stored>
+    ) async throws -> TwoNodes<Stored> {
       let database = try await ScratchDatabase.create()
       let map = PartitionMap(count: 4)!
       let logA = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
       let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
-      let nodeA = try await PartitionedHTTPTests.start(on: logA, rotation: 0)
+      let nodeA = try await startNode(logA, 0)
       try await PartitionedHTTPTests.settle([nodeA], counts: [4])
-      let nodeB = try await PartitionedHTTPTests.start(on: logB, rotation: 2)
+      let nodeB = try await startNode(logB, 2)
       try await PartitionedHTTPTests.settle([nodeA, nodeB], counts: [2, 2])
       return TwoNodes(database: database, map: map, logs: [logA, logB], nodeA: nodeA, nodeB: nodeB)
     }
@@ -106,7 +130,7 @@ struct PartitionedHTTPTests {
   /// and the clients go on with the queues they had (no registration again), their next note arriving once.
   @Test("clients of one node reach users on the other; the other stops, its partitions move, the queues stay")
   func forwardedAndMoved() async throws {
-    let cluster = try await TwoNodes.start()
+    let cluster = try await TwoNodes<StoredNoteBoard>.start()
     let (map, nodeA, nodeB) = (cluster.map, cluster.nodeA, cluster.nodeB)
     let users: [UserID] = ["alice", "bob", "carol"]
     let servedByB = await nodeB.server.host?.partitionsServed ?? []
@@ -143,7 +167,7 @@ struct PartitionedHTTPTests {
   /// key is answered `401` by the node it reached, never forwarded.
   @Test("a forwarded request for a user this node does not serve is answered 503, not forwarded again")
   func noForwardingLoop() async throws {
-    let cluster = try await TwoNodes.start()
+    let cluster = try await TwoNodes<StoredNoteBoard>.start()
     let (map, nodeA, nodeB) = (cluster.map, cluster.nodeA, cluster.nodeB)
     let servedByB = await nodeB.server.host?.partitionsServed ?? []
     let candidates: [UserID] = ["alice", "bob", "carol"]

@@ -70,6 +70,18 @@ struct PartitionForwarding<Context: RequestContext>: RouterMiddleware {
   /// The answer of the node at `address` to `request`; `503` with `Retry-After` when it cannot be reached.
   private func forward(_ request: Request, to address: String) async -> Response {
     var request = request
+    let body: ByteBuffer?
+    do {
+      // Mutations, and a chunk of an upload (the blob routes, `PUT`): a body over its limit is answered 413
+      // here, as the serving node would.
+      switch request.method {
+      case .post, .delete: body = try await request.collectBody(upTo: limits.mutationBatchBytes)
+      case .put: body = try await request.collectBody(upTo: limits.blobChunkBytes)
+      default: body = nil
+      }
+    } catch {
+      return await HTTPAnswer.run { throw error }
+    }
     do {
       var outgoing = HTTPClientRequest(url: address + request.uri.description)
       outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
@@ -77,10 +89,7 @@ struct PartitionForwarding<Context: RequestContext>: RouterMiddleware {
         outgoing.headers.add(name: field.name.rawName, value: field.value)
       }
       outgoing.headers.add(name: Self.forwardedHeader.rawName, value: "1")
-      if request.method == .post || request.method == .delete {
-        let body = try await request.collectBody(upTo: limits.mutationBatchBytes)
-        outgoing.body = .bytes(body)
-      }
+      if let body { outgoing.body = .bytes(body) }
       let isLongPoll =
         request.method == .get && request.uri.path == "/api/v1/events"
         && request.uri.queryParameters["dont_block"].map { $0.lowercased() == "true" || $0 == "1" } != true
@@ -113,12 +122,12 @@ struct PartitionForwarding<Context: RequestContext>: RouterMiddleware {
 
   /// The request headers the serving node needs (hop-by-hop ones stay here).
   private static func passedOn(_ name: HTTPField.Name) -> Bool {
-    [.authorization, .contentType, .accept, .userAgent].contains(name)
+    [.authorization, .contentType, .accept, .userAgent, .range].contains(name)
   }
 
   /// The answer headers the client needs.
   private static func passedBack(_ name: HTTPField.Name) -> Bool {
-    [.contentType, .retryAfter, .connection].contains(name)
+    [.contentType, .retryAfter, .connection, .contentRange, .acceptRanges].contains(name)
   }
 }
 

@@ -52,6 +52,31 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
   private let sendsPushes: Bool
   private let group = GracefulServices()
   private let currentHost = Mutex<Host?>(nil)
+  private let extraRoutes: ExtraRoutes?
+  private let maintenance: [MaintenanceTask]
+
+  /// Routes beside the events API (the video service's blob routes), reaching the partitions' nodes through
+  /// `nodes`. The forwarding in front sends each user's request to the node serving the user's partition, so
+  /// a route asking `nodes` for its user's node finds it here (or answers `503` while the partition moves).
+  public typealias ExtraRoutes = @Sendable (Router<EventRequestContext>, PartitionNodes<Stored>, RequestGate) -> Void
+
+  /// Work every node runs on a timer, on the partitions it serves (the video service's blob janitor).
+  public struct MaintenanceTask: Sendable {
+    /// What the logs call it.
+    public var name: String
+    /// The time between two runs (the first comes one interval after the start).
+    public var interval: Duration
+    /// The work.
+    public var run: @Sendable (PartitionNodes<Stored>) async throws -> Void
+
+    /// A task running `run` every `interval`.
+    public init(name: String, interval: Duration, run: @escaping @Sendable (PartitionNodes<Stored>) async throws -> Void)
+    {
+      self.name = name
+      self.interval = interval
+      self.run = run
+    }
+  }
 
   /// A node serving `storedApplication` from the partitions of `log` (the caller opens and closes it).
   /// - Parameters:
@@ -66,8 +91,12 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     pushGateway: (any PushGateway)? = nil,
     rotation: Int = 0,
     advertisedAddress: String? = nil,
-    lookInterval: Duration = .seconds(1)
+    lookInterval: Duration = .seconds(1),
+    maintenance: [MaintenanceTask] = [],
+    extraRoutes: ExtraRoutes? = nil
   ) {
+    self.extraRoutes = extraRoutes
+    self.maintenance = maintenance
     self.application = storedApplication
     self.log = log
     self.configuration = configuration
@@ -165,6 +194,8 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
       metrics: metrics,
       pushNotificationsEnabled: sendsPushes
     ).add(to: router)
+    let nodes = PartitionNodes(host: host)
+    extraRoutes?(router, nodes, gate)
     let (ports, bound) = AsyncStream.makeStream(of: Int.self)
     let app = configuration.eventListener(router: router, connections: connections, logger: logger) { channel in
       bound.yield(channel.localAddress?.port ?? 0)
@@ -180,13 +211,50 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
       logger: logger,
       onRunning: onRunning
     )
-    await group.run([app, leases], handleSignals: handleSignals, grace: configuration.shutdownGrace, logger: logger)
+    let tasks = maintenance.map { task in
+      Periodically(interval: task.interval) { [logger] in
+        do {
+          try await task.run(nodes)
+        } catch {
+          logger.warning("\(task.name) failed; it runs again at its next interval", metadata: ["error": "\(error)"])
+        }
+      }
+    }
+    await group.run(
+      [app, leases] + tasks,
+      handleSignals: handleSignals,
+      grace: configuration.shutdownGrace,
+      logger: logger
+    )
   }
 
   /// Shuts the node down gracefully: stops serving its partitions (answering their parked polls), lets
   /// their leases go, drains HTTP.
   public func shutdown() async {
     await group.shutdown()
+  }
+}
+
+/// The nodes of the partitions a process serves, as routes and maintenance tasks reach them.
+public struct PartitionNodes<Stored: StoredApplication>: Sendable {
+  let host: PartitionHost<StoredRelay<Stored>, ContinuousClock>
+
+  /// The node serving `user`'s partition here.
+  /// - Throws: `SERVICE_UNAVAILABLE` with `Retry-After` when this process does not serve it (it is moving).
+  public func node(for user: UserID) async throws(EventAPIError) -> PartitionedEventHTTPServer<Stored>.Node {
+    guard let node = await host.node(for: user) else { throw Self.moving }
+    return node
+  }
+
+  /// A node this process serves (any: every partition's node reads the application's shared tables).
+  /// - Throws: `SERVICE_UNAVAILABLE` with `Retry-After` when it serves none (starting, or all moving).
+  public func anyNode() async throws(EventAPIError) -> PartitionedEventHTTPServer<Stored>.Node {
+    guard let node = await host.anyNode else { throw Self.moving }
+    return node
+  }
+
+  private static var moving: EventAPIError {
+    .serviceUnavailable("the user's partition is moving between nodes; send again shortly", retryAfter: .seconds(1))
   }
 }
 

@@ -83,6 +83,10 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   /// The partitions this host serves.
   public var partitionsServed: Set<Int> { Set(serving.keys) }
 
+  /// The node of the lowest partition served here, if any: any node answers questions about tables that
+  /// every partition shares.
+  public var anyNode: Node? { serving.min { $0.key < $1.key }?.value.node }
+
   /// The node serving `user`'s partition here, or `nil` when this host does not hold it.
   public func node(for user: UserID) -> Node? {
     serving[log.partitions.partition(of: user)]?.node
