@@ -66,6 +66,16 @@ struct PartitionedVideoHTTPTests {
     var received = Data()
     while received.count < bytes.count { received += try await bob.read(key, offset: received.count, length: 30_000) }
     #expect(received == bytes)
+    // The range itself reaches the serving node, and its answer's range comes back.
+    let credentials = Data("bob:\(testKeyByUser["bob"]!)".utf8).base64EncodedString()
+    let ranged = try await RawHTTP(base: otherNode("bob")).exchange(
+      Data(
+        ("GET /api/v1/blobs?key=videos%2Fpartitioned HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+          + "Authorization: Basic \(credentials)\r\nRange: bytes=10-19\r\n\r\n").utf8
+      )
+    )
+    #expect(ranged.status == 206 && ranged.body == bytes.subdata(in: 10..<20))
+    #expect(ranged.headers["content-range"] == "bytes 10-19/\(bytes.count)")
     // Bob may not write Alice's upload, and Carol may not read it, whichever node they reach.
     for url in [cluster.nodeA.url, cluster.nodeB.url] {
       await #expect(throws: BlobStoreError.self) { try await store(url, "bob").append(Data([1]), to: key, at: 0) }
