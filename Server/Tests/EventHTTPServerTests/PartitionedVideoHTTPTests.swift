@@ -20,9 +20,14 @@ import VideoMessaging
 struct PartitionedVideoHTTPTests {
   typealias Cluster = PartitionedHTTPTests.TwoNodes<StoredVideoServer>
 
-  static func startNode(on log: PostgresServerLog, rotation: Int) async throws -> PartitionedHTTPTests.Running<
-    StoredVideoServer
-  > {
+  static func startNode(
+    on log: PostgresServerLog,
+    rotation: Int
+  ) async throws
+    -> PartitionedHTTPTests.Running<
+      StoredVideoServer
+    >
+  {
     let application = StoredVideoServer()
     let blobs = DatabaseBlobStore(log: log)
     let limits = RequestLimits()
@@ -38,7 +43,9 @@ struct PartitionedVideoHTTPTests {
     HTTPBlobStore(endpoint: HTTPEndpoint(baseURL: url, credentials: .init(user: user, apiKey: testKeyByUser[user]!)))
   }
 
-  @Test("an upload through the other node resumes; the recipient reads ranges through the other node; others are refused")
+  @Test(
+    "an upload through the other node resumes; the recipient reads ranges through the other node; others are refused"
+  )
   func uploadAndDownloadForwarded() async throws {
     let cluster = try await Cluster.start { log, rotation in try await Self.startNode(on: log, rotation: rotation) }
     let servedByA = await cluster.nodeA.server.host?.partitionsServed ?? []

@@ -70,8 +70,11 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     public var run: @Sendable (PartitionNodes<Stored>) async throws -> Void
 
     /// A task running `run` every `interval`.
-    public init(name: String, interval: Duration, run: @escaping @Sendable (PartitionNodes<Stored>) async throws -> Void)
-    {
+    public init(
+      name: String,
+      interval: Duration,
+      run: @escaping @Sendable (PartitionNodes<Stored>) async throws -> Void
+    ) {
       self.name = name
       self.interval = interval
       self.run = run
