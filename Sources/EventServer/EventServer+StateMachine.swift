@@ -406,13 +406,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
           servedByPoll.insert(MutationSource(user: table.store[slot: slot].user, clientID: clientID))
         }
         if isParked, toWakeSet.insert(slot).inserted { toWake.append(slot) }
-        if table.store.take(entry!, in: slot, limit: configuration.maximumEventsPerQueue, joinsPrevious: joinsPrevious)
-        {
-          holders += 1
-        } else {
-          // Full: the queue goes (its client registers again and reloads).
-          removeQueue(slot, actions: &actions)
-        }
+        if give(entry!, to: slot, joinsPrevious: joinsPrevious, actions: &actions) { holders += 1 }
       }
       if let entry {
         // Counted once for every queue that took it: no compare of the author per queue.
@@ -835,22 +829,26 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
     actions: inout [Action]
   ) {
     let entry = table.add(body, author: author, origin: origin)
-    let isForeign = hold(entry, in: slot, actions: &actions)
+    if give(entry, to: slot, joinsPrevious: table.store.joinsPrevious(entry), actions: &actions) {
+      table.store.settle(entry, heldBy: 1, author: author)
+    }
     table.dropIfUnheld(entry)
-    if isForeign, let author { table.store.countPending(1, by: author) }
     if wake, table.store.isOccupied(slot), let parked = table.store[parkedPollOf: slot] {
       completeParkedPoll(parked.pollID, on: slot, now: now, actions: &actions)
     }
   }
 
-  /// Gives stored event `entry` to the queue in `slot`, dropping the queue instead if it is full.
-  /// - Returns: Whether the queue took it as another user's event (to be counted against its author).
-  private mutating func hold(_ entry: Int, in slot: Int, actions: inout [Action]) -> Bool {
-    guard let isForeign = table.store.hold(entry, in: slot, limit: configuration.maximumEventsPerQueue) else {
+  /// Gives stored event `entry` to the queue in `slot`, dropping the queue instead if it is full (its client
+  /// registers again and reloads). The caller counts the queues that took it with
+  /// ``QueueStore/settle(_:heldBy:author:)``.
+  /// - Returns: Whether the queue took it.
+  private mutating func give(_ entry: Int, to slot: Int, joinsPrevious: Bool, actions: inout [Action]) -> Bool {
+    guard table.store.take(entry, in: slot, limit: configuration.maximumEventsPerQueue, joinsPrevious: joinsPrevious)
+    else {
       removeQueue(slot, actions: &actions)
       return false
     }
-    return isForeign
+    return true
   }
 
   /// Completes a parked poll with the queue's contents, up to the poll's limit.

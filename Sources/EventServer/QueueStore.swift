@@ -195,15 +195,6 @@ struct QueueStore: Sendable {
     return true
   }
 
-  /// Appends stored event `entry` to the queue in `slot` with the queue's next id, and counts the queue
-  /// among its holders.
-  /// - Returns: Whether another user's command caused it: the caller counts it against its author with
-  ///   ``countPending(_:by:)``; `nil`, holding nothing, when the queue already holds `limit` events.
-  mutating func hold(_ entry: Int, in slot: Int, limit: Int) -> Bool? {
-    guard take(entry, in: slot, limit: limit, joinsPrevious: joinsPrevious(entry)) else { return nil }
-    return shared.hold(entry, for: slots[slot]!.record.user)
-  }
-
   /// Whether stored event `entry` may join a run that holds the entry before it (the same author): asked
   /// once per event, not once per queue.
   func joinsPrevious(_ entry: Int) -> Bool { shared.joinsPrevious(entry) }
