@@ -58,35 +58,58 @@ public enum EventBody<Payload: EventPayload>: Sendable, Equatable {
 public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable {
   /// The event's id within its queue.
   public var id: Int
-  /// What the event carries.
-  public var body: EventBody<Payload> {
-    didSet { encodedPayload = nil }
-  }
+  /// The body and its kept encoding, shared by every envelope of the same stored event (an
+  /// ``EventContent`` of this payload; stored as its base class so the envelope's layout does not depend
+  /// on the payload).
+  @usableFromInline package var storage: EventContentStorage
   /// The mutation that produced the event, in the queues of the user who sent it; `nil` otherwise.
   public var origin: MutationOrigin?
+
+  /// What the event carries.
+  public var body: EventBody<Payload> {
+    get { content.body }
+    set { storage = EventContent(body: newValue, encodedPayload: nil) }
+  }
+
+  /// The shared content, as its own type.
+  @inlinable var content: EventContent<Payload> {
+    // Every initialiser and setter stores an `EventContent<Payload>`.
+    unsafeDowncast(storage, to: EventContent<Payload>.self)
+  }
+
   /// The payload's members as the server's size check encoded them, written again verbatim when this
   /// envelope is encoded by the package's own coder (``WireJSON``) instead of encoding the payload again.
   /// Not part of the envelope's value: equality ignores it, and changing ``body`` drops it.
-  @usableFromInline package var encodedPayload: EncodedMembers?
+  @inlinable package var encodedPayload: EncodedMembers? {
+    get { content.encodedPayload }
+    set { storage = EventContent(body: content.body, encodedPayload: newValue) }
+  }
 
   /// Creates a EventEnvelope from its parts.
-  ///
-  /// Inlinable so a server answering a poll from code not specialised for the payload builds each envelope
-  /// in place instead of calling across modules (and looking the envelope's layout up) per event.
   @inlinable @inline(__always)
   public init(id: Int, body: EventBody<Payload>, origin: MutationOrigin? = nil) {
     self.id = id
-    self.body = body
+    self.storage = EventContent(body: body, encodedPayload: nil)
     self.origin = origin
   }
 
-  /// Creates an envelope carrying its payload's members already encoded (the server's answers).
+  /// Creates a EventEnvelope from its parts, keeping the payload's encoding.
   @inlinable @inline(__always)
   package init(id: Int, body: EventBody<Payload>, origin: MutationOrigin?, encodedPayload: EncodedMembers?) {
     self.id = id
-    self.body = body
+    self.storage = EventContent(body: body, encodedPayload: encodedPayload)
     self.origin = origin
-    self.encodedPayload = encodedPayload
+  }
+
+  /// Creates an envelope of a stored event's content, shared with every other envelope of that event.
+  ///
+  /// Inlinable so a server answering a poll from code not specialised for the payload builds each envelope
+  /// in place: the envelope's layout does not depend on the payload, so copying one is a reference count.
+  @inlinable @inline(__always)
+  package init(id: Int, content: EventContent<Payload>, origin: MutationOrigin?) {
+    self.id = id
+    self.storage = content
+    self.origin = origin
   }
 
   public init(from decoder: any Decoder) throws {
@@ -96,15 +119,17 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
       return
     }
     let container = try decoder.container(keyedBy: EnvelopeCodingKeys.self)
-    self.id = try container.decode(Int.self, forKey: .id)
-    self.origin = try container.decodeIfPresent(MutationOrigin.self, forKey: .origin)
+    let id = try container.decode(Int.self, forKey: .id)
+    let origin = try container.decodeIfPresent(MutationOrigin.self, forKey: .origin)
     let type = try container.decode(String.self, forKey: .type)
-    switch type {
-    case EventBody<Payload>.heartbeatType: self.body = .heartbeat
-    case EventBody<Payload>.restartType: self.body = .restart
-    case _ where Payload.knownEventTypes.contains(type): self.body = .payload(try Payload(from: decoder))
-    default: self.body = .unknown(type: type)
-    }
+    let body: EventBody<Payload> =
+      switch type {
+      case EventBody<Payload>.heartbeatType: .heartbeat
+      case EventBody<Payload>.restartType: .restart
+      case _ where Payload.knownEventTypes.contains(type): .payload(try Payload(from: decoder))
+      default: .unknown(type: type)
+      }
+    self.init(id: id, body: body, origin: origin)
   }
 
   public func encode(to encoder: any Encoder) throws {
@@ -121,8 +146,69 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
 extension EventEnvelope {
   /// Envelopes are equal when their id, body and origin are (however they would be encoded).
   public static func == (lhs: Self, rhs: Self) -> Bool {
-    lhs.id == rhs.id && lhs.body == rhs.body && lhs.origin == rhs.origin
+    lhs.id == rhs.id && lhs.origin == rhs.origin && (lhs.storage === rhs.storage || lhs.body == rhs.body)
   }
+}
+
+/// A stored event's body with the encoding its size check made, held by reference: every queue's envelope
+/// of one event shares one, so answering a poll copies a reference per event instead of the payload.
+///
+/// An envelope of a payload type the server's code is not specialised for (another module's) then has a
+/// layout that does not depend on the payload: building, copying and dropping envelopes in a poll's answer
+/// takes no look-up of the payload's layout and no call through its value witnesses (Bench W1).
+/// Immutable: changing an envelope's body gives it a new content.
+///
+/// Sendable unchecked only because a subclass of a non-final class cannot be checked: its two properties
+/// are `let`s of `Sendable` types (`Payload: Sendable`, `EncodedMembers`), so it is never written after
+/// its initialiser returns.
+@usableFromInline package final class EventContent<Payload: EventPayload>: EventContentStorage, @unchecked Sendable {
+  /// What the event carries.
+  @usableFromInline package let body: EventBody<Payload>
+  /// The payload's members as the server's size check encoded them, if it did.
+  @usableFromInline package let encodedPayload: EncodedMembers?
+
+  /// Creates the content of one event.
+  @inlinable package init(body: EventBody<Payload>, encodedPayload: EncodedMembers?) {
+    self.body = body
+    self.encodedPayload = encodedPayload
+  }
+}
+
+/// An ``EventEnvelope``'s stored properties without its payload type: the same types in the same order, so
+/// the same layout (Swift lays a struct's stored properties out in declaration order from their types
+/// alone; ``hasEnvelopeLayout(_:)`` checks it). A server answering a poll from code not specialised for the
+/// payload writes its envelopes through this type, with no look-up of the payload type per event.
+@usableFromInline package struct StoredEnvelope {
+  @usableFromInline package var id: Int
+  @usableFromInline package var storage: EventContentStorage
+  @usableFromInline package var origin: MutationOrigin?
+
+  /// An envelope of `content`.
+  @inlinable package init(id: Int, storage: EventContentStorage, origin: MutationOrigin?) {
+    self.id = id
+    self.storage = storage
+    self.origin = origin
+  }
+
+  /// Whether envelopes of `Payload` are laid out as this type: same size, stride, alignment and offsets.
+  package static func hasEnvelopeLayout<Payload: EventPayload>(_: Payload.Type) -> Bool {
+    typealias Envelope = EventEnvelope<Payload>
+    return MemoryLayout<Envelope>.size == MemoryLayout<Self>.size
+      && MemoryLayout<Envelope>.stride == MemoryLayout<Self>.stride
+      && MemoryLayout<Envelope>.alignment == MemoryLayout<Self>.alignment
+      && MemoryLayout<Envelope>.offset(of: \.id) == MemoryLayout<Self>.offset(of: \.id)
+      && MemoryLayout<Envelope>.offset(of: \.storage) == MemoryLayout<Self>.offset(of: \.storage)
+      && MemoryLayout<Envelope>.offset(of: \.origin) == MemoryLayout<Self>.offset(of: \.origin)
+  }
+}
+
+/// What an ``EventEnvelope`` stores: an ``EventContent`` of its payload, seen through this base class so
+/// that the envelope's stored properties do not mention the payload type.
+///
+/// Sendable unchecked only because a non-final class cannot be checked: it has no stored property, and its
+/// one subclass (``EventContent``) holds `let`s of `Sendable` types only.
+@usableFromInline package class EventContentStorage: @unchecked Sendable {
+  @inlinable init() {}
 }
 
 /// The envelope's own keys. Outside the generic type on purpose: a nested type of a generic type is itself

@@ -26,6 +26,24 @@ struct EventServerPropertyTests {
       }
     }
   }
+
+  /// The same schedules with each answer written through `EventEnvelope` itself instead of through
+  /// `StoredEnvelope` (the path taken if the two layouts ever differed): the same answers.
+  @Test(
+    "answers written through the envelope's own type match the model too",
+    .cpuBound,
+    arguments: 0..<100 as Range<UInt64>
+  )
+  func matchesReferenceModelThroughEnvelopes(seed: UInt64) throws {
+    var run = ServerScheduleRun(seed: seed, answersThroughStoredLayout: false)
+    for _ in 0..<200 {
+      run.step()
+      if let failure = run.failure {
+        Issue.record("seed \(seed): \(failure)\ntrace:\n\(run.trace.suffix(25).joined(separator: "\n"))")
+        return
+      }
+    }
+  }
 }
 
 /// Holds the first failure of a run, so checks need not mutate the run they read.
@@ -96,22 +114,38 @@ private struct ServerScheduleRun {
   private let failureBox = FailureBox()
   var failure: String? { failureBox.failure }
 
-  init(seed: UInt64) {
+  /// Whether the machines answer through `StoredEnvelope` (the default) or through `EventEnvelope`.
+  let answersThroughStoredLayout: Bool
+
+  init(seed: UInt64, answersThroughStoredLayout: Bool = true) {
     random = SeededRandomNumberGenerator(seed: seed)
-    machine = Self.makeMachine(application: NoteBoard(), seed: seed, now: now)
+    self.answersThroughStoredLayout = answersThroughStoredLayout
+    machine = Self.makeMachine(
+      application: NoteBoard(),
+      seed: seed,
+      now: now,
+      answersThroughStoredLayout: answersThroughStoredLayout
+    )
     nextSweepAt = now.advanced(by: .seconds(60))
   }
 
-  static func makeMachine(application: NoteBoard, seed: UInt64, now: Timestamp) -> Machine {
+  static func makeMachine(
+    application: NoteBoard,
+    seed: UInt64,
+    now: Timestamp,
+    answersThroughStoredLayout: Bool
+  ) -> Machine {
     var configuration = EventServerConfiguration()
     configuration.maximumQueuesPerUser = maximumQueuesPerUser
     configuration.maximumEventsPerQueue = maximumEventsPerQueue
-    return Machine(
+    var machine = Machine(
       application: application,
       configuration: configuration,
       random: SeededRandomNumberGenerator(seed: seed &+ 1),
       now: now
     )
+    machine.table.answersThroughStoredLayout = answersThroughStoredLayout
+    return machine
   }
 
   func check(_ condition: Bool, _ message: @autoclosure () -> String) {
@@ -357,7 +391,12 @@ private struct ServerScheduleRun {
       check(false, "dump round trip failed: \(error)")
       return
     }
-    machine = Self.makeMachine(application: machine.application, seed: random.next(), now: now)
+    machine = Self.makeMachine(
+      application: machine.application,
+      seed: random.next(),
+      now: now,
+      answersThroughStoredLayout: answersThroughStoredLayout
+    )
     nextSweepAt = now.advanced(by: .seconds(60))
     do {
       let actions = try machine.restore(dump, now: now)
