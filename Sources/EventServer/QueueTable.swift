@@ -111,47 +111,47 @@ struct QueueTable<Event: EventPayload>: Sendable {
       [EventEnvelope<Event>](unsafeUninitializedCapacity: total) { answer, count in
         if answersThroughStoredLayout {
           answer.withMemoryRebound(to: StoredEnvelope.self) { answer in
-            var next = answer.baseAddress!
-            var left = total
-            for run in held where left > 0 {
-              let taken = min(Int(run.count), left)
-              let first = Int(run.entry)
-              for offset in 0..<taken {
-                let entry = first + offset
-                next.initialize(
-                  to: StoredEnvelope(
-                    id: run.id + offset,
-                    storage: contents[entry].unsafelyUnwrapped,
-                    origin: shared.origin(of: entry, for: user)
-                  )
-                )
-                next += 1
-              }
-              left -= taken
-            }
-          }
-        } else {
-          var next = answer.baseAddress!
-          var left = total
-          for run in held where left > 0 {
-            let taken = min(Int(run.count), left)
-            let first = Int(run.entry)
-            for offset in 0..<taken {
-              let entry = first + offset
-              next.initialize(
-                to: EventEnvelope(
-                  id: run.id + offset,
-                  content: unsafeDowncast(contents[entry].unsafelyUnwrapped, to: EventContent<Event>.self),
+            Self.forEachEvent(in: held, upTo: total) { position, id, entry in
+              answer.initializeElement(
+                at: position,
+                to: StoredEnvelope(
+                  id: id,
+                  storage: contents[entry].unsafelyUnwrapped,
                   origin: shared.origin(of: entry, for: user)
                 )
               )
-              next += 1
             }
-            left -= taken
+          }
+        } else {
+          Self.forEachEvent(in: held, upTo: total) { position, id, entry in
+            answer.initializeElement(
+              at: position,
+              to: EventEnvelope(
+                id: id,
+                content: unsafeDowncast(contents[entry].unsafelyUnwrapped, to: EventContent<Event>.self),
+                origin: shared.origin(of: entry, for: user)
+              )
+            )
           }
         }
         count = total
       }
+    }
+  }
+
+  /// Calls `body` with the answer position, queue id and store entry of each of the first `total` events
+  /// that `held` stands for, in order.
+  @inline(__always)
+  private static func forEachEvent(
+    in held: ArraySlice<HeldRun>,
+    upTo total: Int,
+    _ body: (_ position: Int, _ id: Int, _ entry: Int) -> Void
+  ) {
+    var position = 0
+    for run in held where position < total {
+      let taken = min(Int(run.count), total - position)
+      for offset in 0..<taken { body(position + offset, run.id + offset, Int(run.entry) + offset) }
+      position += taken
     }
   }
 
