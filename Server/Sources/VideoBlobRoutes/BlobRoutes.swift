@@ -71,7 +71,14 @@ public struct BlobRoutes: Sendable {
     router.get("api/v1/uploads") { request, _ in
       await HTTPAnswer.run {
         let (_, key) = try await admitUploader(request)
-        return try WireFormat.encodeSuccess(Length(length: try await blobCall { try await blobs.partialLength(key) }))
+        var length = try await blobCall { try await blobs.partialLength(key) }
+        // An upload completed whose answer the device lost (a node killed, a partition moving) is its whole
+        // length: the device goes on to send the completion again (a no-op for the blob, and the service
+        // records it if it had not), where 0 had it append from the start to a blob no longer partial,
+        // refused for ever. The uploader may not read the blob before a video claims it, so asking here
+        // is its only way to learn that the upload is done.
+        if length == 0 { length = try await completedLength(key) }
+        return try WireFormat.encodeSuccess(Length(length: length))
       }
     }
     router.put("api/v1/uploads") { request, _ in
@@ -106,7 +113,10 @@ public struct BlobRoutes: Sendable {
           let size = try await blobCall { try await blobs.size(of: key) }
           do {
             try await ledger.handle(.uploadCompleted(key, size: size), from: user)
-          } catch let error as EventAPIError {
+          } catch let error as EventAPIError where error.code == .badRequest {
+            // The service refused the size (over the user's bytes): the blob goes. Any other failure (the
+            // database away, the user's partition moving) is answered as it is, and the blob stays: the
+            // client sends the completion again, or its video claims the blob with its size.
             try? await blobs.delete(key)
             throw HTTPAnswer.Refusal(
               status: .tooManyRequests,
@@ -219,6 +229,17 @@ public struct BlobRoutes: Sendable {
     let key = try key(request)
     guard try await ledgerCall({ try await ledger.mayRead(key, user: user) }) else { throw Self.gone(key) }
     return key
+  }
+
+  /// The size of the complete blob under `key`; 0 when there is none.
+  private func completedLength(_ key: BlobKey) async throws -> Int {
+    do {
+      return try await blobs.size(of: key)
+    } catch  where error.isGone {
+      return 0
+    } catch {
+      return try await blobCall { throw error }
+    }
   }
 
   /// Asks the ledger: a server that cannot answer now (its database unreachable) is 503, retried.

@@ -3,6 +3,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import PostgresServerLog
+import Synchronization
 import Testing
 import UpdateMachine
 import VideoMessaging
@@ -164,5 +165,65 @@ struct BlobTests {
     await alice.stop()
     await bob.stop()
     try await live.stop()
+  }
+
+  /// A completed upload whose completion the service could not record (the database away, the user's
+  /// partition moving: `video-partition-soak.sh` met both) keeps its blob and is answered 503; asked where
+  /// to resume, the server answers the whole length, so the device sends the completion again and it goes
+  /// through. Before, any failure there was answered 429 and the blob deleted; and a completed upload's
+  /// length was 0, so a device whose completion answer was lost appended from 0 to a blob no longer partial,
+  /// refused at every retry (one video of the soak never left its sender).
+  @Test("a completion the service cannot record now keeps the blob, answered 503; the device completes it again")
+  func completionNotRecordedKeepsTheBlob() async throws {
+    let live = try await LiveServer.start(.memory, routesLedger: { FailsOnceToComplete(inner: $0) })
+    defer { live.removeData() }
+    let alice = store(live, "alice")
+    let key = BlobKey(rawValue: "videos/v-complete")
+    let bytes = Data((0..<3_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+    try await alice.append(bytes, to: key, at: 0)
+    do {
+      try await alice.complete(key, at: Timestamp(Date()))
+      Issue.record("the completion went through although the ledger failed")
+    } catch {
+      #expect("\(error)".contains("503"), "\(error)")
+    }
+    // The device's next attempt asks where to resume: at the end.
+    #expect(try await alice.partialLength(key) == bytes.count)
+    try await alice.complete(key, at: Timestamp(Date()))
+    #expect(try await live.ledger.binding(of: key)?.size == bytes.count, "the completion recorded its size")
+    // And once more, as after an answer lost on the way back: still the whole length, still completed.
+    #expect(try await alice.partialLength(key) == bytes.count)
+    try await alice.complete(key, at: Timestamp(Date()))
+    try await live.stop()
+  }
+}
+
+/// A ledger whose first `uploadCompleted` fails as a node does while the user's partition moves.
+private final class FailsOnceToComplete: VideoBlobLedger, Sendable {
+  let inner: any VideoBlobLedger
+  private let failed = Mutex(false)
+
+  init(inner: any VideoBlobLedger) { self.inner = inner }
+
+  var limits: VideoServerLimits { get async { await inner.limits } }
+  func binding(of key: BlobKey) async throws -> BlobBinding? { try await inner.binding(of: key) }
+  func mayRead(_ key: BlobKey, user: UserID) async throws -> Bool { try await inner.mayRead(key, user: user) }
+  func usage(of user: UserID) async throws -> (storedBytes: Int, uploads: Set<BlobKey>) {
+    try await inner.usage(of: user)
+  }
+  func unclaimedBlobs(in listing: [BlobInfo], now: Timestamp, grace: Duration) async throws -> [BlobKey] {
+    try await inner.unclaimedBlobs(in: listing, now: now, grace: grace)
+  }
+  func takeBlobDeletions() async throws -> [BlobKey] { try await inner.takeBlobDeletions() }
+  func handle(_ command: VideoCommand, from user: UserID) async throws {
+    if case .uploadCompleted = command,
+      failed.withLock({ failed in
+        defer { failed = true }
+        return !failed
+      })
+    {
+      throw EventAPIError.serviceUnavailable("the user's partition is moving between nodes; send again shortly")
+    }
+    try await inner.handle(command, from: user)
   }
 }

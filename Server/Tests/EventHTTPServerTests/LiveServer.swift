@@ -46,7 +46,8 @@ struct LiveServer {
     }
   }
 
-  /// Starts a server; `port` 0 picks one (pass an earlier server's to restart in its place). A stored
+  /// Starts a server; `port` 0 picks one (pass an earlier server's to restart in its place). The blob routes
+  /// ask `routesLedger` of the server's ledger (a test wraps it to fail on purpose). A stored
   /// server given `log` (a PostgreSQL log) keeps its tables and its blobs there (``DatabaseBlobStore``);
   /// otherwise its tables are in the data directory's SQLite database and its blobs in files beside it.
   static func start(
@@ -56,7 +57,8 @@ struct LiveServer {
     log: (any TransactionalServerLog)? = nil,
     limits videoLimits: VideoServerLimits = VideoServerLimits(),
     janitor: (interval: Duration, grace: Duration)? = nil,
-    configure: (inout EventHTTPServerConfiguration) -> Void = { _ in }
+    configure: (inout EventHTTPServerConfiguration) -> Void = { _ in },
+    routesLedger: @escaping @Sendable (any VideoBlobLedger) -> any VideoBlobLedger = { $0 }
   ) async throws -> LiveServer {
     var configuration = EventHTTPServerConfiguration(keys: testKeys)
     configuration.port = port
@@ -86,7 +88,12 @@ struct LiveServer {
         logger: logger,
         periodicTasks: tasks ?? []
       ) { router, events, gate in
-        BlobRoutes(server: events, blobs: blobs, gate: gate, limits: limits) { Timestamp(Date()) }.add(to: router)
+        BlobRoutes(
+          ledger: routesLedger(InMemoryVideoBlobLedger(server: events)),
+          blobs: blobs,
+          gate: gate,
+          limits: limits
+        ) { Timestamp(Date()) }.add(to: router)
       }
       host = .memory(server)
       run = { try await server.run(handleSignals: false, onRunning: $0) }
@@ -110,8 +117,10 @@ struct LiveServer {
         log: log,
         periodicTasks: tasks ?? []
       ) { router, events, gate in
-        BlobRoutes(ledger: ledger(events), blobs: blobs, gate: gate, limits: limits) { Timestamp(Date()) }
-          .add(to: router)
+        BlobRoutes(ledger: routesLedger(ledger(events)), blobs: blobs, gate: gate, limits: limits) {
+          Timestamp(Date())
+        }
+        .add(to: router)
       }
       host = .stored(server, application)
       run = { try await server.run(handleSignals: false, onRunning: $0) }

@@ -30,16 +30,19 @@ struct PartitionedHTTPTests {
     try await start(StoredNoteBoard(), on: log, rotation: rotation)
   }
 
-  /// A node serving `application` with `extraRoutes` and `maintenance`.
+  /// A node serving `application` with `extraRoutes` and `maintenance`, its configuration changed by
+  /// `configure`.
   static func start<Stored: StoredApplication>(
     _ application: Stored,
     on log: PostgresServerLog,
     rotation: Int,
     maintenance: [PartitionedEventHTTPServer<Stored>.MaintenanceTask] = [],
-    extraRoutes: PartitionedEventHTTPServer<Stored>.ExtraRoutes? = nil
+    extraRoutes: PartitionedEventHTTPServer<Stored>.ExtraRoutes? = nil,
+    configure: (inout EventHTTPServerConfiguration) -> Void = { _ in }
   ) async throws -> Running<Stored> {
     var configuration = EventHTTPServerConfiguration(keys: testKeys)
     configuration.port = 0
+    configure(&configuration)
     let server = PartitionedEventHTTPServer(
       storedApplication: application,
       log: log,
@@ -159,6 +162,45 @@ struct PartitionedHTTPTests {
     #expect(aliceAfter?.metrics.registers == aliceRegisters, "alice kept the queue she registered")
     #expect(bobAfter?.metrics.registers == bobRegisters, "bob kept the queue he registered")
     for machine in machines { await machine.stop() }
+    try await cluster.stop()
+  }
+
+  /// A long-poll that node B forwards to node A ends when node B is told to stop: answered `503` (send again)
+  /// at once, as node B's own parked polls are, instead of holding node B's stop, and its partitions, for
+  /// the whole grace period. The grace is ten minutes here, beyond the suite's time limit: a stop that
+  /// waits for the forwarded poll fails the suite (it did before the fix; in `video-partition-soak.sh` a
+  /// stopped node's partitions went unserved for 5.5 s, the default grace and a look).
+  @Test("a long-poll forwarded elsewhere is answered 503 when its node stops, which does not wait for it")
+  func forwardedPollEndsAtStop() async throws {
+    let cluster = try await TwoNodes<StoredNoteBoard>.start { log, rotation in
+      try await PartitionedHTTPTests.start(
+        StoredNoteBoard(),
+        on: log,
+        rotation: rotation,
+        configure: { $0.shutdownGrace = .seconds(600) }
+      )
+    }
+    let (map, nodeA, nodeB) = (cluster.map, cluster.nodeA, cluster.nodeB)
+    let servedByB = await nodeB.server.host?.partitionsServed ?? []
+    let candidates: [UserID] = ["alice", "bob", "carol"]
+    let user = try #require(candidates.first { !servedByB.contains(map.partition(of: $0)) })
+    let transport = NotesTransport(baseURL: nodeB.url, credentials: .init(user: user, apiKey: testKeyByUser[user]!))
+    let registration = try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil)
+    let finger = EventFinger(queueID: registration.queueID, lastEventID: registration.lastEventID)
+    let poll = Task { () -> TransportError? in
+      do throws(TransportError) {
+        _ = try await transport.poll(after: finger, dontBlock: false, limit: nil)
+        return nil
+      } catch {
+        return error
+      }
+    }
+    let served = try #require(await nodeA.server.host?.node(for: user))
+    await served.waitForParkedPolls(count: 1)
+    await nodeB.server.shutdown()
+    try await nodeB.task.value
+    let error = try #require(await poll.value, "the poll was answered with events, not ended")
+    #expect(error.kind == .serverError(status: 503), "\(error)")
     try await cluster.stop()
   }
 

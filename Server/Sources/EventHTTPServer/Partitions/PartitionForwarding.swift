@@ -6,6 +6,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOHTTP1
+import ServiceLifecycle
 
 /// Sends a request of a user whose partition another node serves to that node, and answers with its answer:
 /// any node of a partitioned cluster serves any client, whatever the balancer in front did.
@@ -94,8 +95,14 @@ struct PartitionForwarding<Context: RequestContext>: RouterMiddleware {
         request.method == .get && request.uri.path == "/api/v1/events"
         && request.uri.queryParameters["dont_block"].map { $0.lowercased() == "true" || $0 == "1" } != true
       let deadline = isLongPoll ? longPollDeadline : .seconds(30)
-      let answer = try await client.execute(outgoing, deadline: .now() + .nanoseconds(deadline.nanoseconds))
-      let body = try await answer.body.collect(upTo: Self.maximumAnswerBytes)
+      let exchange: @Sendable () async throws -> (HTTPClientResponse, ByteBuffer) = { [client, outgoing] in
+        let answer = try await client.execute(outgoing, deadline: .now() + .nanoseconds(deadline.nanoseconds))
+        return (answer, try await answer.body.collect(upTo: Self.maximumAnswerBytes))
+      }
+      // A parked poll forwarded elsewhere ends when this node is told to stop, as its own parked polls do:
+      // otherwise the stop waits for it through the whole grace period (its partitions unserved meanwhile).
+      // The client polls again and reaches a node that serves it; a write in flight is left to finish.
+      let (answer, body) = isLongPoll ? try await cancelWhenGracefulShutdown(exchange) : try await exchange()
       var headers = HTTPFields()
       for (name, value) in answer.headers {
         guard let field = HTTPField.Name(name), Self.passedBack(field) else { continue }
@@ -107,6 +114,11 @@ struct PartitionForwarding<Context: RequestContext>: RouterMiddleware {
         body: ResponseBody(byteBuffer: body)
       )
     } catch {
+      if Task.isShuttingDownGracefully {
+        return await HTTPAnswer.run {
+          throw EventAPIError.serviceUnavailable("this node is stopping; send again shortly", retryAfter: .seconds(1))
+        }
+      }
       HTTPAnswer.logger.warning(
         "a request forwarded to its partition's node failed",
         metadata: ["node": "\(address)", "error": "\(error)"]

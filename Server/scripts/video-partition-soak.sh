@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The video service on a partitioned cluster, with faults: PostgreSQL, NODES event-server nodes serving
+# `--app videos` on a log of PARTITIONS partitions (blobs in the database, so any node reads any blob), nginx
+# in front, and PAIRS pairs of video-client processes (each user sends videos to their peer, downloads and
+# checks every video received, marks it viewed). Meanwhile node 1 is SIGKILLed and started again, then
+# node 2 is SIGTERMed and started again: their partitions move to the other nodes and back.
+#
+# Every client must converge (exit 0: everything it sent was viewed by its peer, everything it was sent was
+# downloaded with the right bytes and viewed) with no registration beyond its first (a client whose node
+# died keeps its queue: its cursor and filter are in the database). The takeover times are printed.
+#
+# Usage: scripts/video-partition-soak.sh [PAIRS] [VIDEOS]   (defaults 3 8; CI runs 2 6)
+# NODES=N (default 2), PARTITIONS=P (default 8).
+# Everything listens on 127.0.0.1, every wait is bounded, every process is stopped by its pid.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pairs=${1:-3}
+videos=${2:-8}
+nodes=${NODES:-2}
+partitions=${PARTITIONS:-8}
+configuration=${CONFIGURATION:-debug}
+swift build -c "$configuration" --product event-server
+swift build -c "$configuration" --product video-client
+bin=$(swift build -c "$configuration" --show-bin-path)
+source scripts/postgres.sh
+source scripts/nginx.sh
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  stop_nginx
+  remove_postgres
+  # KEEP=DIR keeps the logs (nodes, clients, faults) for a look afterwards.
+  if [ -n "${KEEP:-}" ]; then rm -rf "$KEEP"; cp -r "$work" "$KEEP"; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+started=$(date +%s)
+start_postgres
+echo "video-partition-soak: PostgreSQL on 127.0.0.1:$postgres_port (pid $postgres_pid)"
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+ports=("")
+node_pids=("")
+for _ in $(seq 1 "$nodes"); do ports+=("$(free_port)"); node_pids+=(""); done
+# note_fault KIND N: when a node was killed or stopped, for the takeover figures.
+note_fault() { echo "$1 $2 $(date +%s%3N)" >>"$work/faults"; }
+keys=""
+for index in $(seq 1 "$pairs"); do keys+="${keys:+,}a$index:a$index-video-key,b$index:b$index-video-key"; done
+export EVENT_SERVER_API_KEYS="$keys"
+
+# start_node N: starts node N on its port and waits until it listens (at most 15 s).
+start_node() {
+  local node=$1 log="$work/node$1.log"
+  "$bin/event-server" --app videos --host 127.0.0.1 --port "${ports[$node]}" --data-dir "$work/node$node" \
+    --postgres "$postgres_url" --partitions "$partitions" --node-number "$node" --log-format json \
+    --rate-burst 100000 --rate-per-second 100000 >>"$log" 2>&1 &
+  node_pids[$node]=$!
+  pids+=("$!")
+  for _ in $(seq 1 300); do
+    if grep -q "listening on http://127.0.0.1:${ports[$node]} (pid ${node_pids[$node]})" "$log"; then return 0; fi
+    if ! kill -0 "${node_pids[$node]}" 2>/dev/null; then break; fi
+    sleep 0.05
+  done
+  echo "video-partition-soak: node $node did not start"; tail -30 "$log"; exit 1
+}
+
+for node in $(seq 1 "$nodes"); do start_node "$node"; done
+start_nginx "${ports[@]:1}"
+echo "video-partition-soak: $nodes nodes on ${ports[*]:1} (pids ${node_pids[*]:1}), $partitions partitions;" \
+  "nginx on $nginx_port (pid $nginx_pid)"
+# The nodes look at the leases every second: a few looks spread the partitions before the clients start.
+sleep 3
+
+echo "video-partition-soak: $pairs pairs of users send $videos videos each to their peer through nginx"
+client_pids=()
+for index in $(seq 1 "$pairs"); do
+  for side in a b; do
+    user="$side$index"
+    peer=$([ "$side" = a ] && echo "b$index" || echo "a$index")
+    "$bin/video-client" --server "http://127.0.0.1:$nginx_port" --user "$user" --key "$user-video-key" \
+      --peer "$peer" --state-dir "$work/$user" --count "$videos" --expect "$videos" --interval 0.5 \
+      --timeout 180 >"$work/$user.log" 2>&1 &
+    client_pids+=("$!")
+    pids+=("$!")
+  done
+done
+
+sleep 1.5
+echo "video-partition-soak: SIGKILL node 1 (pid ${node_pids[1]}), then start it again"
+note_fault kill 1
+kill -KILL "${node_pids[1]}"; wait "${node_pids[1]}" 2>/dev/null || true
+start_node 1
+sleep 2
+echo "video-partition-soak: SIGTERM node 2 (pid ${node_pids[2]}), then start it again"
+note_fault term 2
+kill -TERM "${node_pids[2]}"; wait "${node_pids[2]}" 2>/dev/null || true
+start_node 2
+echo "video-partition-soak: faults done after $(($(date +%s) - started)) s; waiting for the clients (at most 180 s)"
+
+failed=0
+for pid in "${client_pids[@]}"; do
+  if ! wait "$pid"; then failed=1; fi
+done
+for index in $(seq 1 "$pairs"); do for side in a b; do tail -1 "$work/$side$index.log"; done; done
+if ((failed)); then
+  echo "video-partition-soak: FAILED after $(($(date +%s) - started)) s"
+  for index in $(seq 1 "$pairs"); do for side in a b; do echo "--- $side$index"; tail -5 "$work/$side$index.log"; done; done
+  for node in $(seq 1 "$nodes"); do echo "--- node $node"; tail -15 "$work/node$node.log"; done
+  exit 1
+fi
+reregistered=$(cat "$work"/[ab]*.log | grep -o "registers [0-9]*" | awk '{ n += $2 - 1 } END { print n + 0 }')
+echo "video-partition-soak: registrations beyond each client's first: $reregistered"
+if ((reregistered > 0)); then echo "video-partition-soak: FAILED ($reregistered re-registrations)"; exit 1; fi
+python3 scripts/partition-takeover.py "$work" "$nodes" || { echo "video-partition-soak: FAILED (takeover)"; exit 1; }
+echo "video-partition-soak: passed in $(($(date +%s) - started)) s"
