@@ -28,33 +28,13 @@ configuration=${CONFIGURATION:-debug}
 swift build -c "$configuration" --product event-server
 swift build -c "$configuration" --product soak-client
 bin=$(swift build -c "$configuration" --show-bin-path)
-source scripts/postgres.sh
-source scripts/nginx.sh
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  stop_nginx
-  remove_postgres
-  # KEEP=DIR keeps the logs (nodes, clients, faults) for a look afterwards.
-  if [ -n "${KEEP:-}" ]; then rm -rf "$KEEP"; cp -r "$work" "$KEEP"; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-started=$(date +%s)
+source scripts/cluster-common.sh
 start_postgres
 echo "cluster-soak: PostgreSQL on 127.0.0.1:$postgres_port (pid $postgres_pid)"
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-ports=("")
-node_pids=("")
-for _ in $(seq 1 "$nodes"); do ports+=("$(free_port)"); node_pids+=(""); done
 partition_options=()
 # Partitioned: JSON logs (their times have milliseconds) for the takeover figures.
 if [ -n "$partitions" ]; then partition_options=(--partitions "$partitions" --log-format json); fi
-# note_fault KIND N: when a node was killed or stopped, for the takeover figures.
-note_fault() { echo "$1 $2 $(date +%s%3N)" >>"$work/faults"; }
 keys="lag:lag-soak-key"
 for index in $(seq 1 "$clients"); do keys+=",user$index:user$index-soak-key"; done
 export EVENT_SERVER_API_KEYS="$keys"
