@@ -3,8 +3,9 @@
 # fault happened (for partition-takeover.py).
 #
 # Sets: work, pids (append each started process), ports[1..nodes], node_pids[1..nodes], started.
-# Provides: note_fault KIND N. At exit every process in pids is killed, nginx and PostgreSQL are stopped, and
-# the work folder is removed (KEEP=DIR copies it there first, for a look at the logs).
+# Provides: note_fault KIND N; started_node N PID LOG NAME. At exit every process in pids is killed, nginx
+# and PostgreSQL are stopped, and the work folder is removed (KEEP=DIR copies it there first, for a look at
+# the logs).
 source scripts/postgres.sh
 source scripts/nginx.sh
 
@@ -26,3 +27,17 @@ node_pids=("")
 for _ in $(seq 1 "$nodes"); do ports+=("$(free_port)"); node_pids+=(""); done
 # note_fault KIND N: when node N was killed or stopped (KIND kill or term), for the takeover figures.
 note_fault() { echo "$1 $2 $(date +%s%3N)" >>"$work/faults"; }
+
+# started_node N PID LOG NAME: records node N's process and waits (at most 15 s) until LOG says it listens on
+# its port; exits the script, naming NAME, when it does not.
+started_node() {
+  local node=$1 pid=$2 log=$3 name=$4
+  node_pids[$node]=$pid
+  pids+=("$pid")
+  for _ in $(seq 1 300); do
+    if grep -q "listening on http://127.0.0.1:${ports[$node]} (pid $pid)" "$log"; then return 0; fi
+    if ! kill -0 "$pid" 2>/dev/null; then break; fi
+    sleep 0.05
+  done
+  echo "$name: node $node did not start"; tail -30 "$log"; exit 1
+}

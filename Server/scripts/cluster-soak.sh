@@ -45,14 +45,7 @@ start_node() {
   "$bin/event-server" --app "${APP:-notes}" --host 127.0.0.1 --port "${ports[$node]}" --data-dir "$work/node$node" \
     --postgres "$postgres_url" --rate-burst 100000 --rate-per-second 100000 \
     ${partition_options[@]+"${partition_options[@]}"} ${partitions:+--node-number "$node"} >>"$log" 2>&1 &
-  node_pids[$node]=$!
-  pids+=("$!")
-  for _ in $(seq 1 300); do
-    if grep -q "listening on http://127.0.0.1:${ports[$node]} (pid ${node_pids[$node]})" "$log"; then return 0; fi
-    if ! kill -0 "${node_pids[$node]}" 2>/dev/null; then break; fi
-    sleep 0.05
-  done
-  echo "cluster-soak: node $node did not start"; tail -30 "$log"; exit 1
+  started_node "$node" "$!" "$log" cluster-soak
 }
 
 # restart_if_stopped N: a node that stopped on its own starts again, as a supervisor would, and is counted:

@@ -37,14 +37,7 @@ start_node() {
   "$bin/event-server" --app videos --host 127.0.0.1 --port "${ports[$node]}" --data-dir "$work/node$node" \
     --postgres "$postgres_url" --partitions "$partitions" --node-number "$node" --log-format json \
     --rate-burst 100000 --rate-per-second 100000 >>"$log" 2>&1 &
-  node_pids[$node]=$!
-  pids+=("$!")
-  for _ in $(seq 1 300); do
-    if grep -q "listening on http://127.0.0.1:${ports[$node]} (pid ${node_pids[$node]})" "$log"; then return 0; fi
-    if ! kill -0 "${node_pids[$node]}" 2>/dev/null; then break; fi
-    sleep 0.05
-  done
-  echo "video-partition-soak: node $node did not start"; tail -30 "$log"; exit 1
+  started_node "$node" "$!" "$log" video-partition-soak
 }
 
 for node in $(seq 1 "$nodes"); do start_node "$node"; done
