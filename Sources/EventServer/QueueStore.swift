@@ -38,6 +38,10 @@ struct QueueStore: Sendable {
   /// How many queues there are.
   var count: Int { idIndex.count }
 
+  /// How many entries the expiry index holds: one per live queue, and those of queues removed since that
+  /// have not come due yet.
+  var expiryEntryCount: Int { expiries.count }
+
   /// How many events are stored, each once however many queues hold it.
   var storedEventCount: Int { shared.count }
 
@@ -176,7 +180,11 @@ struct QueueStore: Sendable {
     } else {
       userIndex.insert(slot: slot, hash: record.user.hashValue)
     }
-    expiries.file(record.id, at: record.lastContact.advanced(by: record.idleTimeout))
+    expiries.file(
+      slot: slot,
+      tag: ExpiryIndex.tag(of: record.id),
+      at: record.lastContact.advanced(by: record.idleTimeout)
+    )
     return slot
   }
 
@@ -295,23 +303,33 @@ struct QueueStore: Sendable {
     return (queue, parkedPoll, wasUsersLast, freed)
   }
 
-  /// The slots of every queue expired at `now`, in the order they came due. Entries of queues touched since
+  /// The slots of every queue expired at `now`, each once, in slot order. Entries of queues touched since
   /// are moved to the queue's new expiry; entries of removed queues are dropped.
   /// - Complexity: O(*k* log *n*) for the *k* entries that came due.
   mutating func expired(at now: Timestamp) -> [Int] {
     var expired: [Int] = []
-    var stillLive: [(QueueID, Timestamp)] = []
-    while let id = expiries.takeDue(at: now) {
-      guard let slot = slot(of: id), let queue = slots[slot]?.record else { continue }
+    var stillLive: [(ExpiryIndex.Due, Timestamp)] = []
+    while let due = expiries.takeDue(at: now) {
+      // An entry of a queue gone since, whose slot is free or holds another queue, is dropped.
+      guard due.slot < slots.count, let queue = slots[due.slot]?.record, ExpiryIndex.tag(of: queue.id) == due.tag
+      else { continue }
       if queue.isExpired(at: now) {
-        expired.append(slot)
+        expired.append(due.slot)
       } else {
         // A parked poll keeps the queue alive; its idle time starts at the latest when the poll ends.
         let from = queue.hasParkedPoll ? now : queue.lastContact
-        stillLive.append((id, from.advanced(by: queue.idleTimeout)))
+        stillLive.append((due, from.advanced(by: queue.idleTimeout)))
       }
     }
-    for (id, expiry) in stillLive { expiries.file(id, at: expiry) }
+    for (due, expiry) in stillLive { expiries.file(slot: due.slot, tag: due.tag, at: expiry) }
+    // A queue may have two entries (see ``ExpiryIndex``): it is expired once.
+    expired.sort()
+    var kept = 0
+    for slot in expired where kept == 0 || expired[kept - 1] != slot {
+      expired[kept] = slot
+      kept += 1
+    }
+    expired.removeLast(expired.count - kept)
     return expired
   }
 }
