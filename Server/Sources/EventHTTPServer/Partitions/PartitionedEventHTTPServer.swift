@@ -280,10 +280,18 @@ private struct LookAtLeases<Stored: StoredApplication>: Service {
       while !Task.isCancelled {
         do {
           let change = try await host.rebalance()
-          if change != .init() {
+          let look = await host.lastLook
+          // Each part of a look that moved something or took over a second, in milliseconds: a slow
+          // takeover says where it waited.
+          if change != .init() || look.total > .seconds(1) {
             logger.info(
-              "partitions moved",
-              metadata: ["taken": "\(change.taken)", "released": "\(change.released)", "lost": "\(change.lost)"]
+              change != .init() ? "partitions moved" : "a look at the partition leases was slow",
+              metadata: [
+                "taken": "\(change.taken)", "released": "\(change.released)", "lost": "\(change.lost)",
+                "look_ms": "\(look.total.milliseconds)", "survey_ms": "\(look.survey.milliseconds)",
+                "release_ms": "\(look.release.milliseconds)", "acquire_ms": "\(look.acquire.milliseconds)",
+                "start_ms": "\(look.start.milliseconds)",
+              ]
             )
           }
         } catch {
@@ -295,7 +303,20 @@ private struct LookAtLeases<Stored: StoredApplication>: Service {
     // At the shutdown the partitions are handed over at once, not after the look under way.
     try? await gracefulShutdown()
     looking.cancel()
-    await host.shutdown()
+    let (stoppingNodes, closingLeases) = await host.shutdown()
+    logger.info(
+      "partitions handed over",
+      metadata: [
+        "stop_nodes_ms": "\(stoppingNodes.milliseconds)", "close_leases_ms": "\(closingLeases.milliseconds)",
+      ]
+    )
     await looking.value
+  }
+}
+
+extension Duration {
+  /// Whole milliseconds, for a log line.
+  fileprivate var milliseconds: Int64 {
+    components.seconds * 1_000 + components.attoseconds / 1_000_000_000_000_000
   }
 }

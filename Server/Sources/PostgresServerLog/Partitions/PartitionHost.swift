@@ -45,6 +45,24 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
     }
   }
 
+  /// How long the parts of the last look took (for the node's log: a slow takeover says where it waited).
+  public struct LookTimings: Sendable, Hashable {
+    /// Reading who holds what (and, after a lost session, opening a new one).
+    public var survey: Duration = .zero
+    /// Stopping the nodes of partitions let go and releasing their leases.
+    public var release: Duration = .zero
+    /// Trying the free partitions' leases.
+    public var acquire: Duration = .zero
+    /// Loading the nodes of the partitions taken (concurrently: the slowest one).
+    public var start: Duration = .zero
+
+    /// The whole look.
+    public var total: Duration { survey + release + acquire + start }
+  }
+
+  /// How long the parts of the last ``rebalance()`` took.
+  public private(set) var lastLook = LookTimings()
+
   private let log: PostgresServerLog
   private var leases: PartitionLeases
   private let startNode: StartNode
@@ -127,6 +145,15 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   public func rebalance() async throws(ServerLogError) -> Change {
     var change = Change()
     guard !isShutDown else { return change }
+    let clock = ContinuousClock()
+    var mark = clock.now
+    /// The time since the last mark, and a new mark.
+    func lap() -> Duration {
+      let now = clock.now
+      defer { mark = now }
+      return mark.duration(to: now)
+    }
+    lastLook = LookTimings()
     if leases.lost != nil {
       change.lost = serving.keys.sorted()
       await stopAll()
@@ -147,6 +174,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       return change
     }
     elsewhere = survey.addresses
+    lastLook.survey = lap()
     let plan = PartitionLeasePlan(
       partitions: log.partitions.count,
       liveNodes: survey.liveNodes,
@@ -159,8 +187,10 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       try await leases.release(partition)
       change.released.append(partition)
     }
+    lastLook.release = lap()
     var acquired: [Int] = []
     for partition in plan.acquire where try await leases.tryAcquire(partition) { acquired.append(partition) }
+    lastLook.acquire = lap()
     // The nodes load their partitions at once (a node taking over a dead one's share starts several).
     var failure: ServerLogError?
     for (partition, started) in await start(acquired) {
@@ -176,6 +206,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
         failure = failure ?? error
       }
     }
+    lastLook.start = lap()
     if let failure { throw failure }
     return change
   }
@@ -235,10 +266,16 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   /// Stops every node (their acknowledgements recorded) and lets every lease go. Runs at once, even while a
   /// look is under way (which then stops what it started): a node stopping hands its partitions over without
   /// waiting for its look to end.
-  public func shutdown() async {
+  /// - Returns: How long stopping the nodes took, and then closing the lease session.
+  @discardableResult
+  public func shutdown() async -> (stoppingNodes: Duration, closingLeases: Duration) {
     isShutDown = true
+    let clock = ContinuousClock()
+    let began = clock.now
     await stopAll()
+    let stopped = clock.now
     await leases.close()
+    return (began.duration(to: stopped), stopped.duration(to: clock.now))
   }
 
   private func stop(_ partition: Int) async {

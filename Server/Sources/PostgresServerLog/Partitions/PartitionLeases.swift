@@ -35,6 +35,16 @@ public final class PartitionLeases: Sendable {
     case survey(CheckedContinuation<Result<LeaseSurvey, ServerLogError>, Never>)
     case advertise(String, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
 
+    /// What is asked, for a log line.
+    var name: String {
+      switch self {
+      case .acquire: "acquire"
+      case .release: "release"
+      case .survey: "survey"
+      case .advertise: "advertise"
+      }
+    }
+
     func fail(_ error: ServerLogError) {
       switch self {
       case .acquire(_, let continuation), .release(_, let continuation), .advertise(_, let continuation):
@@ -118,6 +128,13 @@ public final class PartitionLeases: Sendable {
           }
           open.yield(.success(pid))
           for await request in stream {
+            let began = ContinuousClock.now
+            defer {
+              let took = began.duration(to: .now)
+              if took > .seconds(1) {
+                logger.warning("a lease query was slow", metadata: ["request": "\(request.name)", "took": "\(took)"])
+              }
+            }
             do {
               switch request {
               case .acquire(let partition, let continuation):
@@ -234,15 +251,15 @@ public final class PartitionLeases: Sendable {
     _ = try await ask { .advertise(address, $0) }
   }
 
-  /// Ends the session: every lease is let go. Returns within the log's operation timeout even when the
-  /// session hangs (its locks then go when the database ends it).
+  /// Ends the session: every lease is let go at once. The session's connection is closed without waiting
+  /// for what the session was doing (the database releases a session's advisory locks when its connection
+  /// ends): under load a survey in progress took seconds, and a node stopping waited for it before its
+  /// partitions were free (found by the video partition soak: a SIGTERM's takeover took 5 s).
   public func close() async {
     requests.finish()
-    let session = session
-    // Answered at the deadline even when the session's last query does not end; the session's connection is
-    // closed either way (its locks go with it).
-    _ = try? await PostgresServerLog.withDeadline(operationTimeout, at: location) { await session.value }
     client.cancel()
+    let session = session
+    _ = try? await PostgresServerLog.withDeadline(operationTimeout, at: location) { await session.value }
   }
 
   private func check(_ partition: Int) throws(ServerLogError) {

@@ -1,0 +1,111 @@
+import EventServer
+import Foundation
+import PostgresNIO
+import PostgresServerLog
+import Testing
+
+/// A node stopping lets its partitions go at once. Found by the video partition soak: under load a survey of
+/// the leases took seconds, and a SIGTERMed node's lease session waited for the survey under way before its
+/// leases were free (its partitions unserved for 5 s, the operation timeout).
+@Suite(
+  "Partition leases: closing them does not wait for the session",
+  .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
+  .serialized,
+  .timeLimit(.minutes(3))
+)
+struct PartitionLeaseCloseTests {
+  @Test("closing the leases lets them go while the session still waits on the database")
+  func closeDoesNotWaitForTheSession() async throws {
+    let database = try await ScratchDatabase.create()
+    // A long operation timeout: a close that waited for the session would wait for the blocker below.
+    let logA = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: .seconds(120),
+      partitions: PartitionMap(count: 4)
+    )
+    let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let nodeA = try await PartitionLeases.open(on: logA)
+    let nodeB = try await PartitionLeases.open(on: logB)
+    for partition in 0..<4 { #expect(try await nodeA.tryAcquire(partition)) }
+    let observer = try Observer(url: database.url)
+
+    // Another session holds the table a survey reads, for a minute: node A's next survey waits behind it.
+    let blocker = Task {
+      try? await ScratchDatabase.admin(
+        "DO $$ BEGIN LOCK TABLE partition_node IN ACCESS EXCLUSIVE MODE; PERFORM pg_sleep(60); END $$",
+        on: database.url
+      )
+    }
+    let blockerHoldsTheTable =
+      "SELECT count(*)::int FROM pg_locks WHERE relation = 'partition_node'::regclass AND granted"
+      + " AND mode = 'AccessExclusiveLock'"
+    try await observer.wait(until: blockerHoldsTheTable, is: 1)
+    let survey = Task { try? await nodeA.survey() }
+    try await observer.wait(
+      until: "SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pg_locks%'",
+      is: 1
+    )
+
+    await nodeA.close()
+    #expect(try await observer.count(blockerHoldsTheTable) == 1, "closed while the survey still waited")
+    #expect(nodeA.held.isEmpty)
+
+    // The blocker ends; node A's session ends with its connection, and every lease is free for node B.
+    try await observer.count(
+      "SELECT count(pg_terminate_backend(pid))::int FROM pg_stat_activity WHERE query LIKE 'DO $$%'"
+    )
+    _ = await blocker.value
+    _ = await survey.value
+    try await observer.wait(
+      until: "SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = \(0x6576_5074)",
+      is: 0
+    )
+    for partition in 0..<4 { #expect(try await nodeB.tryAcquire(partition)) }
+
+    observer.close()
+    await nodeB.close()
+    await logA.close()
+    await logB.close()
+    try await database.drop()
+  }
+}
+
+/// A connection of the test's own, to watch the database.
+private struct Observer {
+  let client: PostgresClient
+  let running: Task<Void, Never>
+
+  init(url: String) throws {
+    let parts = try #require(URLComponents(string: url))
+    let configuration = PostgresClient.Configuration(
+      host: try #require(parts.host),
+      port: parts.port ?? 5432,
+      username: parts.user ?? "postgres",
+      password: parts.password,
+      database: String(parts.path.dropFirst()),
+      tls: .disable
+    )
+    let client = PostgresClient(configuration: configuration, backgroundLogger: quietLogger)
+    self.client = client
+    running = Task { await client.run() }
+  }
+
+  /// The one integer `query` answers.
+  @discardableResult
+  func count(_ query: String) async throws -> Int {
+    for try await value in try await client.query(PostgresQuery(unsafeSQL: query)).decode(Int.self) { return value }
+    return 0
+  }
+
+  /// Waits (at most 30 s, looking every 20 ms) until `query` answers `expected`.
+  func wait(until query: String, is expected: Int) async throws {
+    for _ in 0..<1_500 {
+      if try await count(query) == expected { return }
+      try await Task.sleep(for: .milliseconds(20))
+    }
+    Issue.record("\(query) did not answer \(expected) within 30 s")
+  }
+
+  func close() { running.cancel() }
+}
