@@ -49,7 +49,7 @@ public final class ServerMetrics: Sendable {
   /// A mutation was answered after `duration` (durable before its answer).
   public func mutationAnswered(after duration: Duration) {
     Timer(label: "event_server_mutation_duration_seconds", factory: factory).recordNanoseconds(
-      Self.nanoseconds(duration)
+      duration.wholeNanoseconds
     )
   }
 
@@ -62,7 +62,7 @@ public final class ServerMetrics: Sendable {
   /// A group of records reached the input log after `duration`.
   public func logAppended(records: Int, after duration: Duration) {
     Timer(label: "event_server_log_append_duration_seconds", factory: factory).recordNanoseconds(
-      Self.nanoseconds(duration)
+      duration.wholeNanoseconds
     )
     Counter(label: "event_server_log_records_total", factory: factory).increment(by: records)
   }
@@ -79,7 +79,7 @@ public final class ServerMetrics: Sendable {
     if let replicationLag {
       Gauge(label: "event_server_replication_lag_records", factory: factory).record(Int(replicationLag.records))
       Gauge(label: "event_server_replication_lag_seconds", factory: factory).record(
-        Double(Self.nanoseconds(replicationLag.behindFor)) / 1e9
+        Double(replicationLag.behindFor.wholeNanoseconds) / 1e9
       )
       Gauge(label: "event_server_log_rejoins", factory: factory).record(logRejoins)
     }
@@ -104,11 +104,6 @@ public final class ServerMetrics: Sendable {
       "/api/v1/uploads", "/api/v1/uploads/complete", "/api/v1/blobs", "/api/v1/blobs/info",
     ]
     return known.contains(path) ? path : "other"
-  }
-
-  private static func nanoseconds(_ duration: Duration) -> Int64 {
-    let (seconds, attoseconds) = duration.components
-    return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
   }
 }
 

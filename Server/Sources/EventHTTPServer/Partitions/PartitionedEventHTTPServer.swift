@@ -288,9 +288,9 @@ private struct LookAtLeases<Stored: StoredApplication>: Service {
               change != .init() ? "partitions moved" : "a look at the partition leases was slow",
               metadata: [
                 "taken": "\(change.taken)", "released": "\(change.released)", "lost": "\(change.lost)",
-                "look_ms": "\(look.total.milliseconds)", "survey_ms": "\(look.survey.milliseconds)",
-                "release_ms": "\(look.release.milliseconds)", "acquire_ms": "\(look.acquire.milliseconds)",
-                "start_ms": "\(look.start.milliseconds)",
+                "look_ms": "\(look.total.wholeMilliseconds)", "survey_ms": "\(look.survey.wholeMilliseconds)",
+                "release_ms": "\(look.release.wholeMilliseconds)", "acquire_ms": "\(look.acquire.wholeMilliseconds)",
+                "start_ms": "\(look.start.wholeMilliseconds)",
               ]
             )
           }
@@ -307,16 +307,9 @@ private struct LookAtLeases<Stored: StoredApplication>: Service {
     logger.info(
       "partitions handed over",
       metadata: [
-        "stop_nodes_ms": "\(stoppingNodes.milliseconds)", "close_leases_ms": "\(closingLeases.milliseconds)",
+        "stop_nodes_ms": "\(stoppingNodes.wholeMilliseconds)", "close_leases_ms": "\(closingLeases.wholeMilliseconds)",
       ]
     )
     await looking.value
-  }
-}
-
-extension Duration {
-  /// Whole milliseconds, for a log line.
-  fileprivate var milliseconds: Int64 {
-    components.seconds * 1_000 + components.attoseconds / 1_000_000_000_000_000
   }
 }
