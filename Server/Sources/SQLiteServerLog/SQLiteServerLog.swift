@@ -3,7 +3,6 @@ import EventServer
 import Foundation
 import NIOCore
 import SQLiteNIO
-import Synchronization
 
 /// The embedded default ``ServerLog``: the input log and the newest snapshot in one SQLite database, in WAL
 /// mode with `synchronous = FULL`, so a committed transaction survives a crash of the process and a loss of
@@ -30,8 +29,8 @@ public final class SQLiteServerLog: ServerLog {
   private let lock: ExclusiveFileLock
   /// The database file.
   public let path: String
-  /// Whether ``close()`` has not run yet.
-  private let isOpen = Mutex(true)
+  /// The statements running on the connection; closed by ``close()``, which waits for them.
+  private let use = ConnectionUse()
 
   private init(connection: SQLiteConnection, lock: ExclusiveFileLock, path: String) {
     self.connection = connection
@@ -97,14 +96,11 @@ public final class SQLiteServerLog: ServerLog {
     if version < Self.schemaVersion { _ = try await run("PRAGMA user_version = \(Self.schemaVersion)") }
   }
 
-  /// Closes the database. Closing it again does nothing (a second close of the connection crashed).
+  /// Closes the database once the statements under way have ended; a statement issued from then on fails
+  /// with ``ServerLogError/storage(_:)``. Closing it again does nothing (a second close of the connection
+  /// crashed).
   public func close() async {
-    guard
-      isOpen.withLock({ open in
-        defer { open = false }
-        return open
-      })
-    else { return }
+    guard await use.close() else { return }
     try? await connection.close()
     lock.release()
   }
@@ -198,16 +194,24 @@ public final class SQLiteServerLog: ServerLog {
 
   func run(_ sql: String, _ binds: [SQLiteData] = []) async throws(ServerLogError) -> [SQLiteRow] {
     do {
-      return try await connection.query(sql, binds)
+      return try await query(sql, binds)
+    } catch let error as ServerLogError {
+      throw error
     } catch {
       throw .storage("\(path): \(error)")
     }
   }
 
-  /// Runs one statement on the log's connection (the migrations' runner uses it).
+  /// Runs one statement on the log's connection (the migrations' runner uses it), unless the log is closing.
+  /// - Throws: ``ServerLogError/storage(_:)`` once ``close()`` has begun; what SQLite threw.
   func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
-    try await connection.query(sql, binds)
+    guard use.enter() else { throw ServerLogError.storage("\(path) is closed") }
+    defer { use.leave() }
+    return try await connection.query(sql, binds)
   }
+
+  /// The statements running on the connection now (for tests).
+  var statementsUnderWay: Int { use.runningCount }
 
   private func position(of row: SQLiteRow) throws(ServerLogError) -> UInt64 {
     guard let value = row.column("position")?.integer, value >= 0 else {

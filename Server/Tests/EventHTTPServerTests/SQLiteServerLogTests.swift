@@ -2,10 +2,10 @@ import EventProtocol
 import EventServer
 import Foundation
 import SQLiteNIO
-import SQLiteServerLog
 import Testing
 
 @testable import EventHTTPServer
+@testable import SQLiteServerLog
 
 /// A fresh folder for one test's database, removed afterwards.
 private struct ScratchFolder {
@@ -244,6 +244,33 @@ struct ExclusiveStorageTests {
     let second = try await SQLiteServerLog.open(path: folder.databasePath)
     #expect(try await second.load().records.map(\.position) == [1, 2])
     await second.close()
+  }
+
+  @Test("a close waits for the statement under way (it ends whole); a statement after the close is a typed error")
+  func closeWaitsForStatements() async throws {
+    let folder = ScratchFolder()
+    defer { folder.remove() }
+    let log = try await SQLiteServerLog.open(path: folder.databasePath)
+    try await log.append(records(1...2))
+    // A statement under way when the close begins, one row per step: between two steps it holds no lock of
+    // SQLite's, so a close not waiting for it would be free to run (and return) while it goes on.
+    let rows = 300_000
+    let slow = Task {
+      try await log.query(
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < \(rows)) SELECT x FROM c"
+      ).last?.column("x")?.integer
+    }
+    while log.statementsUnderWay == 0 { await Task.yield() }
+    await log.close()
+    // Closed only after the statement ended: none is left running on a closed connection.
+    #expect(log.statementsUnderWay == 0)
+    #expect(try await slow.value == rows)
+    let error = await #expect(throws: ServerLogError.self) { try await log.append(records(3...3)) }
+    #expect(error?.isSameKind(as: .storage("")) == true)
+    #expect(error?.description.contains("closed") == true)
+    let reopened = try await SQLiteServerLog.open(path: folder.databasePath)
+    #expect(try await reopened.load().records.map(\.position) == [1, 2])
+    await reopened.close()
   }
 
   @Test("a second event server on a data directory another serves is refused, and the first's data is untouched")
