@@ -85,6 +85,7 @@ let package = Package(
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "NIOHTTP1", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
         "SQLiteServerLog",
         "PostgresServerLog",
       ],

@@ -1,6 +1,7 @@
 # Sourced by load.sh and edge-probe.sh after live-server.sh (which sets $work, $port, $server_pid): the
 # server's resident memory, what holding many connections adds to it, and the server's own CPU time per
-# dont_block poll. Needs $bin (event-server-load's folder) and $users.
+# dont_block poll. Needs $bin (event-server-load's folder) and $users; $load_flags (optional) is passed to
+# the load tool as it is (the lean poll listener's `--poll-port N`).
 
 # rss: the running server's resident memory in kB.
 rss() { awk '/VmRSS/ {print $2}' "/proc/$server_pid/status"; }
@@ -10,8 +11,15 @@ rss() { awk '/VmRSS/ {print $2}' "/proc/$server_pid/status"; }
 hold_and_measure() {
   local label=$1 mode=$2 before max=0 peak load_pid
   before=$(rss)
-  timeout 300 "$bin/event-server-load" "$mode" --port "$port" --users "$users" --hold 4 &
+  # shellcheck disable=SC2086
+  timeout 300 "$bin/event-server-load" "$mode" --port "$port" ${load_flags:-} --users "$users" --hold 4 \
+    | tee "$work/load.log" &
   load_pid=$!
+  # With the lean listener the tool registers every user first and says so: the baseline is taken then.
+  if [ -n "${load_flags:-}" ]; then
+    for _ in $(seq 1 600); do grep -q "^registered .* parking" "$work/load.log" && break; sleep 0.5; done
+    before=$(rss)
+  fi
   # Read the server's memory while the connections are held (the load tool prints when all are in place).
   for _ in $(seq 1 600); do
     if ! kill -0 "$load_pid" 2>/dev/null; then break; fi
@@ -19,6 +27,7 @@ hold_and_measure() {
     peak=$(rss); if [ "${peak:-0}" -gt "$max" ]; then max=$peak; fi
   done
   wait "$load_pid"
+  grep -q "^answered early: 0" "$work/load.log" || { echo "$label: the load tool failed (above)" >&2; exit 1; }
   echo "$label RSS $before kB before, $max kB with $users users ($mode); per user: $(( (max - before) * 1024 / users )) B"
 }
 
@@ -32,7 +41,9 @@ rate_and_cpu() {
   local label=$1 connections=$2 seconds=$3 before after output polls ticks_per_second
   ticks_per_second=$(getconf CLK_TCK)
   before=$(cpu_ticks)
-  output=$(timeout 120 "$bin/event-server-load" rate --port "$port" --connections "$connections" --seconds "$seconds")
+  # shellcheck disable=SC2086
+  output=$(timeout 120 "$bin/event-server-load" rate --port "$port" ${load_flags:-} --connections "$connections" \
+    --seconds "$seconds")
   after=$(cpu_ticks)
   echo "$output"
   polls=$(echo "$output" | sed -n 's/^dont_block polls: \([0-9]*\) in.*/\1/p')

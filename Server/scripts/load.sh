@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # HTTP figures for docs/performance.md: parked long-polls held by one server process, its memory per
-# parked poll, and dont_block polls per second. The server listens on 127.0.0.1, is bounded in time and
-# is stopped by its pid. Usage: scripts/load.sh [USERS] [CONNECTIONS] [SECONDS]
+# parked poll, and dont_block polls per second; then the same polls through the lean poll listener
+# (--poll-port). The server listens on 127.0.0.1, is bounded in time and is stopped by its pid.
+# Usage: scripts/load.sh [USERS] [CONNECTIONS] [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 users=${1:-5000}
@@ -42,4 +43,17 @@ start_server "$bin/event-server" --port "$port" --keys-file "$work/keys" --data-
   --snapshot-interval 0 --rate-burst 1000000 --rate-per-second 1000000
 echo "== $users users on idle keep-alive connections (registered, no poll)"
 hold_and_measure server idle
+stop_server
+
+# The lean poll listener: registrations on the main port (connections closed after), polls on --poll-port.
+poll_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+rm -rf "$work/data"
+start_server "$bin/event-server" --port "$port" --poll-port "$poll_port" --keys-file "$work/keys" \
+  --data-dir "$work/data" --snapshot-interval 0 --rate-burst 1000000 --rate-per-second 1000000
+for _ in $(seq 1 100); do grep -q "polls on" "$work/server.log" && break; sleep 0.1; done
+load_flags="--poll-port $poll_port"
+echo "== lean poll listener: dont_block polls, $connections keep-alive connections, $seconds s"
+rate_and_cpu event-server-polls "$connections" "$seconds"
+echo "== lean poll listener: $users parked long-polls (all registered first on the main port; growth from then)"
+hold_and_measure server-polls parked
 stop_server

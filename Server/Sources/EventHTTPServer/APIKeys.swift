@@ -57,9 +57,11 @@ public struct APIKeys: Sendable {
 
   /// The user an `Authorization` header proves, or `nil`.
   public func user(authorization: String?) -> UserID? {
-    guard let authorization, authorization.lowercased().hasPrefix("basic "),
-      let decoded = Data(base64Encoded: String(authorization.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
-      let text = String(data: decoded, encoding: .utf8)
+    // Read without Foundation's string calls where it can: this runs for every request.
+    guard let authorization, authorization.utf8.count > 6,
+      authorization.utf8.prefix(6).map({ $0 | 0x20 }) == Array("basic ".utf8),
+      let decoded = Data(base64Encoded: String(Self.trimmed(authorization.utf8.dropFirst(6)))),
+      let text = String(validating: decoded, as: UTF8.self)
     else { return nil }
     let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
     guard parts.count == 2, let expected = keys[UserID(parts[0])] else { return nil }
@@ -67,6 +69,14 @@ public struct APIKeys: Sendable {
   }
 
   /// Compares without stopping at the first difference, so timing does not reveal a key's prefix.
+  /// `text` without the spaces and tabs around it (HTTP's optional whitespace).
+  private static func trimmed(_ text: Substring.UTF8View) -> Substring {
+    let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+    let start = text.firstIndex { !isSpace($0) } ?? text.endIndex
+    let end = text[start...].lastIndex { !isSpace($0) }.map { text.index(after: $0) } ?? start
+    return Substring(text[start..<end])
+  }
+
   private static func constantTimeEqual(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
     guard lhs.count == rhs.count else { return false }
     return zip(lhs, rhs).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0

@@ -35,6 +35,11 @@ public struct EventHTTPServerConfiguration: Sendable {
   public var connections = ConnectionLimits()
   /// How long a connection may stay silent: above the longest parked poll (55 s).
   public var idleTimeout: Duration = .seconds(120)
+  /// The port of the lean poll listener (``PollListener``), which serves `GET` and `DELETE /api/v1/events`
+  /// below Hummingbird, at a fraction of a parked poll's memory and of a short poll's CPU
+  /// (docs/performance.md); none when `nil`, a free one when 0. It binds ``host``. The main listener serves
+  /// the same route too, so clients may use either; behind nginx, route `/api/v1/events` to this port.
+  public var pollPort: Int?
   /// The port of the admin listener (`/healthz`, `/readyz`, `/metrics`); none when `nil`, a free one when 0.
   public var adminPort: Int?
   /// The address the admin listener binds (loopback by default: it answers without a key).
@@ -213,11 +218,14 @@ where Application.Command: Codable & Equatable {
   ///   - handleSignals: Whether SIGTERM and SIGINT shut it down (the executable); tests call ``shutdown()``.
   ///   - onRunning: Called with the port once the server listens.
   ///   - onAdminRunning: Called with the admin listener's port once it listens (when ``EventHTTPServerConfiguration/adminPort`` is set).
+  ///   - onPollRunning: Called with the lean poll listener's port once it listens (when
+  ///     ``EventHTTPServerConfiguration/pollPort`` is set).
   /// - Throws: When the saved state cannot be read, the port cannot be bound, or the state cannot be written.
   public func run(
     handleSignals: Bool = true,
     onRunning: @escaping @Sendable (Int) async -> Void = { _ in },
-    onAdminRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    onAdminRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+    onPollRunning: @escaping @Sendable (Int) async -> Void = { _ in }
   ) async throws {
     let events: EventServer<Application, ContinuousClock>
     var database: SQLiteServerLog?
@@ -246,6 +254,7 @@ where Application.Command: Codable & Equatable {
       durable: durable,
       onRunning: onRunning,
       onAdminRunning: onAdminRunning,
+      onPollRunning: onPollRunning,
       handleSignals: handleSignals
     )
   }
@@ -387,6 +396,7 @@ where Application.Command: Codable & Equatable {
     durable: (any ServerLog)?,
     onRunning: @escaping @Sendable (Int) async -> Void,
     onAdminRunning: @escaping @Sendable (Int) async -> Void,
+    onPollRunning: @escaping @Sendable (Int) async -> Void,
     handleSignals: Bool
   ) async throws {
     current.withLock { $0 = events }
@@ -395,18 +405,34 @@ where Application.Command: Codable & Equatable {
     }
     let connections = ConnectionGuard(limits: configuration.connections, logger: logger)
     let router = configuration.eventRouter(metrics: metrics, connections: connections)
-    EventRoutes(
+    let routes = EventRoutes(
       server: events,
       gate: gate,
       limits: configuration.limits,
       metrics: metrics,
       pushNotificationsEnabled: sendsPushes
-    ).add(to: router)
+    )
+    routes.add(to: router)
     extraRoutes?(router, events, gate)
     let app = configuration.eventListener(router: router, connections: connections, logger: logger) { channel in
       await onRunning(channel.localAddress?.port ?? 0)
     }
     var services: [any Service] = [app]
+    if let pollPort = configuration.pollPort {
+      services.append(
+        PollListener(
+          host: configuration.host,
+          port: pollPort,
+          answers: PollAnswers(poll: routes.pollAnswer, delete: routes.deleteAnswer),
+          connections: connections,
+          metrics: metrics,
+          idleTimeout: configuration.idleTimeout,
+          formBytes: configuration.limits.formBytes,
+          logger: logger,
+          onRunning: onPollRunning
+        )
+      )
+    }
     if let adminPort = configuration.adminPort {
       let adminRouter = Router()
       AdminRoutes(server: events, metrics: metrics).add(to: adminRouter)

@@ -32,11 +32,17 @@ public enum HTTPAnswer {
 
   /// Runs `body`, answering with its success body or with the error it threw.
   public static func run(_ body: () async throws -> Data) async -> Response {
+    Response(await plain(body))
+  }
+
+  /// Runs `body`, answering with its success body or with the error it threw, as a ``PlainAnswer`` that any
+  /// HTTP stack can write (the lean poll listener writes it with NIO's own types).
+  static func plain(_ body: () async throws -> Data) async -> PlainAnswer {
     do {
-      return json(.ok, try await body())
+      return PlainAnswer(status: .ok, body: try await body())
     } catch {
       let (status, apiError) = answer(to: error)
-      return failure(apiError, status: status)
+      return plainFailure(apiError, status: status)
     }
   }
 
@@ -90,24 +96,41 @@ public enum HTTPAnswer {
   }
 
   static func failure(_ error: EventAPIError, status: HTTPResponse.Status) -> Response {
-    // A client that went away was refused nothing: its 499 is counted by status only.
-    if status != clientClosedRequest { refusalNote?.note(error.code) }
-    var response = json(status, (try? WireFormat.encode(error)) ?? Data(#"{"result":"error","msg":""}"#.utf8))
-    if let retryAfter = error.retryAfter {
-      let seconds = max(1, Int((Double(retryAfter / .milliseconds(1)) / 1000).rounded(.up)))
-      response.headers[.retryAfter] = String(seconds)
-    }
-    if error.code == .unauthorized {
-      response.headers[.wwwAuthenticate] = #"Basic realm="event-server""#
-    }
-    return response
+    Response(plainFailure(error, status: status))
   }
 
-  static func json(_ status: HTTPResponse.Status, _ data: Data) -> Response {
-    Response(
+  static func plainFailure(_ error: EventAPIError, status: HTTPResponse.Status) -> PlainAnswer {
+    // A client that went away was refused nothing: its 499 is counted by status only.
+    if status != clientClosedRequest { refusalNote?.note(error.code) }
+    var answer = PlainAnswer(
       status: status,
-      headers: [.contentType: "application/json"],
-      body: ResponseBody(byteBuffer: ByteBuffer(bytes: data))
+      body: (try? WireFormat.encode(error)) ?? Data(#"{"result":"error","msg":""}"#.utf8)
+    )
+    if let retryAfter = error.retryAfter {
+      let seconds = max(1, Int((Double(retryAfter / .milliseconds(1)) / 1000).rounded(.up)))
+      answer.headers[.retryAfter] = String(seconds)
+    }
+    if error.code == .unauthorized {
+      answer.headers[.wwwAuthenticate] = #"Basic realm="event-server""#
+    }
+    return answer
+  }
+}
+
+/// An answer of the events API before any HTTP stack writes it: its status, its headers and its JSON body.
+struct PlainAnswer: Sendable {
+  var status: HTTPResponse.Status
+  var headers: HTTPFields = [.contentType: "application/json"]
+  var body: Data
+}
+
+extension Response {
+  /// `answer` as Hummingbird's response.
+  init(_ answer: PlainAnswer) {
+    self.init(
+      status: answer.status,
+      headers: answer.headers,
+      body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body))
     )
   }
 }

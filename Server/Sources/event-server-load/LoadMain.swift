@@ -14,19 +14,30 @@ import Synchronization
 ///   for `--hold` seconds. What `parked` holds beyond this is the parked request itself.
 /// - `rate`: `--connections` keep-alive connections send `dont_block` polls back to back for `--seconds`;
 ///   prints the polls answered per second.
+///
+/// With `--poll-port`, each user registers on a connection to `--port` that is closed after, and polls on a
+/// connection to the lean poll listener (`event-server --poll-port`).
 @main
 struct LoadMain {
   static func main() async {
     let arguments = CommandLineTool.parse(LoadArguments.self, tool: "event-server-load")
     let port = arguments.port
+    let pollPort = arguments.pollPort
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
     do {
       switch arguments.mode {
-      case .parked: try await parked(group: group, port: port, users: arguments.users, hold: arguments.hold)
+      case .parked:
+        try await parked(group: group, port: port, pollPort: pollPort, users: arguments.users, hold: arguments.hold)
       case .idle:
         try await parked(group: group, port: port, users: arguments.users, hold: arguments.hold, polls: false)
       case .rate:
-        try await rate(group: group, port: port, connections: arguments.connections, seconds: arguments.seconds)
+        try await rate(
+          group: group,
+          port: port,
+          pollPort: pollPort,
+          connections: arguments.connections,
+          seconds: arguments.seconds
+        )
       }
     } catch {
       FileHandle.standardError.write(Data("event-server-load: \(error)\n".utf8))
@@ -39,22 +50,31 @@ struct LoadMain {
   static func parked(
     group: MultiThreadedEventLoopGroup,
     port: Int,
+    pollPort: Int? = nil,
     users: Int,
     hold: Int,
     polls: Bool = true
   ) async throws {
     var connections: [Connection] = []
     let answered = AnsweredCount()
-    let began = ContinuousClock.now
-    for index in 0..<users {
-      let connection = try await Connection.open(group: group, port: port)
-      let user = "load-\(index)"
-      let registered = try await connection.send(
-        .post("/api/v1/register", user: user, body: "lifespan_secs=600", type: "application/x-www-form-urlencoded")
-      ).get()
-      guard registered.status == 200, let queue = registered.field("queue_id") else {
-        throw LoadError("register of \(user) answered \(registered.status): \(registered.body.prefix(200))")
+    var began = ContinuousClock.now
+    // With the lean listener, every user registers first (on connections closed after), and the caller
+    // takes its baseline at the line saying so: the growth from there is the parked polls' alone.
+    var queues: [String] = []
+    if let pollPort {
+      for index in 0..<users {
+        let connection = try await Connection.open(group: group, port: port)
+        queues.append(try await register(connection, user: "load-\(index)"))
+        connection.close()
       }
+      print("registered \(users) users; parking on port \(pollPort) in 2 s")
+      try await Task.sleep(for: .seconds(2))
+      began = .now
+    }
+    for index in 0..<users {
+      let user = "load-\(index)"
+      let connection = try await Connection.open(group: group, port: pollPort ?? port)
+      let queue = pollPort == nil ? try await register(connection, user: user) : queues[index]
       if polls {
         connection.send(.get("/api/v1/events?queue_id=\(queue)&last_event_id=-1", user: user))
           .whenComplete { _ in answered.add() }
@@ -71,7 +91,24 @@ struct LoadMain {
     if early > 0 { throw LoadError("\(early) parked polls were answered before any event or heartbeat") }
   }
 
-  static func rate(group: MultiThreadedEventLoopGroup, port: Int, connections: Int, seconds: Int) async throws {
+  /// Registers `user` on `connection`; returns the queue id.
+  static func register(_ connection: Connection, user: String) async throws -> String {
+    let registered = try await connection.send(
+      .post("/api/v1/register", user: user, body: "lifespan_secs=600", type: "application/x-www-form-urlencoded")
+    ).get()
+    guard registered.status == 200, let queue = registered.field("queue_id") else {
+      throw LoadError("register of \(user) answered \(registered.status): \(registered.body.prefix(200))")
+    }
+    return queue
+  }
+
+  static func rate(
+    group: MultiThreadedEventLoopGroup,
+    port: Int,
+    pollPort: Int?,
+    connections: Int,
+    seconds: Int
+  ) async throws {
     let deadline = ContinuousClock.now + .seconds(seconds)
     let counts = try await withThrowingTaskGroup(of: Int.self) { tasks in
       for index in 0..<connections {
@@ -84,16 +121,21 @@ struct LoadMain {
           guard let queue = registered.field("queue_id") else {
             throw LoadError("register answered \(registered.status)")
           }
+          var polling = connection
+          if let pollPort {
+            connection.close()
+            polling = try await Connection.open(group: group, port: pollPort)
+          }
           var answered = 0
           let poll = Request.get("/api/v1/events?queue_id=\(queue)&last_event_id=-1&dont_block=true", user: user)
           while ContinuousClock.now < deadline {
-            let answer = try await connection.send(poll).get()
+            let answer = try await polling.send(poll).get()
             guard answer.status == 200 else {
               throw LoadError("poll answered \(answer.status): \(answer.body.prefix(200))")
             }
             answered += 1
           }
-          connection.close()
+          polling.close()
           return answered
         }
       }
@@ -245,6 +287,8 @@ struct LoadArguments: ParsableCommand {
   var mode: Mode
   @Option(help: "The server's port on 127.0.0.1.")
   var port: Int
+  @Option(help: "parked, rate: poll on this port of 127.0.0.1 (the lean poll listener), register on --port.")
+  var pollPort: Int?
   @Option(help: "parked, idle: users, one connection (and parked poll) each.")
   var users = 5_000
   @Option(help: "parked, idle: seconds to hold the connections.")
@@ -256,6 +300,9 @@ struct LoadArguments: ParsableCommand {
 
   func validate() throws {
     guard (1...65535).contains(port) else { throw ValidationError("--port must be in 1...65535, not \(port)") }
+    if let pollPort, !(1...65535).contains(pollPort) {
+      throw ValidationError("--poll-port must be in 1...65535, not \(pollPort)")
+    }
     for (name, value) in [("users", users), ("hold", hold), ("connections", connections), ("seconds", seconds)]
     where !(0...1_000_000).contains(value) {
       throw ValidationError("--\(name) must be a whole number in 0...1000000, not \(value)")

@@ -35,6 +35,8 @@ struct LiveServer {
   let task: Task<Void, any Error>
   let port: Int
   let dataDirectory: URL
+  /// The lean poll listener's port, when the configuration asked for one (``EventHTTPServerConfiguration/pollPort``).
+  var pollPort: Int?
 
   var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
@@ -72,7 +74,8 @@ struct LiveServer {
     let limits = configuration.limits
     let sweeper = janitor.map { (VideoBlobJanitor(grace: $0.grace), $0.interval) }
     let host: Host
-    let run: @Sendable (@escaping @Sendable (Int) async -> Void) async throws -> Void
+    let run:
+      @Sendable (@escaping @Sendable (Int) async -> Void, @escaping @Sendable (Int) async -> Void) async throws -> Void
     switch kind {
     case .memory:
       let tasks = sweeper.map { sweeper, interval in
@@ -96,7 +99,7 @@ struct LiveServer {
         ) { Timestamp(Date()) }.add(to: router)
       }
       host = .memory(server)
-      run = { try await server.run(handleSignals: false, onRunning: $0) }
+      run = { try await server.run(handleSignals: false, onRunning: $0, onPollRunning: $1) }
     case .stored:
       let application = StoredVideoServer(limits: videoLimits)
       let ledger:
@@ -123,19 +126,32 @@ struct LiveServer {
         .add(to: router)
       }
       host = .stored(server, application)
-      run = { try await server.run(handleSignals: false, onRunning: $0) }
+      run = { try await server.run(handleSignals: false, onRunning: $0, onPollRunning: $1) }
     }
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    let (pollPorts, pollContinuation) = AsyncStream.makeStream(of: Int.self)
     let task = Task {
-      defer { continuation.finish() }
-      try await run { continuation.yield($0) }
+      defer {
+        continuation.finish()
+        pollContinuation.finish()
+      }
+      try await run({ continuation.yield($0) }, { pollContinuation.yield($0) })
     }
     var iterator = ports.makeAsyncIterator()
     guard let bound = await iterator.next() else {
       try await task.value
       throw URLError(.cannotConnectToHost)
     }
-    return LiveServer(host: host, task: task, port: bound, dataDirectory: dataDirectory)
+    var live = LiveServer(host: host, task: task, port: bound, dataDirectory: dataDirectory)
+    if configuration.pollPort != nil {
+      var pollIterator = pollPorts.makeAsyncIterator()
+      guard let pollBound = await pollIterator.next() else {
+        try await task.value
+        throw URLError(.cannotConnectToHost)
+      }
+      live.pollPort = pollBound
+    }
+    return live
   }
 
   /// Shuts down gracefully (parked polls answered, HTTP drained, state written) and waits for the end.
