@@ -22,7 +22,13 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   var machine: Machine
   let timeline: Timeline<C>
   private let pushGateway: any PushGateway
-  private var waiters: [PollID: CheckedContinuation<Machine.PollOutcome, Never>] = [:]
+  private var waiters: [PollID: PollWaiter] = [:]
+  /// Who waits for a poll's outcome: a caller suspended in ``events(queueID:user:lastEventID:dontBlock:limit:)``,
+  /// or a callback given to ``startPoll(queueID:user:lastEventID:dontBlock:limit:answer:)``.
+  private enum PollWaiter {
+    case suspended(CheckedContinuation<Machine.PollOutcome, Never>)
+    case callback(@Sendable (Result<[EventEnvelope<Event>], any Error>) -> Void)
+  }
   private var parkedWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
   private var timerWaiters: [(instant: Timestamp, continuation: CheckedContinuation<Void, Never>)] = []
   private var lastTimerFiring: Timestamp?
@@ -206,29 +212,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     nextPollID += 1
     let outcome = await withTaskCancellationHandler {
       await withCheckedContinuation { (continuation: CheckedContinuation<Machine.PollOutcome, Never>) in
-        waiters[pollID] = continuation
-        let poll = {
-          // A cluster node polls in its next turn: a poll cancelled before then has nothing to park.
-          guard self.waiters[pollID] != nil else { return }
-          self.finish(
-            self.machine.poll(
-              pollID,
-              queueID: queueID,
-              user: user,
-              lastEventID: lastEventID,
-              dontBlock: dontBlock || self.isShutDown,
-              limit: limit,
-              now: self.decisionNow()
-            )
-          )
-        }
-        if durability?.shared == nil {
-          poll()
-        } else if let failure = turnsUnavailable() {
-          endPoll(pollID, failingWith: failure)
-        } else {
-          enqueueDecision(run: poll, fail: { self.endPoll(pollID, failingWith: $0) })
-        }
+        waiters[pollID] = .suspended(continuation)
+        beginPoll(pollID, queueID: queueID, user: user, lastEventID: lastEventID, dontBlock: dontBlock, limit: limit)
       }
     } onCancel: {
       Task { await self.cancelPoll(pollID) }
@@ -240,6 +225,77 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       if let failure = pollFailures.removeValue(forKey: pollID) { throw failure }
       if let failure = durability?.commit.failure { throw failure }
       throw CancellationError()
+    }
+  }
+
+  /// Polls as ``events(queueID:user:lastEventID:dontBlock:limit:)`` does, but answers through `answer`
+  /// instead of suspending the caller: a parked poll then holds no task of its caller's, only `answer` (what
+  /// the lean HTTP poll listener uses to keep a parked poll small).
+  ///
+  /// `answer` is called exactly once, on the server's executor: hand the result off (to an event loop, or a
+  /// task) rather than work in it. It gets the events, or the error ``events(queueID:user:lastEventID:dontBlock:limit:)``
+  /// would throw; a poll the server's shutdown ends gets no events (the client polls again later), and one
+  /// ended by ``cancelPoll(_:)`` gets `CancellationError`.
+  ///
+  /// ```swift
+  /// let poll = await server.startPoll(queueID: queue, user: "alice", lastEventID: -1) { result in
+  ///   print(result)
+  /// }
+  /// await server.cancelPoll(poll)  // the client went away
+  /// ```
+  /// - Returns: The poll's id, for ``cancelPoll(_:)``.
+  @discardableResult
+  public func startPoll(
+    queueID: QueueID,
+    user: UserID,
+    lastEventID: Int,
+    dontBlock: Bool = false,
+    limit: Int? = nil,
+    answer: @escaping @Sendable (Result<[EventEnvelope<Event>], any Error>) -> Void
+  ) -> PollID {
+    let pollID = PollID(nextPollID)
+    nextPollID += 1
+    do {
+      try checkLogHealthy()
+    } catch {
+      answer(.failure(error))
+      return pollID
+    }
+    waiters[pollID] = .callback(answer)
+    beginPoll(pollID, queueID: queueID, user: user, lastEventID: lastEventID, dontBlock: dontBlock, limit: limit)
+    return pollID
+  }
+
+  /// Takes a poll whose waiter is in place to the machine: now, or in a cluster node's next turn.
+  private func beginPoll(
+    _ pollID: PollID,
+    queueID: QueueID,
+    user: UserID,
+    lastEventID: Int,
+    dontBlock: Bool,
+    limit: Int?
+  ) {
+    let poll = {
+      // A cluster node polls in its next turn: a poll cancelled before then has nothing to park.
+      guard self.waiters[pollID] != nil else { return }
+      self.finish(
+        self.machine.poll(
+          pollID,
+          queueID: queueID,
+          user: user,
+          lastEventID: lastEventID,
+          dontBlock: dontBlock || self.isShutDown,
+          limit: limit,
+          now: self.decisionNow()
+        )
+      )
+    }
+    if durability?.shared == nil {
+      poll()
+    } else if let failure = turnsUnavailable() {
+      endPoll(pollID, failingWith: failure)
+    } else {
+      enqueueDecision(run: poll, fail: { self.endPoll(pollID, failingWith: $0) })
     }
   }
 
@@ -445,7 +501,9 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     )
   }
 
-  private func cancelPoll(_ pollID: PollID) {
+  /// Ends a poll: its caller (or its ``startPoll(queueID:user:lastEventID:dontBlock:limit:answer:)`` callback)
+  /// gets `CancellationError`, its queue stays. Does nothing for a poll already answered.
+  public func cancelPoll(_ pollID: PollID) {
     guard durability?.shared != nil else {
       finish(machine.pollCancelled(pollID, now: timeline.now()))
       return
@@ -557,7 +615,26 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
 
   /// Resumes a poll's caller, if it still waits.
   func endPoll(_ pollID: PollID, with outcome: Machine.PollOutcome) {
-    waiters.removeValue(forKey: pollID)?.resume(returning: outcome)
+    guard let waiter = waiters.removeValue(forKey: pollID) else { return }
+    switch waiter {
+    case .suspended(let continuation):
+      continuation.resume(returning: outcome)
+    case .callback(let answer):
+      switch outcome {
+      case .events(let events): answer(.success(events))
+      case .failed(let error): answer(.failure(error))
+      case .cancelled:
+        if let failure = pollFailures.removeValue(forKey: pollID) {
+          answer(.failure(failure))
+        } else if let failure = durability?.commit.failure {
+          answer(.failure(failure))
+        } else if isShutDown {
+          answer(.success([]))
+        } else {
+          answer(.failure(CancellationError()))
+        }
+      }
+    }
   }
 
   /// Fails every parked poll with `failure`: a cluster node replaces the machine that parked them.
@@ -567,16 +644,16 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
 
   /// Fails a poll that a cluster node could not take to the log.
   private func endPoll(_ pollID: PollID, failingWith failure: ServerLogError) {
-    guard let waiter = waiters.removeValue(forKey: pollID) else { return }
+    guard waiters[pollID] != nil else { return }
     pollFailures[pollID] = failure
-    waiter.resume(returning: .cancelled)
+    endPoll(pollID, with: .cancelled)
   }
 
   func perform(_ actions: [Machine.Action]) {
     for action in actions {
       switch action {
       case .completePoll(let pollID, let outcome):
-        waiters.removeValue(forKey: pollID)?.resume(returning: outcome)
+        endPoll(pollID, with: outcome)
       case .sendPush(let push):
         Task { [pushGateway] in
           if await pushGateway.send(push) == .tokenInvalid { self.pushTokenInvalid(push.token) }

@@ -131,47 +131,6 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     return Response(answer)
   }
 
-  /// The answer to `GET /api/v1/events` with this `Authorization` header and query string, whatever HTTP
-  /// stack carries it (Hummingbird's route, or the lean ``PollListener``). A long-poll parks in the event
-  /// server until events come, its heartbeat, or the task's cancellation (the client went away).
-  func pollAnswer(authorization: String?, query text: String) async -> PlainAnswer {
-    let isLongPoll = PollQuery.isLongPoll(query: text)
-    var answer = await HTTPAnswer.plain {
-      let user = try await gate.admit(authorization: authorization)
-      let server = try await node(user)
-      let query = try RequestFields(query: text, allowed: PollQuery.parameters)
-      let queueID = QueueID(rawValue: try query.required("queue_id"))
-      guard let lastEventID = try query.int("last_event_id", in: Int.min...Int.max) else {
-        throw EventAPIError.badRequest("Missing 'last_event_id' argument")
-      }
-      let dontBlock = try query.bool("dont_block") ?? false
-      let limit = try query.int("limit", in: 1...100_000)
-      do {
-        // Answered at once with `dont_block`: the connection stays open for the next request.
-        let events = try await server.events(
-          queueID: queueID,
-          user: user,
-          lastEventID: lastEventID,
-          dontBlock: dontBlock,
-          limit: limit
-        )
-        metrics?.eventsDelivered(events.count)
-        return try WireFormat.encodeSuccess(EventsReply(events: events, queueID: queueID))
-      } catch is CancellationError where !dontBlock {
-        // The server is stopping: the parked poll is answered (empty), and the client polls again later.
-        // (A client that went away cancelled it; nobody reads that answer.)
-        guard await server.isShuttingDown else { throw CancellationError() }
-        return try WireFormat.encodeSuccess(EventsReply<Application.Event>(events: [], queueID: queueID))
-      }
-    }
-    // A long-poll's connection is closed after its answer (its inbound side is watched for the client going
-    // away), so the answer says so: a proxy keeping upstream connections alive (nginx's `keepalive`) must not
-    // send its next request on it. Without this nginx reused such connections and logged "upstream
-    // prematurely closed connection" (502s reached clients) with no fault at all.
-    if isLongPoll { answer.headers[.connection] = "close" }
-    return answer
-  }
-
   private func deleteQueue(_ request: Request) async -> Response {
     var request = request
     let form: String
@@ -184,24 +143,6 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     return Response(
       await deleteAnswer(authorization: request.headers[.authorization], query: request.uri.query ?? "", form: form)
     )
-  }
-
-  /// The answer to `DELETE /api/v1/events` with this `Authorization` header, query string and form body,
-  /// whatever HTTP stack carries it.
-  func deleteAnswer(authorization: String?, query text: String, form body: String) async -> PlainAnswer {
-    await HTTPAnswer.plain {
-      let user = try await gate.admit(authorization: authorization)
-      let server = try await node(user)
-      // Zulip's clients send `queue_id` in the form body of the DELETE; others in the query.
-      let query = try RequestFields(query: text, allowed: ["queue_id"])
-      let form = try RequestFields(form: body)
-      guard let text = query.string("queue_id") ?? form.string("queue_id"), !text.isEmpty else {
-        throw EventAPIError.badRequest("Missing 'queue_id' argument")
-      }
-      let queueID = QueueID(rawValue: text)
-      try await server.deleteQueue(queueID, user: user)
-      return try WireFormat.encodeSuccess(Empty())
-    }
   }
 
   /// A page of partial state, read atomically with the caller's queue (`docs/partial-state.md`): the
@@ -365,18 +306,5 @@ struct ServerSettings: Encodable {
     case pushNotificationsEnabled = "push_notifications_enabled"
     case requireEmailFormatUsernames = "require_email_format_usernames"
     case authenticationMethods = "authentication_methods"
-  }
-}
-
-/// What the poll routes of both listeners read from a poll's query before answering it.
-enum PollQuery {
-  /// The query parameters of a poll.
-  static var parameters: Set<String> { ["queue_id", "last_event_id", "dont_block", "limit"] }
-
-  /// Whether a poll with this query may park (it does not say `dont_block`): its answer closes the
-  /// connection.
-  static func isLongPoll(query: String) -> Bool {
-    let fields = try? RequestFields(query: query, allowed: parameters)
-    return (try? fields?.bool("dont_block")) != true
   }
 }

@@ -35,6 +35,16 @@ public enum HTTPAnswer {
     Response(await plain(body))
   }
 
+  /// ``plain(_:)`` for a body that does not suspend.
+  static func plainNow(_ body: () throws -> Data) -> PlainAnswer {
+    do {
+      return PlainAnswer(status: .ok, body: try body())
+    } catch {
+      let (status, apiError) = answer(to: error)
+      return plainFailure(apiError, status: status)
+    }
+  }
+
   /// Runs `body`, answering with its success body or with the error it threw, as a ``PlainAnswer`` that any
   /// HTTP stack can write (the lean poll listener writes it with NIO's own types).
   static func plain(_ body: () async throws -> Data) async -> PlainAnswer {
@@ -106,6 +116,7 @@ public enum HTTPAnswer {
       status: status,
       body: (try? WireFormat.encode(error)) ?? Data(#"{"result":"error","msg":""}"#.utf8)
     )
+    if status != clientClosedRequest { answer.refusal = error.code }
     if let retryAfter = error.retryAfter {
       let seconds = max(1, Int((Double(retryAfter / .milliseconds(1)) / 1000).rounded(.up)))
       answer.headers[.retryAfter] = String(seconds)
@@ -122,6 +133,8 @@ struct PlainAnswer: Sendable {
   var status: HTTPResponse.Status
   var headers: HTTPFields = [.contentType: "application/json"]
   var body: Data
+  /// The API error's code when it refuses the request (what the metrics count; not for a client gone away).
+  var refusal: EventAPIError.Code?
 }
 
 extension Response {

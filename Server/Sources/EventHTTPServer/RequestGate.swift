@@ -25,12 +25,17 @@ public final class RequestGate: Sendable {
   /// The authenticated user of a request with this `Authorization` header, who has a token left.
   /// - Throws: `UNAUTHORIZED` for missing or wrong credentials; `RATE_LIMIT_HIT` with the wait otherwise.
   public func admit(authorization: String?) async throws(EventAPIError) -> UserID {
+    try await admit(authorization: authorization, mark: nil)
+  }
+
+  /// ``admit(authorization:)``, telling `mark` (or else the task's ``currentMark``) once the request is admitted.
+  func admit(authorization: String?, mark: AuthenticationMark?) async throws(EventAPIError) -> UserID {
     guard let user = await authenticator.user(authorization: authorization) else { throw .unauthorized() }
     let decision = limiter.withLock { $0.admit(user, now: now()) }
     if case .limited(let retryAfter) = decision { throw .rateLimitHit(retryAfter: retryAfter) }
     // Only an admitted request makes its connection the user's: connections whose requests are refused stay
     // unauthenticated (evictable, and closed when their time is up).
-    Self.currentMark?.set(user)
+    (mark ?? Self.currentMark)?.set(user)
     return user
   }
 }

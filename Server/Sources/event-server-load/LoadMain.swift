@@ -67,7 +67,7 @@ struct LoadMain {
         queues.append(try await register(connection, user: "load-\(index)"))
         connection.close()
       }
-      print("registered \(users) users; parking on port \(pollPort) in 2 s")
+      say("registered \(users) users; parking on port \(pollPort) in 2 s")
       try await Task.sleep(for: .seconds(2))
       began = .now
     }
@@ -80,13 +80,13 @@ struct LoadMain {
           .whenComplete { _ in answered.add() }
       }
       connections.append(connection)
-      if (index + 1) % 1_000 == 0 { print("\(polls ? "parked" : "registered") \(index + 1) of \(users)") }
+      if (index + 1) % 1_000 == 0 { say("\(polls ? "parked" : "registered") \(index + 1) of \(users)") }
     }
     let what = polls ? "parked \(users) long-polls" : "registered \(users) users on idle connections"
-    print("\(what) in \(began.duration(to: .now)); holding \(hold) s")
+    say("\(what) in \(began.duration(to: .now)); holding \(hold) s")
     try await Task.sleep(for: .seconds(hold))
     let early = answered.value
-    print("answered early: \(early)")
+    say("answered early: \(early)")
     for connection in connections { connection.close() }
     if early > 0 { throw LoadError("\(early) parked polls were answered before any event or heartbeat") }
   }
@@ -142,7 +142,7 @@ struct LoadMain {
       return try await tasks.reduce(into: [Int]()) { $0.append($1) }
     }
     let total = counts.reduce(0, +)
-    print(
+    say(
       "dont_block polls: \(total) in \(seconds) s over \(connections) connections = \(total / max(seconds, 1)) per second"
     )
   }
@@ -308,4 +308,9 @@ struct LoadArguments: ParsableCommand {
       throw ValidationError("--\(name) must be a whole number in 0...1000000, not \(value)")
     }
   }
+}
+
+/// Writes `line` to standard output at once, also into a pipe: the scripts act on the lines as they come.
+func say(_ line: String) {
+  FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }

@@ -8,9 +8,9 @@ import NIOHTTP1
 /// answer back on the connection's event loop. Runs on that loop only (NIO's handler contract), with at most
 /// one request in flight (NIO's pipelining handler holds the next until this one's answer ends).
 ///
-/// A long-poll's answer closes the connection, as on the main listener (a proxy must not reuse it); a
-/// connection closing while its poll is parked cancels the poll's task, which ends the poll in the event
-/// server at once.
+/// A long-poll's answer closes the connection, as on the main listener (a proxy must not reuse it). A
+/// long-poll parks in the event server as a callback, its task ended; a connection closing while its poll is
+/// parked ends the poll in the event server at once.
 final class PollConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
   typealias InboundIn = HTTPServerRequestPart
   typealias OutboundOut = HTTPServerResponsePart
@@ -35,6 +35,9 @@ final class PollConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
   private var bodyTooLarge = false
   /// The task answering the request in flight, if any.
   private var answering: Task<Void, Never>?
+  /// What ends the parked long-poll in the event server, while one is parked.
+  private var endParked: (@Sendable () -> Void)?
+  private var isActive = true
   private var isAnswering = false
   private var closesWhenIdle = false
 
@@ -48,8 +51,11 @@ final class PollConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
   }
 
   func channelInactive(context: ChannelHandlerContext) {
+    isActive = false
     answering?.cancel()
     answering = nil
+    endParked?()
+    endParked = nil
     settings.open.closed(context.channel)
     context.fireChannelInactive()
   }
@@ -119,19 +125,37 @@ final class PollConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     let channel = context.channel
     let loop = context.eventLoop
     let bound = NIOLoopBound((self, context), eventLoop: loop)
-    answering = Task {
-      let mark = AuthenticationMark { [connections = settings.connections] user in
-        connections.authenticated(channel, as: user)
-      }
-      let note = RefusalNote()
-      let answer = await HTTPAnswer.$refusalNote.withValue(note) {
-        await RequestGate.$currentMark.withValue(mark) {
-          isPoll
-            ? await settings.answers.poll(authorization, query)
-            : await settings.answers.delete(authorization, query, form)
+    let mark = AuthenticationMark { [connections = settings.connections] user in
+      connections.authenticated(channel, as: user)
+    }
+    if isPoll && PollQuery.isLongPoll(query: query) {
+      answering = Task {
+        let end = await settings.answers.startLongPoll(authorization, query, mark) { answer in
+          if let code = answer.refusal { settings.metrics?.refused(code: code.wireValue) }
+          loop.execute {
+            let (handler, context) = bound.value
+            handler.endParked = nil
+            handler.write(answer, path: path, keepAlive: false, context: context)
+          }
+        }
+        loop.execute {
+          let (handler, _) = bound.value
+          handler.answering = nil
+          // Parked still, unless answered already or the client went away meanwhile.
+          guard let end else { return }
+          if handler.isActive && handler.isAnswering { handler.endParked = end } else { end() }
         }
       }
-      if let code = note.code { settings.metrics?.refused(code: code.wireValue) }
+      return
+    }
+    answering = Task {
+      // No task-local values here (the main listener's middleware sets them): each would add a frame to the
+      // task that a parked poll keeps.
+      let answer =
+        isPoll
+        ? await settings.answers.poll(authorization, query, mark)
+        : await settings.answers.delete(authorization, query, form, mark)
+      if let code = answer.refusal { settings.metrics?.refused(code: code.wireValue) }
       loop.execute {
         let (handler, context) = bound.value
         handler.answering = nil

@@ -6,22 +6,32 @@ import NIOPosix
 import ServiceLifecycle
 import Synchronization
 
-/// The answers the lean listener gives, from the same code as the Hummingbird routes
-/// (``EventRoutes/pollAnswer(authorization:query:)`` and ``EventRoutes/deleteAnswer(authorization:query:form:)``).
+/// The answers the lean listener gives, from the same code as the Hummingbird routes (``EventRoutes``).
 struct PollAnswers: Sendable {
-  /// `GET /api/v1/events`: the `Authorization` header and the query string.
-  var poll: @Sendable (_ authorization: String?, _ query: String) async -> PlainAnswer
+  /// A long-poll: the answer comes through the callback, and the result ends the poll (its client went away).
+  var startLongPoll:
+    @Sendable (
+      _ authorization: String?,
+      _ query: String,
+      _ mark: AuthenticationMark,
+      _ answer: @escaping @Sendable (PlainAnswer) -> Void
+    ) async -> (@Sendable () -> Void)?
+  /// `GET /api/v1/events`: the `Authorization` header and the query string; the mark hears of the admission.
+  var poll: @Sendable (_ authorization: String?, _ query: String, _ mark: AuthenticationMark) async -> PlainAnswer
   /// `DELETE /api/v1/events`: the `Authorization` header, the query string and the form body.
-  var delete: @Sendable (_ authorization: String?, _ query: String, _ form: String) async -> PlainAnswer
+  var delete:
+    @Sendable (_ authorization: String?, _ query: String, _ form: String, _ mark: AuthenticationMark) async ->
+      PlainAnswer
 }
 
 /// The events route (`GET` and `DELETE /api/v1/events`) on a listener of its own, below Hummingbird: NIO's
 /// HTTP/1.1 pipeline and one handler per connection, which answers each request from a Swift task calling the
-/// event server and writes the answer on the connection's event loop.
+/// event server and writes the answer on the connection's event loop. A long-poll parks in the event server
+/// as a callback (``EventServer/startPoll(queueID:user:lastEventID:dontBlock:limit:answer:)``), so its task
+/// ends once it is parked.
 ///
-/// A parked poll costs its connection's NIO state and its task waiting in the event server (about 8 KB where
-/// Hummingbird's route costs about 45 KB), and a short poll a fraction of the CPU (`docs/performance.md`, "The
-/// lean poll listener"). Everything else a request meets is the same as on the main listener: the same
+/// A parked poll costs its connection's NIO state and the callback (well under Hummingbird route's 45 KB),
+/// and a short poll a fraction of the CPU (`docs/performance.md`, "The lean poll listener"). Everything else a request meets is the same as on the main listener: the same
 /// authentication and rate limit (the ``RequestGate``), the same connection caps (the ``ConnectionGuard``,
 /// shared with the main listener), the same answers and metrics. Other paths are refused with `404`, other
 /// methods with `405`.
@@ -53,6 +63,12 @@ struct PollListener: Service {
     let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
       .serverChannelOption(.backlog, value: 256)
       .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+      // A poll's request is a few hundred bytes: a connection's receive buffer starts at 512 B instead of
+      // NIO's 2 KB (it grows for larger reads), and a parked poll keeps that much less.
+      .childChannelOption(
+        .recvAllocator,
+        value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65_536)
+      )
       .childChannelInitializer { channel in
         channel.eventLoop.makeCompletedFuture {
           try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
