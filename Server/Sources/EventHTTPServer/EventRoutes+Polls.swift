@@ -140,12 +140,18 @@ extension EventRoutes {
 /// What the poll routes of both listeners read from a poll's query before answering it.
 enum PollQuery {
   /// The query parameters of a poll.
-  static var parameters: Set<String> { ["queue_id", "last_event_id", "dont_block", "limit"] }
+  static let parameters: Set<String> = ["queue_id", "last_event_id", "dont_block", "limit"]
 
   /// Whether a poll with this query may park (it does not say `dont_block`): its answer closes the
-  /// connection.
+  /// connection. Reads only `dont_block` (the first, as ``RequestFields`` keeps the first of a name): this
+  /// runs for every poll, before its query is read whole.
   static func isLongPoll(query: String) -> Bool {
-    let fields = try? RequestFields(query: query, allowed: parameters)
-    return (try? fields?.bool("dont_block")) != true
+    for pair in query.split(separator: "&") {
+      let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+      guard RequestFields.decode(parts[0]) == "dont_block" else { continue }
+      let value = parts.count > 1 ? RequestFields.decode(parts[1])?.lowercased() : ""
+      return value != "true" && value != "1"
+    }
+    return true
   }
 }

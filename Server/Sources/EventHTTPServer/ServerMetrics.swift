@@ -30,13 +30,30 @@ public final class ServerMetrics: Sendable {
     self.factory = factory
   }
 
+  /// One series of `event_server_requests_total`.
+  private struct RequestSeries: Hashable {
+    var route: String
+    var status: Int
+  }
+
+  /// The request counters made so far, one per series (a fixed set of routes, a few statuses): a counter is
+  /// made once, not for every request (its lookup in the registry was a few µs of each short poll).
+  private let requestCounters = Mutex<[RequestSeries: CoreMetrics.Counter]>([:])
+
   /// A request was answered: counted by route (one of the server's, or `other`) and status.
   public func requestAnswered(path: String, status: Int) {
-    Counter(
-      label: "event_server_requests_total",
-      dimensions: [("route", Self.route(of: path)), ("status", String(status))],
-      factory: factory
-    ).increment()
+    let series = RequestSeries(route: Self.route(of: path), status: status)
+    let counter = requestCounters.withLock { counters in
+      if let counter = counters[series] { return counter }
+      let counter = Counter(
+        label: "event_server_requests_total",
+        dimensions: [("route", series.route), ("status", String(status))],
+        factory: factory
+      )
+      counters[series] = counter
+      return counter
+    }
+    counter.increment()
   }
 
   /// A request was refused with an API error: counted by its code (`RATE_LIMIT_HIT` and `QUOTA_EXCEEDED`

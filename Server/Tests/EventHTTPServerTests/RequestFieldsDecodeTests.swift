@@ -46,5 +46,9 @@ struct RequestFieldsDecodeTests {
     #expect(!PollQuery.isLongPoll(query: "queue_id=q&last_event_id=-1&dont_block=1"))
     #expect(PollQuery.isLongPoll(query: "queue_id=q&last_event_id=-1&dont_block=false"))
     #expect(PollQuery.isLongPoll(query: "queue_id=q&last_event_id=-1"))
+    #expect(!PollQuery.isLongPoll(query: "dont_block=TRUE&queue_id=q"))
+    #expect(!PollQuery.isLongPoll(query: "queue_id=q&dont%5Fblock=true"))
+    #expect(PollQuery.isLongPoll(query: "dont_block=0&dont_block=true"))
+    #expect(PollQuery.isLongPoll(query: "dont_block"))
   }
 }
