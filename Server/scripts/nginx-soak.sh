@@ -5,6 +5,8 @@
 # prematurely closed connection", no 502). Each node's 4xx/5xx answers, rebuilds from the log and replication
 # lag are printed: a node's 503 (the database slower than its deadline) is passed to the client, which backs
 # off, and is reported, not a failure. Servers on 127.0.0.1, bounded in time, stopped by their pids.
+# With POLLS=lean each node also runs its lean poll listener (--poll-port) and nginx sends the events route
+# there (the shipped configuration's `location = /api/v1/events`).
 # Usage: Server/scripts/nginx-soak.sh [CLIENTS] [NOTES]   (default 4 clients, 150 notes each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,16 +48,25 @@ trap finish EXIT
 for node in $(seq 1 "$nodes"); do
   node_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   admin_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  polls=()
+  if [ "${POLLS:-main}" = lean ]; then
+    poll_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    polls=(--poll-port "$poll_port")
+    nginx_poll_ports+="$poll_port "
+  fi
   "$bin/event-server" --app notes-memory --host 127.0.0.1 --port "$node_port" --admin-port "$admin_port" \
-    --data-dir "$work/node$node" --rate-burst 100000 --rate-per-second 100000 "${store[@]}" \
+    --data-dir "$work/node$node" --rate-burst 100000 --rate-per-second 100000 "${store[@]}" "${polls[@]}" \
     >"$work/node$node.log" 2>&1 &
   admin_ports+=("$admin_port")
   node_pids+=("$!")
   ports+=("$node_port")
   for _ in $(seq 1 300); do grep -q "listening" "$work/node$node.log" && break; sleep 0.05; done
+  if [ ${#polls[@]} -gt 0 ]; then
+    for _ in $(seq 1 300); do grep -q "polls on" "$work/node$node.log" && break; sleep 0.05; done
+  fi
 done
 start_nginx "${ports[@]}"
-echo "nginx-soak: $nodes node(s) behind nginx on $nginx_port; $clients clients write $notes notes each, no fault"
+echo "nginx-soak: $nodes node(s) behind nginx on $nginx_port (polls: ${POLLS:-main} listener); $clients clients write $notes notes each, no fault"
 client_pids=()
 for index in $(seq 1 "$clients"); do
   timeout 300 "$bin/soak-client" --server "http://127.0.0.1:$nginx_port" --user "user$index" \

@@ -19,11 +19,14 @@ start_nginx() {
   ensure_nginx || return 1
   nginx_dir=$(mktemp -d)
   nginx_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  local upstreams="" node
+  local upstreams="" poll_upstreams="" node
   for node in "$@"; do upstreams+="server 127.0.0.1:$node max_fails=1 fail_timeout=1s; "; done
+  # $nginx_poll_ports (optional): the nodes' lean poll listeners, for the events route.
+  for node in ${nginx_poll_ports:-$*}; do poll_upstreams+="server 127.0.0.1:$node max_fails=1 fail_timeout=1s; "; done
   local template
   template="$(dirname "${BASH_SOURCE[0]}")/../deploy/nginx.conf"
   sed -e "s|__WORK__|$nginx_dir|g" -e "s|__LISTEN__|127.0.0.1:$nginx_port|g" -e "s|__UPSTREAMS__|$upstreams|g" \
+    -e "s|__POLL_UPSTREAMS__|$poll_upstreams|g" \
     "$template" >"$nginx_dir/nginx.conf"
   /usr/sbin/nginx -t -q -c "$nginx_dir/nginx.conf" -p "$nginx_dir" || { cat "$nginx_dir/error.log"; return 1; }
   /usr/sbin/nginx -c "$nginx_dir/nginx.conf" -p "$nginx_dir" >>"$nginx_dir/out.log" 2>&1 &
