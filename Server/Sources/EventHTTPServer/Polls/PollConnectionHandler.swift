@@ -119,7 +119,7 @@ final class PollConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     let authorization = head.headers.first(name: "Authorization")
     let form = String(buffer: body)
     let isPoll = head.method == .GET
-    // A long-poll's answer says `Connection: close` (``EventRoutes/pollAnswer(authorization:query:)``).
+    // A long-poll's answer says `Connection: close` (`EventRoutes.pollAnswer`, `startLongPoll`).
     let keepAlive = head.isKeepAlive
     let settings = settings
     let channel = context.channel
