@@ -206,6 +206,46 @@ struct PartitionedHTTPTests {
     try await cluster.stop()
   }
 
+  /// Forwarded requests are not queued behind forwarded long-polls. Twelve long-polls of a user that node A
+  /// serves, sent to node B, park on node A through node B's connections to it; a registration sent to node
+  /// B for that user must still be answered while they wait (the heartbeat is ten minutes here). Before the
+  /// fix the forwarder had AsyncHTTPClient's default of 8 connections per node: the ninth request waited
+  /// for one, and was answered `503` after the connect timeout.
+  @Test("forwarded requests are not queued behind parked forwarded long-polls")
+  func forwardedRequestsPassParkedPolls() async throws {
+    let cluster = try await TwoNodes<StoredNoteBoard>.start { log, rotation in
+      try await PartitionedHTTPTests.start(
+        StoredNoteBoard(),
+        on: log,
+        rotation: rotation,
+        configure: {
+          $0.eventServer.heartbeatMinimum = .seconds(600)
+          $0.eventServer.heartbeatMaximum = .seconds(600)
+        }
+      )
+    }
+    let (map, nodeA, nodeB) = (cluster.map, cluster.nodeA, cluster.nodeB)
+    let servedByB = await nodeB.server.host?.partitionsServed ?? []
+    let candidates: [UserID] = ["alice", "bob", "carol"]
+    let user = try #require(candidates.first { !servedByB.contains(map.partition(of: $0)) })
+    let credentials = HTTPCredentials(user: user, apiKey: testKeyByUser[user]!)
+    var polls: [Task<Void, Never>] = []
+    for _ in 0..<12 {
+      // A transport each: a URLSession of its own, so a connection of its own to node B.
+      let transport = NotesTransport(baseURL: nodeB.url, credentials: credentials)
+      let registration = try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil)
+      let finger = EventFinger(queueID: registration.queueID, lastEventID: registration.lastEventID)
+      polls.append(Task { _ = try? await transport.poll(after: finger, dontBlock: false, limit: nil) })
+    }
+    while await nodeA.server.host?.node(for: user)?.parkedPollCount ?? 0 < 12 {
+      try await Task.sleep(for: .milliseconds(20))
+    }
+    let transport = NotesTransport(baseURL: nodeB.url, credentials: credentials)
+    _ = try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil)
+    for poll in polls { poll.cancel() }
+    try await cluster.stop()
+  }
+
   /// A request forwarded once is never forwarded again: a node that does not serve the user answers `503`
   /// with `Retry-After` (the partition is moving), so no request loops between nodes. A request with a wrong
   /// key is answered `401` by the node it reached, never forwarded.

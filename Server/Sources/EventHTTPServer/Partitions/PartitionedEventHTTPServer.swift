@@ -140,10 +140,16 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     currentHost.withLock { $0 = host }
     // A node that went away refuses at once; one that does not answer a connection in a second is taken as
     // gone (the client is answered 503 and sends again; the partition's next holder serves it).
-    let client = HTTPClient(
-      eventLoopGroupProvider: .singleton,
-      configuration: HTTPClient.Configuration(timeout: .init(connect: .seconds(1)))
+    var clientConfiguration = HTTPClient.Configuration(timeout: .init(connect: .seconds(1)))
+    // As many connections to each node as this node accepts from its clients: every forwarded request holds
+    // one until answered, a forwarded long-poll until its events or heartbeat. AsyncHTTPClient's default of
+    // 8 per host made the ninth forwarded request wait for a connection and fail after the connect timeout
+    // (`PartitionedHTTPTests.forwardedRequestsPassParkedPolls`).
+    clientConfiguration.connectionPool = .init(
+      idleTimeout: .seconds(60),
+      concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.connections.maximumConnections
     )
+    let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
     do {
       try await serve(host, client: client, handleSignals: handleSignals, onRunning: onRunning)
     } catch {
