@@ -423,11 +423,7 @@ where Application.Command: Codable & Equatable {
         PollListener(
           host: configuration.host,
           port: pollPort,
-          answers: PollAnswers(
-            startLongPoll: { await routes.startLongPoll(authorization: $0, query: $1, mark: $2, answer: $3) },
-            poll: { await routes.pollAnswer(authorization: $0, query: $1, mark: $2) },
-            delete: { await routes.deleteAnswer(authorization: $0, query: $1, form: $2, mark: $3) }
-          ),
+          answers: .serving(routes),
           connections: connections,
           metrics: metrics,
           idleTimeout: configuration.idleTimeout,

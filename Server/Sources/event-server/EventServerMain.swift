@@ -90,10 +90,11 @@ struct EventServerMain {
             pushGateway: pushGateway,
             rotation: options.nodeNumber,
             advertisedAddress: options.advertisedAddress,
+            advertisedPollAddress: options.advertisedPollAddress,
             maintenance: [video.janitorTask],
             extraRoutes: video.routes
           )
-          try await node.run(onRunning: onRunning)
+          try await node.run(onRunning: onRunning, onPollRunning: onPollRunning)
         } else {
           let node = PartitionedEventHTTPServer(
             storedApplication: StoredNoteBoard(),
@@ -102,9 +103,10 @@ struct EventServerMain {
             logger: logger,
             pushGateway: pushGateway,
             rotation: options.nodeNumber,
-            advertisedAddress: options.advertisedAddress
+            advertisedAddress: options.advertisedAddress,
+            advertisedPollAddress: options.advertisedPollAddress
           )
-          try await node.run(onRunning: onRunning)
+          try await node.run(onRunning: onRunning, onPollRunning: onPollRunning)
         }
         try await pushClient?.shutdown()
         await postgres.close()
@@ -269,7 +271,8 @@ struct EventServerArguments: ParsableCommand {
     help: """
       Also serve GET and DELETE /api/v1/events on this port (0 picks one) through the lean poll listener: a \
       parked poll costs about 8 KB there instead of 45 KB (behind nginx, route /api/v1/events to it); off by \
-      default. Not with --partitions.
+      default. With --partitions, polls of users another node serves are forwarded to that node's poll \
+      listener.
       """
   )
   var pollPort: Int?
@@ -313,6 +316,14 @@ struct EventServerArguments: ParsableCommand {
       """
   )
   var advertise: String?
+  @Option(
+    name: .customLong("advertise-polls"),
+    help: """
+      The base URL the other nodes of a partitioned cluster reach this one's --poll-port at (default \
+      http://HOST:POLL-PORT; needed with --poll-port when --host is 0.0.0.0 or ::).
+      """
+  )
+  var advertisePolls: String?
   @OptionGroup(title: "Push notifications (without these, pushes are only logged)")
   var push: PushArguments
 
@@ -351,9 +362,6 @@ struct EventServerArguments: ParsableCommand {
     if let adminPort { try check("admin-port", adminPort, 0...65535) }
     if let pollPort {
       try check("poll-port", pollPort, 0...65535)
-      guard partitions == nil else {
-        throw ValidationError("--poll-port serves a single server: leave it out with --partitions")
-      }
     }
     try check("postgres-timeout", postgresTimeout, 0.1...3600)
     if let partitions {
@@ -369,10 +377,25 @@ struct EventServerArguments: ParsableCommand {
           "--partitions with --host \(host) needs --advertise URL (where the other nodes reach this one)"
         )
       }
+      if pollPort != nil, advertisePolls == nil, ["0.0.0.0", "::"].contains(host) {
+        throw ValidationError(
+          "--partitions --poll-port with --host \(host) needs --advertise-polls URL (where the other nodes reach its poll listener)"
+        )
+      }
+    } else if advertisePolls != nil {
+      throw ValidationError("--advertise-polls is for a node of a partitioned cluster: add --partitions and --poll-port")
     }
     try check("node-number", nodeNumber, 0...1_000_000)
     if let advertise, URL(string: advertise)?.scheme?.hasPrefix("http") != true {
       throw ValidationError("--advertise must be an http:// or https:// URL, not '\(advertise)'")
+    }
+    if let advertisePolls {
+      guard URL(string: advertisePolls)?.scheme?.hasPrefix("http") == true else {
+        throw ValidationError("--advertise-polls must be an http:// or https:// URL, not '\(advertisePolls)'")
+      }
+      guard pollPort != nil else {
+        throw ValidationError("--advertise-polls says where --poll-port is reached: add --poll-port")
+      }
     }
   }
 }
@@ -404,6 +427,7 @@ struct Options {
   var partitions: PartitionMap?
   var nodeNumber: Int
   var advertisedAddress: String?
+  var advertisedPollAddress: String?
 
   struct Problem: Error, CustomStringConvertible {
     var description: String
@@ -435,6 +459,7 @@ struct Options {
     partitions = arguments.partitions.flatMap(PartitionMap.init(count:))
     nodeNumber = arguments.nodeNumber
     advertisedAddress = arguments.advertise
+    advertisedPollAddress = arguments.advertisePolls
     blobsInDatabase = (arguments.blobs ?? (postgresURL != nil && app == "videos" ? "database" : "files")) == "database"
     if blobsInDatabase, postgresURL == nil {
       throw Problem(description: "--blobs database keeps the blobs in PostgreSQL: pass --postgres URL")

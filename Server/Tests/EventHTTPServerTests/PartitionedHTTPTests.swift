@@ -18,11 +18,12 @@ struct PartitionedHTTPTests {
   typealias Node = PartitionedEventHTTPServer<StoredNoteBoard>
   typealias NotesTransport = URLSessionTransport<NoteSnapshot, NoteEvent, NoteBoard.Command>
 
-  /// A started node: the server, its task, its URL.
+  /// A started node: the server, its task, its URL, its lean poll listener's URL (when it has one).
   struct Running<Stored: StoredApplication> {
     let server: PartitionedEventHTTPServer<Stored>
     let task: Task<Void, any Error>
     let url: URL
+    var pollURL: URL?
   }
 
   /// A node serving the note board.
@@ -54,10 +55,22 @@ struct PartitionedHTTPTests {
       extraRoutes: extraRoutes
     )
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-    let task = Task { try await server.run(handleSignals: false) { continuation.yield($0) } }
+    let (pollPorts, pollContinuation) = AsyncStream.makeStream(of: Int.self)
+    let task = Task {
+      try await server.run(
+        handleSignals: false,
+        onRunning: { continuation.yield($0) },
+        onPollRunning: { pollContinuation.yield($0) }
+      )
+    }
     var iterator = ports.makeAsyncIterator()
     let port = try #require(await iterator.next())
-    return Running(server: server, task: task, url: URL(string: "http://127.0.0.1:\(port)")!)
+    var running = Running(server: server, task: task, url: URL(string: "http://127.0.0.1:\(port)")!)
+    if configuration.pollPort != nil {
+      var polls = pollPorts.makeAsyncIterator()
+      running.pollURL = URL(string: "http://127.0.0.1:\(try #require(await polls.next()))")!
+    }
+    return running
   }
 
   /// Waits (within the suite's time limit) until the nodes serve these many partitions each, and each knows

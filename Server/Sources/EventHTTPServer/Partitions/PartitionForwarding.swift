@@ -26,8 +26,11 @@ struct PartitionForwarding<Context: RequestContext>: RouterMiddleware {
 
   /// Who the request is from (no rate limit here: the serving node applies it).
   let authenticator: any Authenticator
-  /// Where `user`'s requests are served: `nil` here, else the address of the node serving them.
+  /// Where `user`'s requests are served: here, or the address of the node serving them.
   let placement: @Sendable (UserID) async -> Placement
+  /// Where `user`'s polls are served: as `placement`, but at the serving node's lean poll listener when it
+  /// has one (a parked poll costs it less there).
+  let pollPlacement: @Sendable (UserID) async -> Placement
   let client: HTTPClient
   let limits: RequestLimits
   /// How long a forwarded long-poll may wait: above the longest heartbeat.
@@ -52,7 +55,8 @@ struct PartitionForwarding<Context: RequestContext>: RouterMiddleware {
       // Not a user's request, or not an authenticated one: the route answers it (401 for a bad key).
       return try await next(request, context)
     }
-    switch await placement(user) {
+    let isEventsRoute = path == "/api/v1/events" && (request.method == .get || request.method == .delete)
+    switch await (isEventsRoute ? pollPlacement(user) : placement(user)) {
     case .here:
       return try await next(request, context)
     case .elsewhere(let address) where request.headers[Self.forwardedHeader] == nil:

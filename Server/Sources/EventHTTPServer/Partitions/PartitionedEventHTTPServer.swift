@@ -42,6 +42,9 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
   public let lookInterval: Duration
   /// Where the other nodes reach this one; `http://<host>:<port>` of the listener when `nil`.
   public let advertisedAddress: String?
+  /// Where the other nodes reach this one's lean poll listener (when
+  /// ``EventHTTPServerConfiguration/pollPort`` is set); `http://<host>:<poll port>` when `nil`.
+  public let advertisedPollAddress: String?
   /// What the server measures.
   public let metrics = ServerMetrics()
   private let application: Stored
@@ -86,6 +89,8 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
   ///   - rotation: Where this node starts looking among free partitions (its number in the cluster spreads
   ///     the nodes' first choices apart).
   ///   - advertisedAddress: The base URL the other nodes forward to; the listener's own when `nil`.
+  ///   - advertisedPollAddress: The base URL the other nodes forward polls to, when this node has a lean poll
+  ///     listener; the poll listener's own when `nil`.
   public init(
     storedApplication: Stored,
     log: PostgresServerLog,
@@ -94,6 +99,7 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     pushGateway: (any PushGateway)? = nil,
     rotation: Int = 0,
     advertisedAddress: String? = nil,
+    advertisedPollAddress: String? = nil,
     lookInterval: Duration = .seconds(1),
     maintenance: [MaintenanceTask] = [],
     extraRoutes: ExtraRoutes? = nil
@@ -108,6 +114,7 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     self.sendsPushes = pushGateway != nil
     self.rotation = rotation
     self.advertisedAddress = advertisedAddress
+    self.advertisedPollAddress = advertisedPollAddress
     self.lookInterval = lookInterval
   }
 
@@ -119,9 +126,12 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
   ///   - handleSignals: Whether SIGTERM and SIGINT shut it down (the executable); tests call ``shutdown()``.
   ///   - onRunning: Called with the port once the node listens and has said where (before its first look).
   /// - Throws: When the lease session cannot be opened or the port cannot be bound.
+  ///   - onPollRunning: Called with the lean poll listener's port once it listens (when
+  ///     ``EventHTTPServerConfiguration/pollPort`` is set).
   public func run(
     handleSignals: Bool = true,
-    onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    onRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+    onPollRunning: @escaping @Sendable (Int) async -> Void = { _ in }
   ) async throws {
     let application = application
     let eventServer = configuration.eventServer
@@ -151,7 +161,13 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     )
     let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
     do {
-      try await serve(host, client: client, handleSignals: handleSignals, onRunning: onRunning)
+      try await serve(
+        host,
+        client: client,
+        handleSignals: handleSignals,
+        onRunning: onRunning,
+        onPollRunning: onPollRunning
+      )
     } catch {
       await host.shutdown()
       try? await client.shutdown()
@@ -166,29 +182,29 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     _ host: Host,
     client: HTTPClient,
     handleSignals: Bool,
-    onRunning: @escaping @Sendable (Int) async -> Void
+    onRunning: @escaping @Sendable (Int) async -> Void,
+    onPollRunning: @escaping @Sendable (Int) async -> Void
   ) async throws {
     let gate = RequestGate(authenticator: configuration.authenticator, policy: configuration.rateLimit) {
       Timestamp(Date())
     }
     let connections = ConnectionGuard(limits: configuration.connections, logger: logger)
     let router = configuration.eventRouter(metrics: metrics, connections: connections)
+    let longPollDeadline = configuration.eventServer.heartbeatMaximum + .seconds(10)
+    let pollPlacement: @Sendable (UserID) async -> PartitionForwarding<EventRequestContext>.Placement = { user in
+      Self.placement(await host.pollPlacement(of: user))
+    }
     router.add(
       middleware: PartitionForwarding(
         authenticator: configuration.authenticator,
-        placement: { user in
-          switch await host.placement(of: user) {
-          case .here: .here
-          case .elsewhere(let address): .elsewhere(address: address)
-          case .unknown: .unknown
-          }
-        },
+        placement: { user in Self.placement(await host.placement(of: user)) },
+        pollPlacement: pollPlacement,
         client: client,
         limits: configuration.limits,
-        longPollDeadline: configuration.eventServer.heartbeatMaximum + .seconds(10)
+        longPollDeadline: longPollDeadline
       )
     )
-    EventRoutes(
+    let routes = EventRoutes(
       nodes: { (user: UserID) throws(EventAPIError) -> Node in
         guard let node = await host.node(for: user) else {
           throw .serviceUnavailable(
@@ -202,7 +218,8 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
       limits: configuration.limits,
       metrics: metrics,
       pushNotificationsEnabled: sendsPushes
-    ).add(to: router)
+    )
+    routes.add(to: router)
     let nodes = PartitionNodes(host: host)
     extraRoutes?(router, nodes, gate)
     let (ports, bound) = AsyncStream.makeStream(of: Int.self)
@@ -210,11 +227,43 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
       bound.yield(channel.localAddress?.port ?? 0)
       bound.finish()
     }
+    var listeners: [any Service] = [app]
+    var pollPorts: AsyncStream<Int>?
+    if let pollPort = configuration.pollPort {
+      let (stream, pollBound) = AsyncStream.makeStream(of: Int.self)
+      pollPorts = stream
+      let forwarding = PollForwarding(
+        placement: pollPlacement,
+        authenticator: configuration.authenticator,
+        client: client,
+        longPollDeadline: longPollDeadline
+      )
+      listeners.append(
+        PollListener(
+          host: configuration.host,
+          port: pollPort,
+          answers: forwarding.answers(local: .serving(routes)),
+          connections: connections,
+          metrics: metrics,
+          idleTimeout: configuration.idleTimeout,
+          formBytes: configuration.limits.formBytes,
+          logger: logger
+        ) { port in
+          pollBound.yield(port)
+          pollBound.finish()
+          await onPollRunning(port)
+        }
+      )
+    }
     let leases = LookAtLeases(
       host: host,
       ports: ports,
+      pollPorts: pollPorts,
       address: { [advertisedAddress, configuration] port in
         advertisedAddress ?? "http://\(configuration.host):\(port)"
+      },
+      pollAddress: { [advertisedPollAddress, configuration] port in
+        advertisedPollAddress ?? "http://\(configuration.host):\(port)"
       },
       interval: lookInterval,
       logger: logger,
@@ -230,11 +279,21 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
       }
     }
     await group.run(
-      [app, leases] + tasks,
+      listeners + [leases] + tasks,
       handleSignals: handleSignals,
       grace: configuration.shutdownGrace,
       logger: logger
     )
+  }
+
+  private static func placement(
+    _ placement: Host.Placement
+  ) -> PartitionForwarding<EventRequestContext>.Placement {
+    switch placement {
+    case .here: .here
+    case .elsewhere(let address): .elsewhere(address: address)
+    case .unknown: .unknown
+    }
   }
 
   /// Shuts the node down gracefully: stops serving its partitions (answering their parked polls), lets
@@ -272,7 +331,10 @@ public struct PartitionNodes<Stored: StoredApplication>: Sendable {
 private struct LookAtLeases<Stored: StoredApplication>: Service {
   let host: PartitionHost<StoredRelay<Stored>, ContinuousClock>
   let ports: AsyncStream<Int>
+  /// The lean poll listener's port, when the node has one.
+  let pollPorts: AsyncStream<Int>?
   let address: @Sendable (Int) -> String
+  let pollAddress: @Sendable (Int) -> String
   let interval: Duration
   let logger: Logger
   let onRunning: @Sendable (Int) async -> Void
@@ -280,7 +342,13 @@ private struct LookAtLeases<Stored: StoredApplication>: Service {
   func run() async throws {
     var iterator = ports.makeAsyncIterator()
     guard let port = await iterator.next() else { return }
-    try await host.advertise(address(port))
+    var pollPort: Int?
+    if let pollPorts {
+      var polls = pollPorts.makeAsyncIterator()
+      guard let port = await polls.next() else { return }
+      pollPort = port
+    }
+    try await host.advertise(address(port), pollAddress: pollPort.map(pollAddress))
     await onRunning(port)
     let looking = Task { [host, interval, logger] in
       while !Task.isCancelled {

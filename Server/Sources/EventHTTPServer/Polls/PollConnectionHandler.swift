@@ -116,8 +116,6 @@ final class PollConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
       write(refusal(.badRequest(HTTPAnswer.tooLarge), .contentTooLarge), path: path, keepAlive: false, context: context)
       return
     }
-    let authorization = head.headers.first(name: "Authorization")
-    let form = String(buffer: body)
     let isPoll = head.method == .GET
     // A long-poll's answer says `Connection: close` (`EventRoutes.pollAnswer`, `startLongPoll`).
     let keepAlive = head.isKeepAlive
@@ -125,12 +123,18 @@ final class PollConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     let channel = context.channel
     let loop = context.eventLoop
     let bound = NIOLoopBound((self, context), eventLoop: loop)
-    let mark = AuthenticationMark { [connections = settings.connections] user in
-      connections.authenticated(channel, as: user)
-    }
+    let request = PollRequest(
+      authorization: head.headers.first(name: "Authorization"),
+      query: query,
+      form: String(buffer: body),
+      isForwarded: head.headers.contains(name: PollForwarding.forwardedHeader),
+      mark: AuthenticationMark { [connections = settings.connections] user in
+        connections.authenticated(channel, as: user)
+      }
+    )
     if isPoll && PollQuery.isLongPoll(query: query) {
       answering = Task {
-        let end = await settings.answers.startLongPoll(authorization, query, mark) { answer in
+        let end = await settings.answers.startLongPoll(request) { answer in
           if let code = answer.refusal { settings.metrics?.refused(code: code.wireValue) }
           loop.execute {
             let (handler, context) = bound.value
@@ -152,9 +156,7 @@ final class PollConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
       // No task-local values here (the main listener's middleware sets them): each would add a frame to the
       // task that a parked poll keeps.
       let answer =
-        isPoll
-        ? await settings.answers.poll(authorization, query, mark)
-        : await settings.answers.delete(authorization, query, form, mark)
+        isPoll ? await settings.answers.poll(request) : await settings.answers.delete(request)
       if let code = answer.refusal { settings.metrics?.refused(code: code.wireValue) }
       loop.execute {
         let (handler, context) = bound.value

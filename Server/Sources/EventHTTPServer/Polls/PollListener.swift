@@ -6,22 +6,56 @@ import NIOPosix
 import ServiceLifecycle
 import Synchronization
 
-/// The answers the lean listener gives, from the same code as the Hummingbird routes (``EventRoutes``).
+/// One request of the lean listener, as its answers read it.
+struct PollRequest: Sendable {
+  /// The `Authorization` header.
+  var authorization: String?
+  /// The query string.
+  var query: String
+  /// The form body (a `DELETE`'s).
+  var form: String
+  /// Whether another node of a partitioned cluster forwarded it (it says `X-Event-Server-Forwarded`): such a
+  /// request is answered here or refused, never forwarded again.
+  var isForwarded: Bool
+  /// Hears of the admission (the connection becomes the user's).
+  var mark: AuthenticationMark
+}
+
+/// The answers the lean listener gives: from the same code as the Hummingbird routes (``EventRoutes``) on a
+/// single server (``serving(_:)``), and forwarded to the partition's node on a partitioned one
+/// (`PollForwarding`).
 struct PollAnswers: Sendable {
-  /// A long-poll: the answer comes through the callback, and the result ends the poll (its client went away).
+  /// A long-poll: the answer comes through the callback (called once), and the result ends the poll (its
+  /// client went away); `nil` when it was answered already.
   var startLongPoll:
-    @Sendable (
-      _ authorization: String?,
-      _ query: String,
-      _ mark: AuthenticationMark,
-      _ answer: @escaping @Sendable (PlainAnswer) -> Void
-    ) async -> (@Sendable () -> Void)?
-  /// `GET /api/v1/events`: the `Authorization` header and the query string; the mark hears of the admission.
-  var poll: @Sendable (_ authorization: String?, _ query: String, _ mark: AuthenticationMark) async -> PlainAnswer
-  /// `DELETE /api/v1/events`: the `Authorization` header, the query string and the form body.
-  var delete:
-    @Sendable (_ authorization: String?, _ query: String, _ form: String, _ mark: AuthenticationMark) async ->
-      PlainAnswer
+    @Sendable (_ request: PollRequest, _ answer: @escaping @Sendable (PlainAnswer) -> Void) async -> (
+      @Sendable () -> Void
+    )?
+  /// `GET /api/v1/events` with `dont_block`.
+  var poll: @Sendable (PollRequest) async -> PlainAnswer
+  /// `DELETE /api/v1/events`.
+  var delete: @Sendable (PollRequest) async -> PlainAnswer
+  /// Called once when the listener begins to stop, before it drains its connections.
+  var stopping: @Sendable () -> Void = {}
+
+  /// The answers of the event server (or partition nodes) that `routes` reach.
+  static func serving<Application, C>(_ routes: EventRoutes<Application, C>) -> PollAnswers
+  where C.Duration == Duration, Application.Command: Codable & Equatable {
+    PollAnswers(
+      startLongPoll: { request, answer in
+        await routes.startLongPoll(
+          authorization: request.authorization,
+          query: request.query,
+          mark: request.mark,
+          answer: answer
+        )
+      },
+      poll: { await routes.pollAnswer(authorization: $0.authorization, query: $0.query, mark: $0.mark) },
+      delete: {
+        await routes.deleteAnswer(authorization: $0.authorization, query: $0.query, form: $0.form, mark: $0.mark)
+      }
+    )
+  }
 }
 
 /// The events route (`GET` and `DELETE /api/v1/events`) on a listener of its own, below Hummingbird: NIO's
@@ -85,6 +119,7 @@ struct PollListener: Service {
     await onRunning(channel.localAddress?.port ?? 0)
     try? await gracefulShutdown()
     try? await channel.close()
+    answers.stopping()
     await withTaskCancellationHandler {
       await open.drain()
     } onCancel: {

@@ -69,10 +69,13 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   /// Where this node starts looking among free partitions.
   public let rotation: Int
   private var serving: [Int: (view: PostgresServerLog, node: Node)] = [:]
-  /// Where this node answers HTTP, told to the others with each lease session.
-  private var address: String?
+  /// Where this node answers HTTP, and its lean poll listener if any, told to the others with each lease
+  /// session.
+  private var address: (main: String, polls: String?)?
   /// Where the other nodes' partitions were served at the last look.
   private var elsewhere: [Int: String] = [:]
+  /// Where the other nodes' partitions' events routes were served on lean poll listeners at the last look.
+  private var elsewherePolls: [Int: String] = [:]
   /// Whether ``shutdown()`` was called: a look under way then stops what it started.
   private var isShutDown = false
 
@@ -128,12 +131,22 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
     return .unknown
   }
 
+  /// Where `user`'s polls are served: as ``placement(of:)``, but at the holder's lean poll listener when it
+  /// has one (``advertise(_:pollAddress:)``).
+  public func pollPlacement(of user: UserID) -> Placement {
+    let partition = log.partitions.partition(of: user)
+    if let node = serving[partition]?.node { return .here(node) }
+    if let address = elsewherePolls[partition] ?? elsewhere[partition] { return .elsewhere(address: address) }
+    return .unknown
+  }
+
   /// Tells the other nodes, at this look and after any new lease session, that this node answers HTTP at
-  /// `address` (``PartitionLeases/advertise(_:)``).
+  /// `address`, and the events route at `pollAddress` too when it has a lean poll listener
+  /// (``PartitionLeases/advertise(_:pollAddress:)``).
   /// - Throws: ``ServerLogError/storage(_:)`` when the lease session cannot record it.
-  public func advertise(_ address: String) async throws(ServerLogError) {
-    self.address = address
-    try await leases.advertise(address)
+  public func advertise(_ address: String, pollAddress: String? = nil) async throws(ServerLogError) {
+    self.address = (address, pollAddress)
+    try await leases.advertise(address, pollAddress: pollAddress)
   }
 
   /// One look at the cluster (see the type's discussion).
@@ -158,9 +171,10 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       change.lost = serving.keys.sorted()
       await stopAll()
       elsewhere = [:]
+      elsewherePolls = [:]
       await leases.close()
       leases = try await PartitionLeases.open(on: log)
-      if let address { try await leases.advertise(address) }
+      if let address { try await leases.advertise(address.main, pollAddress: address.polls) }
     }
     let survey: LeaseSurvey
     do {
@@ -171,9 +185,11 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       change.lost += serving.keys.sorted()
       await stopAll()
       elsewhere = [:]
+      elsewherePolls = [:]
       return change
     }
     elsewhere = survey.addresses
+    elsewherePolls = survey.pollAddresses
     lastLook.survey = lap()
     let plan = PartitionLeasePlan(
       partitions: log.partitions.count,

@@ -33,7 +33,7 @@ public final class PartitionLeases: Sendable {
     case acquire(Int, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
     case release(Int, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
     case survey(CheckedContinuation<Result<LeaseSurvey, ServerLogError>, Never>)
-    case advertise(String, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
+    case advertise(String, polls: String?, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
 
     /// What is asked, for a log line.
     var name: String {
@@ -47,7 +47,7 @@ public final class PartitionLeases: Sendable {
 
     func fail(_ error: ServerLogError) {
       switch self {
-      case .acquire(_, let continuation), .release(_, let continuation), .advertise(_, let continuation):
+      case .acquire(_, let continuation), .release(_, let continuation), .advertise(_, _, let continuation):
         continuation.resume(returning: .failure(error))
       case .survey(let continuation): continuation.resume(returning: .failure(error))
       }
@@ -120,6 +120,7 @@ public final class PartitionLeases: Sendable {
       do {
         try await client.withConnection { connection in
           try await connection.query("SELECT pg_advisory_lock_shared(\(Self.nodeKey))", logger: logger)
+          try await Self.addPollAddressColumn(on: connection, logger: logger)
           var pid: Int32 = 0
           for try await value in try await connection.query("SELECT pg_backend_pid()", logger: logger)
             .decode(Int32.self)
@@ -155,7 +156,7 @@ public final class PartitionLeases: Sendable {
                 continuation.resume(returning: .success(released))
               case .survey(let continuation):
                 continuation.resume(returning: .success(try await survey(connection, pid, logger)))
-              case .advertise(let address, let continuation):
+              case .advertise(let address, let pollAddress, let continuation):
                 // Rows of sessions that ended are stale: a new session may reuse their pid, so they go first.
                 try await connection.query(
                   """
@@ -165,7 +166,10 @@ public final class PartitionLeases: Sendable {
                   logger: logger
                 )
                 try await connection.query(
-                  "INSERT INTO partition_node (pid, address) VALUES (pg_backend_pid(), \(address))",
+                  """
+                  INSERT INTO partition_node (pid, address, poll_address)
+                  VALUES (pg_backend_pid(), \(address), \(pollAddress))
+                  """,
                   logger: logger
                 )
                 continuation.resume(returning: .success(true))
@@ -244,11 +248,12 @@ public final class PartitionLeases: Sendable {
   }
 
   /// Records where this node answers HTTP (`http://10.0.0.5:8080`, say), so that the others can send it
-  /// the requests of its partitions' users (``LeaseSurvey/addresses``). Kept with this session: when it
-  /// ends, the address no longer counts.
+  /// the requests of its partitions' users (``LeaseSurvey/addresses``), and where its lean poll listener
+  /// answers the events route, if it has one (``LeaseSurvey/pollAddresses``). Kept with this session: when
+  /// it ends, the addresses no longer count.
   /// - Throws: ``ServerLogError/storage(_:)`` when the session ended or did not answer in time.
-  public func advertise(_ address: String) async throws(ServerLogError) {
-    _ = try await ask { .advertise(address, $0) }
+  public func advertise(_ address: String, pollAddress: String? = nil) async throws(ServerLogError) {
+    _ = try await ask { .advertise(address, polls: pollAddress, $0) }
   }
 
   /// Ends the session: every lease is let go at once. The session's connection is closed without waiting
@@ -297,6 +302,26 @@ public final class PartitionLeases: Sendable {
     return try answered.get()
   }
 
+  /// Adds `partition_node.poll_address` to a log created before the lean poll listener served partitioned
+  /// nodes (nodes of earlier versions insert without it: their polls are forwarded to their main address).
+  /// Read first, so that the table is locked only the once it changes.
+  private static func addPollAddressColumn(on connection: PostgresConnection, logger: Logger) async throws {
+    let rows = try await connection.query(
+      """
+      SELECT count(*) FROM information_schema.columns
+      WHERE table_schema = current_schema() AND table_name = 'partition_node' AND column_name = 'poll_address'
+      """,
+      logger: logger
+    )
+    var found = 0
+    for try await count in rows.decode(Int.self) { found = count }
+    guard found == 0 else { return }
+    try await connection.query(
+      "ALTER TABLE partition_node ADD COLUMN IF NOT EXISTS poll_address text",
+      logger: logger
+    )
+  }
+
   /// Reads the advisory locks of this database: nodes alive (holders of ``nodeKey``) and partition leases.
   private static let surveyQuery: @Sendable (PostgresConnection, Int32, Logger) async throws -> LeaseSurvey = {
     connection,
@@ -306,7 +331,7 @@ public final class PartitionLeases: Sendable {
     let nodeKind = nodeKey >> 32
     let rows = try await connection.query(
       """
-      SELECT l.classid::bigint, l.objid::bigint, l.pid, n.address FROM pg_locks l
+      SELECT l.classid::bigint, l.objid::bigint, l.pid, n.address, n.poll_address FROM pg_locks l
       LEFT JOIN partition_node n ON n.pid = l.pid
       WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -315,7 +340,9 @@ public final class PartitionLeases: Sendable {
       logger: logger
     )
     var survey = LeaseSurvey(liveNodes: 0, mine: [], heldByOthers: [])
-    for try await (kind, low, holder, address) in rows.decode((Int64, Int64, Int32, String?).self) {
+    for try await (kind, low, holder, address, pollAddress) in rows.decode(
+      (Int64, Int64, Int32, String?, String?).self
+    ) {
       if kind == nodeKind {
         survey.liveNodes += 1
       } else if holder == pid {
@@ -323,6 +350,7 @@ public final class PartitionLeases: Sendable {
       } else {
         survey.heldByOthers.insert(Int(low))
         if let address { survey.addresses[Int(low)] = address }
+        if let pollAddress { survey.pollAddresses[Int(low)] = pollAddress }
       }
     }
     return survey
@@ -341,12 +369,22 @@ public struct LeaseSurvey: Sendable, Hashable {
   /// Where the holders of others' partitions answer HTTP, for those that advertised it
   /// (``PartitionLeases/advertise(_:)``).
   public var addresses: [Int: String]
+  /// Where the holders of others' partitions answer the events route on a lean poll listener, for those
+  /// that have one.
+  public var pollAddresses: [Int: String]
 
   /// A survey from its parts.
-  public init(liveNodes: Int, mine: Set<Int>, heldByOthers: Set<Int>, addresses: [Int: String] = [:]) {
+  public init(
+    liveNodes: Int,
+    mine: Set<Int>,
+    heldByOthers: Set<Int>,
+    addresses: [Int: String] = [:],
+    pollAddresses: [Int: String] = [:]
+  ) {
     self.liveNodes = liveNodes
     self.mine = mine
     self.heldByOthers = heldByOthers
     self.addresses = addresses
+    self.pollAddresses = pollAddresses
   }
 }
