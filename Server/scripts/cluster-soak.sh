@@ -16,6 +16,9 @@
 # NODES=N runs N nodes (default 3; the faults hit nodes 1 to 3). PARTITIONS=P partitions the log by user
 # (docs/scaling.md): each node serves the partitions it leases and forwards other users' requests; the
 # script then also prints how long each killed or stopped node's partitions went unserved (takeover).
+# POLLS=lean runs each node's lean poll listener too (--poll-port) and nginx sends the events route there;
+# with PARTITIONS, a poll reaching a node that does not serve its user is forwarded to the poll listener of
+# the node that does.
 # Everything listens on 127.0.0.1, every wait is bounded, every process is stopped by its pid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +38,16 @@ echo "cluster-soak: PostgreSQL on 127.0.0.1:$postgres_port (pid $postgres_pid)"
 partition_options=()
 # Partitioned: JSON logs (their times have milliseconds) for the takeover figures.
 if [ -n "$partitions" ]; then partition_options=(--partitions "$partitions" --log-format json); fi
+poll_ports=("")
+nginx_poll_ports=""
+for node in $(seq 1 "$nodes"); do
+  if [ "${POLLS:-main}" = lean ]; then
+    poll_ports+=("$(free_port)")
+    nginx_poll_ports+="${poll_ports[$node]} "
+  else
+    poll_ports+=("")
+  fi
+done
 keys="lag:lag-soak-key"
 for index in $(seq 1 "$clients"); do keys+=",user$index:user$index-soak-key"; done
 export EVENT_SERVER_API_KEYS="$keys"
@@ -44,7 +57,8 @@ start_node() {
   local node=$1 log="$work/node$1.log"
   "$bin/event-server" --app "${APP:-notes}" --host 127.0.0.1 --port "${ports[$node]}" --data-dir "$work/node$node" \
     --postgres "$postgres_url" --rate-burst 100000 --rate-per-second 100000 \
-    ${partition_options[@]+"${partition_options[@]}"} ${partitions:+--node-number "$node"} >>"$log" 2>&1 &
+    ${partition_options[@]+"${partition_options[@]}"} ${partitions:+--node-number "$node"} \
+    ${poll_ports[$node]:+--poll-port "${poll_ports[$node]}"} >>"$log" 2>&1 &
   started_node "$node" "$!" "$log" cluster-soak
 }
 
@@ -63,7 +77,7 @@ restart_if_stopped() {
 
 for node in $(seq 1 "$nodes"); do start_node "$node"; done
 start_nginx "${ports[@]:1}"
-echo "cluster-soak: nodes on ${ports[*]:1} (pids ${node_pids[*]:1}); nginx on $nginx_port (pid $nginx_pid)"
+echo "cluster-soak: nodes on ${ports[*]:1} (pids ${node_pids[*]:1}); nginx on $nginx_port (pid $nginx_pid); polls: ${POLLS:-main} listener ${nginx_poll_ports}"
 if [ -n "$partitions" ]; then
   # The nodes look at the leases every second: a few looks spread the partitions before the clients start.
   sleep 3

@@ -379,11 +379,14 @@ struct EventServerArguments: ParsableCommand {
       }
       if pollPort != nil, advertisePolls == nil, ["0.0.0.0", "::"].contains(host) {
         throw ValidationError(
-          "--partitions --poll-port with --host \(host) needs --advertise-polls URL (where the other nodes reach its poll listener)"
+          "--partitions --poll-port with --host \(host) needs --advertise-polls URL (where the other nodes reach "
+            + "its poll listener)"
         )
       }
     } else if advertisePolls != nil {
-      throw ValidationError("--advertise-polls is for a node of a partitioned cluster: add --partitions and --poll-port")
+      throw ValidationError(
+        "--advertise-polls is for a node of a partitioned cluster: add --partitions and --poll-port"
+      )
     }
     try check("node-number", nodeNumber, 0...1_000_000)
     if let advertise, URL(string: advertise)?.scheme?.hasPrefix("http") != true {

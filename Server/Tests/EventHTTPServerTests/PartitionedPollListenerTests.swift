@@ -97,7 +97,12 @@ struct PartitionedPollListenerTests {
     #expect(viaMain.status == 200 && viaMain.body == direct.body)
 
     // A long-poll parks on node A through node B, and is woken by a write.
-    async let parked = pollsOfB.send("GET", "api/v1/events", query: ["queue_id": queue, "last_event_id": "0"], as: user)
+    async let parked = pollsOfB.send(
+      "GET",
+      "api/v1/events",
+      query: ["queue_id": queue, "last_event_id": "0"],
+      as: user
+    )
     while await nodeA.server.host?.node(for: user)?.parkedPollCount ?? 0 < 1 {
       try await Task.sleep(for: .milliseconds(20))
     }
@@ -144,7 +149,12 @@ struct PartitionedPollListenerTests {
     let user = try await Self.userOfA(in: cluster)
     let pollsOfB = RawHTTP(base: try #require(nodeB.pollURL))
     let queue = try Self.queueID(of: try await RawHTTP(base: nodeB.url).send("POST", "api/v1/register", as: user))
-    async let parked = pollsOfB.send("GET", "api/v1/events", query: ["queue_id": queue, "last_event_id": "-1"], as: user)
+    async let parked = pollsOfB.send(
+      "GET",
+      "api/v1/events",
+      query: ["queue_id": queue, "last_event_id": "-1"],
+      as: user
+    )
     while await nodeA.server.host?.node(for: user)?.parkedPollCount ?? 0 < 1 {
       try await Task.sleep(for: .milliseconds(20))
     }

@@ -129,7 +129,9 @@ struct PollForwarding: Sendable {
     to address: String,
     deadline: Duration
   ) async -> PlainAnswer {
-    var outgoing = HTTPClientRequest(url: address + "/api/v1/events" + (request.query.isEmpty ? "" : "?" + request.query))
+    var outgoing = HTTPClientRequest(
+      url: address + "/api/v1/events" + (request.query.isEmpty ? "" : "?" + request.query)
+    )
     outgoing.method = method
     if let authorization = request.authorization { outgoing.headers.add(name: "Authorization", value: authorization) }
     outgoing.headers.add(name: Self.forwardedHeader, value: "1")
