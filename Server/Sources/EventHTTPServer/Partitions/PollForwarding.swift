@@ -15,10 +15,10 @@ import Synchronization
 /// `Retry-After` (the partition is moving), and so is any request while its user's partition has no known
 /// holder.
 ///
-/// A forwarded long-poll waits in a task of its own on a connection to the serving node (a parked poll
-/// forwarded here costs more than one parked here: docs/scaling.md); its client going away cancels it, and
-/// the listener beginning to stop answers each one `503` at once, as the main listener's forwarding does,
-/// so that a stop does not wait for polls parked on other nodes.
+/// A forwarded long-poll waits on a connection of its own to the serving node, relayed on NIO's pipeline
+/// (``PollRelay``: no task while it waits); its client going away closes it, and the listener beginning to
+/// stop answers each one `503` at once, as the main listener's forwarding does, so that a stop does not wait
+/// for polls parked on other nodes.
 struct PollForwarding: Sendable {
   /// The header a forwarded request carries (the main listener's).
   static let forwardedHeader = "X-Event-Server-Forwarded"
@@ -97,7 +97,8 @@ struct PollForwarding: Sendable {
     }
   }
 
-  /// Forwards a long-poll in a task of its own, answering through `answer`.
+  /// Forwards a long-poll, answering through `answer`: relayed on a connection of its own
+  /// (``PollRelay``) to an `http://host:port` address, else in a task of its own through the HTTP client.
   /// - Returns: What ends it when its client goes away.
   private func startForwarded(
     _ request: PollRequest,
@@ -108,16 +109,51 @@ struct PollForwarding: Sendable {
       answer(Self.unavailable("this node is stopping; send again shortly"))
       return {}
     }
-    let waiting = Task { [self, parked] in
-      var plain = await forward(request, method: .GET, to: address, deadline: longPollDeadline)
-      plain.headers[.connection] = "close"
-      parked.remove(token)
-      answer(plain)
+    let parked = parked
+    let end: @Sendable () -> Void
+    if let target = PollRelay.target(of: address) {
+      let relay = PollRelay(
+        maximumAnswerBytes: PartitionForwarding<EventRequestContext>.maximumAnswerBytes,
+        deadline: longPollDeadline
+      )
+      let connection = relay.start(
+        host: target.host,
+        port: target.port,
+        query: request.query,
+        authorization: request.authorization
+      ) { result in
+        parked.remove(token)
+        var plain: PlainAnswer
+        switch result {
+        case .success(let relayed): plain = relayed
+        case .failure(let failure):
+          if parked.isStopping {
+            plain = Self.unavailable("this node is stopping; send again shortly")
+          } else {
+            HTTPAnswer.logger.debug(
+              "a poll relayed to its partition's node ended without an answer",
+              metadata: ["node": "\(address)", "error": "\(failure)"]
+            )
+            plain = Self.unavailable("the node serving this user could not be reached; send again shortly")
+          }
+        }
+        plain.headers[.connection] = "close"
+        answer(plain)
+      }
+      end = { connection.close() }
+    } else {
+      let waiting = Task { [self] in
+        var plain = await forward(request, method: .GET, to: address, deadline: longPollDeadline)
+        plain.headers[.connection] = "close"
+        parked.remove(token)
+        answer(plain)
+      }
+      end = { waiting.cancel() }
     }
-    parked.attach(waiting, to: token)
-    return { [parked] in
+    parked.attach(end, to: token)
+    return {
       parked.remove(token)
-      waiting.cancel()
+      end()
     }
   }
 
@@ -172,8 +208,8 @@ struct PollForwarding: Sendable {
 /// The forwarded long-polls waiting on other nodes, so that a stopping listener ends them at once.
 final class ForwardedLongPolls: Sendable {
   private struct State {
-    /// The polls waiting, by token; `nil` for one whose task is not attached yet.
-    var tasks: [Int: Task<Void, Never>?] = [:]
+    /// What ends each poll waiting, by token; `nil` for one not started yet.
+    var ends: [Int: (@Sendable () -> Void)?] = [:]
     var next = 0
     var isStopping = false
   }
@@ -188,37 +224,37 @@ final class ForwardedLongPolls: Sendable {
     state.withLock { state in
       guard !state.isStopping else { return nil }
       state.next += 1
-      state.tasks[state.next] = .some(nil)
+      state.ends[state.next] = .some(nil)
       return state.next
     }
   }
 
-  /// Attaches the task forwarding the poll of `token`: cancelled at once if the listener began to stop
-  /// meanwhile; forgotten if it ended already.
-  func attach(_ task: Task<Void, Never>, to token: Int) {
-    let cancel = state.withLock { state -> Bool in
+  /// Attaches what ends the poll of `token`: called at once if the listener began to stop meanwhile;
+  /// forgotten if the poll ended already.
+  func attach(_ end: @escaping @Sendable () -> Void, to token: Int) {
+    let endNow = state.withLock { state -> Bool in
       if state.isStopping { return true }
-      if state.tasks[token] != nil { state.tasks[token] = .some(task) }
+      if state.ends[token] != nil { state.ends[token] = .some(end) }
       return false
     }
-    if cancel { task.cancel() }
+    if endNow { end() }
   }
 
   /// Forgets a poll (answered, or its client went away).
   func remove(_ token: Int) {
-    _ = state.withLock { $0.tasks.removeValue(forKey: token) }
+    _ = state.withLock { $0.ends.removeValue(forKey: token) }
   }
 
   /// How many forwarded polls are waiting.
-  var count: Int { state.withLock { $0.tasks.count } }
+  var count: Int { state.withLock { $0.ends.count } }
 
-  /// Cancels every waiting poll: each answers `503` (send again).
+  /// Ends every waiting poll: each answers `503` (send again).
   func stop() {
-    let tasks = state.withLock { state in
+    let ends = state.withLock { state in
       state.isStopping = true
-      defer { state.tasks = [:] }
-      return state.tasks.values.compactMap { $0 }
+      defer { state.ends = [:] }
+      return state.ends.values.compactMap { $0 }
     }
-    for task in tasks { task.cancel() }
+    for end in ends { end() }
   }
 }
