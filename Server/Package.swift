@@ -238,6 +238,7 @@ let package = Package(
         "SQLiteServerLog",
         .product(name: "SQLiteNIO", package: "sqlite-nio"),
         "PostgresServerLog",
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),
         .product(name: "UpdateMachine", package: root),

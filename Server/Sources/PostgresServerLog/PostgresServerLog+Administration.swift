@@ -17,7 +17,7 @@ extension PostgresServerLog {
   public static func administer(_ statements: [String], url: String, logger: Logger) async throws(ServerLogError) {
     let target = try PostgresURL(url)
     let client = PostgresClient(configuration: target.configuration, backgroundLogger: logger)
-    let running = Task { await client.run() }
+    let running = PostgresServerLog.runDetached(client)
     defer { running.cancel() }
     for statement in statements {
       do {
@@ -49,7 +49,7 @@ extension PostgresServerLog {
   ) async throws(ServerLogError) -> Double {
     let target = try PostgresURL(url)
     let client = PostgresClient(configuration: target.configuration, backgroundLogger: logger)
-    let running = Task { await client.run() }
+    let running = PostgresServerLog.runDetached(client)
     defer { running.cancel() }
     let end = ContinuousClock.now + duration
     var samples = 0

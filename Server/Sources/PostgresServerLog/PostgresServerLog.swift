@@ -136,7 +136,7 @@ public final class PostgresServerLog: SharedServerLog {
     return PostgresServerLog(
       client: client,
       clientConfiguration: target.configuration,
-      running: Task { await client.run() },
+      running: PostgresServerLog.runDetached(client),
       tables: LogTables(partition: 0),
       partitions: found,
       location: target.location,
@@ -156,7 +156,7 @@ public final class PostgresServerLog: SharedServerLog {
     let setUp = PostgresServerLog(
       client: client,
       clientConfiguration: target.configuration,
-      running: Task { await client.run() },
+      running: PostgresServerLog.runDetached(client),
       tables: LogTables(partition: 0),
       partitions: .single,
       location: target.location,
@@ -208,7 +208,7 @@ public final class PostgresServerLog: SharedServerLog {
     return PostgresServerLog(
       client: client,
       clientConfiguration: clientConfiguration,
-      running: Task { await client.run() },
+      running: PostgresServerLog.runDetached(client),
       tables: LogTables(partition: index),
       partitions: partitions,
       location: index == 0 ? location : "\(location) partition \(index)",
@@ -739,6 +739,17 @@ public final class PostgresServerLog: SharedServerLog {
     try await withDeadline {
       try await self.client.withTransaction(logger: self.logger) { connection in try await body(connection) }
     }
+  }
+
+  /// Runs `client`'s connections in a task detached from the caller's: PostgresNIO's `run()` ends at the
+  /// graceful shutdown of a service it runs under (`cancelWhenGracefulShutdown`), and a task made with
+  /// `Task {}` inherits that from a service's task-local context. A partition a node took during a look (a
+  /// look runs inside the node's services) then lost its connections the moment the node began to stop:
+  /// its last turn waited for a connection until the log's deadline, and the node's leases, so the
+  /// partitions' takeover, waited 5 s with it (`PostgresClientLifetimeTests`). A log's connections end with
+  /// ``close()`` only.
+  static func runDetached(_ client: PostgresClient) -> Task<Void, Never> {
+    Task.detached { await client.run() }
   }
 
   /// Runs `operation`, failing it with ``ServerLogError/storage(_:)`` after ``operationTimeout``.

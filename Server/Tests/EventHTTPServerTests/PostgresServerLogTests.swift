@@ -36,7 +36,7 @@ private func frame(_ text: String) -> Data { ServerLogCodec.frame(Data(text.utf8
 
 var quietLogger: Logger {
   var logger = Logger(label: "postgres-log-test")
-  logger.logLevel = .critical
+  logger.logLevel = ProcessInfo.processInfo.environment["TEST_LOG"] != nil ? .info : .critical
   return logger
 }
 

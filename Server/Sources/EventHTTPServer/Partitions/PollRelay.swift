@@ -110,7 +110,8 @@ private final class PollRelayHandler: ChannelInboundHandler {
   typealias InboundIn = HTTPClientResponsePart
   typealias OutboundOut = HTTPClientRequestPart
 
-  private let request: HTTPRequestHead
+  /// The request, until written.
+  private var request: HTTPRequestHead?
   private let maximumAnswerBytes: Int
   private let deadline: Duration
   private let answer: AnswerOnce
@@ -130,8 +131,11 @@ private final class PollRelayHandler: ChannelInboundHandler {
     timeout = context.eventLoop.scheduleTask(in: .nanoseconds(deadline.wholeNanoseconds)) {
       channel.close(promise: nil)
     }
-    context.write(wrapOutboundOut(.head(request)), promise: nil)
-    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    if let request {
+      context.write(wrapOutboundOut(.head(request)), promise: nil)
+      context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+      self.request = nil
+    }
     context.fireChannelActive()
   }
 

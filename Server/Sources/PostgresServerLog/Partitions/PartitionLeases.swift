@@ -110,7 +110,7 @@ public final class PartitionLeases: Sendable {
     var configuration = log.clientConfiguration
     configuration.options.maximumConnections = 1
     let client = PostgresClient(configuration: configuration, backgroundLogger: log.logger)
-    let running = Task { await client.run() }
+    let running = PostgresServerLog.runDetached(client)
     let logger = log.logger
     let location = log.location
     let survey = Self.surveyQuery
@@ -183,7 +183,10 @@ public final class PartitionLeases: Sendable {
               throw error
             }
           }
-          _ = try? await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
+          // No `pg_advisory_unlock_all()` here: the session's client is its own and is shut down just below,
+          // which ends the connection and with it every lock. Sent after a close had cancelled the client,
+          // that query waited for the operation timeout (5 s) on the closing connection, and every stop of a
+          // node waited for it twice (the stop and the host's shutdown after it).
         }
       } catch {
         failure = .storage("\(location): the session holding the partition leases ended: \(String(reflecting: error))")
