@@ -102,6 +102,19 @@ public struct MutationReceipt: Codable, Sendable, Equatable {
     guard let through = eventsThrough[finger.queueID] else { return true }
     return finger.lastEventID >= through
   }
+
+  /// Whether a client holding `finger` has seen the effect of a mutation it sent while holding a finger on
+  /// `queue` (`nil`: while it held none).
+  ///
+  /// A queue the receipt does not name was not one of the user's queues when the mutation was applied:
+  /// usually it was registered after, and its snapshot holds the effect. But the queue the mutation was
+  /// sent on existed before: not named, it had ended on the server (expired while the device was offline,
+  /// say), and only the next registration's snapshot shows the effect. Until then the write is not
+  /// reflected, so it stays pending and the app keeps showing it.
+  public func isReflected(by finger: EventFinger, sentOn queue: QueueID?) -> Bool {
+    guard let through = eventsThrough[finger.queueID] else { return finger.queueID != queue }
+    return finger.lastEventID >= through
+  }
 }
 
 /// Which client write produced an event: the sending installation and the mutation's id.

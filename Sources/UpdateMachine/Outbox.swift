@@ -165,11 +165,13 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   /// Sends the oldest unacknowledged saved writes, at most `maximumCount` (one while isolating a refused
   /// batch), as `request`.
   /// - Returns: The request body, or `nil` when ``canSend(now:)`` is false.
+  /// - Parameter queue: The queue the machine holds now, if any (see ``OutboxEntry/sentOnQueue``).
   public mutating func send(
     _ request: RequestID,
     now: Timestamp,
     deadline: Timestamp,
-    maximumCount: Int = 1
+    maximumCount: Int = 1,
+    onQueue queue: QueueID? = nil
   ) -> MutationBatch<Mutation>? {
     guard canSend(now: now), let first = nextToSend else { return nil }
     let limit = isolating ? 1 : max(1, min(maximumCount, MutationBatch<Mutation>.maximumCount))
@@ -178,6 +180,7 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
       guard entries[index].id < savedThrough else { break }
       guard !entries[index].isAcknowledged else { continue }
       entries[index].attempts += 1
+      entries[index].sentOnQueue = queue
       requests.append(
         MutationRequest(clientID: clientID, mutationID: entries[index].id, mutation: entries[index].mutation)
       )
@@ -318,7 +321,7 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
 
   /// Drops acknowledged writes whose effect a client holding `finger` has seen.
   public mutating func confirm(by finger: EventFinger) {
-    entries.removeAll { $0.receipt?.isReflected(by: finger) == true }
+    entries.removeAll { $0.receipt?.isReflected(by: finger, sentOn: $0.sentOnQueue) == true }
   }
 
   /// Takes a new client id after `MUTATION_ID_REUSED`: every entry is renumbered from 1 under it, and

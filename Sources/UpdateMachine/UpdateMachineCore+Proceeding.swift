@@ -69,7 +69,8 @@ extension UpdateMachineCore {
         request,
         now: now,
         deadline: deadline,
-        maximumCount: configuration.maximumMutationsPerRequest
+        maximumCount: configuration.maximumMutationsPerRequest,
+        onQueue: phase.finger?.queueID
       )
     else { return [] }
     metrics.submits += 1

@@ -80,6 +80,38 @@ struct EpisodeQueueDefectTests {
     #expect(replayed == [.start("E", mediaVersion: 2, url: "u")])
   }
 
+  /// The scenario through the whole engine, the download manager run after every step: a phone
+  /// finishes an episode offline (the finish waits in its outbox), the broadcaster replaces the episode's
+  /// audio, and the phone comes back online, after an hour or after its queue expired. At no step may it
+  /// start downloading the new audio: the shown state says finished until the finish is confirmed, and then
+  /// the confirmed state does.
+  @Test(
+    "a finish waiting in the outbox stops the replacement audio's download at every step of the reconnection",
+    arguments: [3_600.0, 30 * 3_600.0]
+  )
+  func pendingFinishAcrossReconnection(offlineSeconds: Double) {
+    var listeners = Listeners(["ann"])
+    listeners.publish("E", "s")
+    listeners.world.submit(.favorite("s"), on: 0)
+    listeners.world.submit(.fetchNew(shows: nil), on: 0)
+    listeners.settle()
+    #expect(listeners.started.map(\.episode) == ["E"])
+    // Offline: the finish waits in the outbox while the broadcaster replaces the audio.
+    listeners.world.submit(.markFinished("E", at: listeners.now), on: 0)
+    listeners.admin(.editMeta("E", title: "s E", url: "https://media.example/E-v2.mp3", newMedia: true))
+    listeners.world.advance(to: listeners.now.advanced(by: .seconds(offlineSeconds)))
+    var steps = 0
+    while !listeners.world.runUntilSettled(online: [0], maximumSteps: 1), steps < 20_000 {
+      listeners.syncDownloads(0)
+      steps += 1
+    }
+    listeners.syncDownloads(0)
+    #expect(listeners.world.isSettled(0))
+    #expect(listeners.started.map(\.episode) == ["E"], "the replacement audio was downloaded")
+    #expect(listeners.downloads[0].files["E"] == nil, "the finished episode's file was kept")
+    #expect(listeners.confirmed(0).terminal("E") != nil)
+  }
+
   @Test("a day offline: the outbox keeps one unsent position per episode, and the server gets the latest")
   func outboxKeepsLatestPosition() {
     var listeners = Listeners(["ann"])

@@ -73,6 +73,30 @@ struct OutboxTests {
     #expect(outbox == expected)
   }
 
+  /// The receipt lists the user's queues when the write was applied. One it does not list was usually
+  /// registered after (its snapshot holds the write); but the queue the write was sent on existed before,
+  /// so not listed it had ended, and the write waits for the next queue's snapshot.
+  @Test("a receipt that does not list the queue the write was sent on keeps it until the machine holds another")
+  func receiptWithoutTheSendingQueue() {
+    var outbox = savedOutbox("a")
+    _ = outbox.send(request(1), now: t0, deadline: t0, onQueue: "old")
+    #expect(outbox.entries[0].sentOnQueue == "old")
+    let expired = MutationReceipt(applied: true, eventsThrough: ["other-device": 9])
+    let wasOurs = outbox.acknowledged(request(1), expired)
+    #expect(wasOurs)
+    outbox.confirm(by: EventFinger(queueID: "old", lastEventID: 100))
+    #expect(outbox.entries.map(\.id) == [MutationID(1)], "retired while the screen still showed the old queue")
+    outbox.confirm(by: EventFinger(queueID: "new", lastEventID: 0))
+    #expect(outbox.entries.isEmpty)
+    // Sent with no queue held: a queue it does not list was registered after it.
+    var unqueued = savedOutbox("b")
+    _ = unqueued.send(request(2), now: t0, deadline: t0)
+    let unqueuedWasOurs = unqueued.acknowledged(request(2), expired)
+    #expect(unqueuedWasOurs)
+    unqueued.confirm(by: EventFinger(queueID: "old", lastEventID: 0))
+    #expect(unqueued.entries.isEmpty)
+  }
+
   @Test("an event whose origin is one of this client's writes retires it at once, even in flight")
   func retiredByOrigin() {
     var outbox = savedOutbox("a", "b")

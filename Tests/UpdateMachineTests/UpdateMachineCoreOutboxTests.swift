@@ -16,7 +16,9 @@ struct UpdateMachineCoreOutboxTests {
     let clientID = try #require(harness.core.clientID)
     var persistedBeforeSending = harness.record
     persistedBeforeSending.outbox[0].attempts = 0
+    persistedBeforeSending.outbox[0].sentOnQueue = nil
     #expect(harness.record.outbox[0].attempts == 1)
+    #expect(harness.record.outbox[0].sentOnQueue == queueA)
     #expect(
       actions == [
         .persist(persistedBeforeSending, .applied([])),

@@ -58,7 +58,9 @@ struct PartitionLeaseCloseTests {
     _ = await blocker.value
     _ = await survey.value
     try await observer.wait(
-      until: "SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = \(0x6576_5074)",
+      // This database's leases only: other tests' scratch databases may hold leases meanwhile.
+      until: "SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = \(0x6576_5074)"
+        + " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
       is: 0
     )
     for partition in 0..<4 { #expect(try await nodeB.tryAcquire(partition)) }

@@ -242,19 +242,52 @@ struct PartitionedHTTPTests {
     let candidates: [UserID] = ["alice", "bob", "carol"]
     let user = try #require(candidates.first { !servedByB.contains(map.partition(of: $0)) })
     let credentials = HTTPCredentials(user: user, apiKey: testKeyByUser[user]!)
+    /// Registers through node B, sending again after a `503` as clients do (a busy machine may not connect
+    /// node B to node A within the forwarder's one-second connect timeout); with the old limit of eight
+    /// connections every attempt past the eighth poll was refused.
+    @Sendable func register(_ transport: NotesTransport) async throws -> EventFinger {
+      var attempt = 0
+      while true {
+        let result: Result<EventFinger, TransportError>
+        do {
+          let registration = try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil)
+          result = .success(EventFinger(queueID: registration.queueID, lastEventID: registration.lastEventID))
+        } catch {
+          result = .failure(error)
+        }
+        attempt += 1
+        if case .failure(let error) = result, error.kind == .serverError(status: 503), attempt < 10 {
+          try await Task.sleep(for: .milliseconds(200))
+          continue
+        }
+        return try result.get()
+      }
+    }
     var polls: [Task<Void, Never>] = []
     for _ in 0..<12 {
       // A transport each: a URLSession of its own, so a connection of its own to node B.
       let transport = NotesTransport(baseURL: nodeB.url, credentials: credentials)
-      let registration = try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil)
-      let finger = EventFinger(queueID: registration.queueID, lastEventID: registration.lastEventID)
-      polls.append(Task { _ = try? await transport.poll(after: finger, dontBlock: false, limit: nil) })
+      let finger = try await register(transport)
+      polls.append(
+        Task {
+          // Polled again after a `503`, as clients do, until it parks (and then until cancelled).
+          while !Task.isCancelled {
+            do throws(TransportError) {
+              _ = try await transport.poll(after: finger, dontBlock: false, limit: nil)
+              return
+            } catch where error.kind == .serverError(status: 503) {
+              try? await Task.sleep(for: .milliseconds(200))
+            } catch {
+              return
+            }
+          }
+        }
+      )
     }
     while await nodeA.server.host?.node(for: user)?.parkedPollCount ?? 0 < 12 {
       try await Task.sleep(for: .milliseconds(20))
     }
-    let transport = NotesTransport(baseURL: nodeB.url, credentials: credentials)
-    _ = try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil)
+    _ = try await register(NotesTransport(baseURL: nodeB.url, credentials: credentials))
     for poll in polls { poll.cancel() }
     try await cluster.stop()
   }
