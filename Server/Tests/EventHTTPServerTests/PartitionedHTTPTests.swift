@@ -275,7 +275,7 @@ struct PartitionedHTTPTests {
             do throws(TransportError) {
               _ = try await transport.poll(after: finger, dontBlock: false, limit: nil)
               return
-            } catch where error.kind == .serverError(status: 503) {
+            } catch  where error.kind == .serverError(status: 503) {
               try? await Task.sleep(for: .milliseconds(200))
             } catch {
               return
