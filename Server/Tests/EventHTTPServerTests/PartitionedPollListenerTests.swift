@@ -55,6 +55,14 @@ struct PartitionedPollListenerTests {
     _ = try await carol.submit(request, queueID: nil)
   }
 
+  /// Waits (within the suite's time limit) until a poll of `user` is parked on `node`.
+  private static func waitUntilParked(on node: PartitionedHTTPTests.Running<StoredNoteBoard>, user: UserID) async throws
+  {
+    while await node.server.host?.node(for: user)?.parkedPollCount ?? 0 < 1 {
+      try await Task.sleep(for: .milliseconds(20))
+    }
+  }
+
   private static func queueID(of answer: RawHTTP.Answer) throws -> String {
     try #require((try JSONSerialization.jsonObject(with: answer.body) as? [String: Any])?["queue_id"] as? String)
   }
@@ -103,9 +111,7 @@ struct PartitionedPollListenerTests {
       query: ["queue_id": queue, "last_event_id": "0"],
       as: user
     )
-    while await nodeA.server.host?.node(for: user)?.parkedPollCount ?? 0 < 1 {
-      try await Task.sleep(for: .milliseconds(20))
-    }
+    try await Self.waitUntilParked(on: cluster.nodeA, user: user)
     try await Self.post("two", to: user, cluster: cluster, id: 2)
     let woken = try await parked
     #expect(woken.status == 200)
@@ -145,7 +151,7 @@ struct PartitionedPollListenerTests {
   @Test("a long-poll the poll listener forwarded is answered 503 when its node stops")
   func forwardedPollEndsAtStop() async throws {
     let cluster = try await Self.start(grace: .seconds(60))
-    let (nodeA, nodeB) = (cluster.nodeA, cluster.nodeB)
+    let nodeB = cluster.nodeB
     let user = try await Self.userOfA(in: cluster)
     let pollsOfB = RawHTTP(base: try #require(nodeB.pollURL))
     let queue = try Self.queueID(of: try await RawHTTP(base: nodeB.url).send("POST", "api/v1/register", as: user))
@@ -155,9 +161,7 @@ struct PartitionedPollListenerTests {
       query: ["queue_id": queue, "last_event_id": "-1"],
       as: user
     )
-    while await nodeA.server.host?.node(for: user)?.parkedPollCount ?? 0 < 1 {
-      try await Task.sleep(for: .milliseconds(20))
-    }
+    try await Self.waitUntilParked(on: cluster.nodeA, user: user)
     await nodeB.server.shutdown()
     try await nodeB.task.value
     let answer = try await parked
