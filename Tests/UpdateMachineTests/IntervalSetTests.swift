@@ -121,14 +121,61 @@ struct PartialStateTests {
     func belongs(to narrow: Narrow) -> Bool { narrow.terms.allSatisfy { $0.operand == topic } }
   }
 
-  func page(_ topic: String, _ ids: ClosedRange<Int>) -> FetchAnswer<Note> {
-    let request = FetchRequest(narrow: Narrow([NarrowTerm("topic", topic)]), anchor: .oldest, before: 0, after: 100)
+  func page(
+    _ topic: String,
+    _ ids: ClosedRange<Int>,
+    foundOldest: Bool = true,
+    foundNewest: Bool = true
+  ) -> FetchAnswer<Note> {
+    // From the page's first item on (or the very beginning when it was found).
+    let anchor: FetchAnchor = foundOldest ? .oldest : .position(ids.lowerBound)
+    let request = FetchRequest(narrow: Narrow([NarrowTerm("topic", topic)]), anchor: anchor, before: 0, after: 100)
     return FetchAnswer(
       queueID: "q",
       lastEventID: 0,
       request: request,
-      page: FetchPage(items: ids.map { Note(id: $0, topic: topic) }, foundOldest: true, foundNewest: true)
+      page: FetchPage(items: ids.map { Note(id: $0, topic: topic) }, foundOldest: foundOldest, foundNewest: foundNewest)
     )
+  }
+
+  /// After a re-registration a user scrolled to older rows keeps them: the newest page fetched again
+  /// replaces the stale rows it covers, and only those (before, every stale row of the list vanished with
+  /// the first page).
+  @Test("stale rows stay on screen until a page that covers them lands")
+  func staleRowsStayUntilCovered() {
+    let a = Narrow([NarrowTerm("topic", "a")])
+    var state = PartialState<Note>()
+    state.merge(page("a", 1...100))
+    _ = state.retire()
+    // The newest page again: 61...100 (found newest, not oldest), 70 deleted meanwhile.
+    state.merge(page("a", 61...100, foundOldest: false).withItems(Array(61...69) + Array(71...100), topic: "a"))
+    let list = state.list(a)
+    #expect(list.items.map(\.id) == Array(61...69) + Array(71...100))
+    #expect(list.staleItems.map(\.id) == Array(1...60), "older rows outside the new page stay, stale")
+    #expect(list.itemsToShow.map(\.id) == Array(1...69) + Array(71...100))
+    // A page further back covers some of them: those become known, the rest stay stale.
+    state.merge(page("a", 31...60, foundOldest: false, foundNewest: false))
+    #expect(state.list(a).staleItems.map(\.id) == Array(1...30))
+    #expect(state.list(a).itemsToShow.count == 99)
+  }
+
+  /// The reducer's contract: an item is known exactly while a held list claims it.
+  @Test("an item that moves out of every held list is forgotten; moving into one makes it known; stale copies update")
+  func itemsKnownWhileClaimed() {
+    var state = PartialState<Note>()
+    state.merge(page("a", 1...3))
+    // Note 2 moves to topic b, which the device does not hold: nobody keeps it up to date any more.
+    state.upsert(Note(id: 2, topic: "b"))
+    #expect(state.item(2) == .unknown)
+    #expect(state.list(Narrow([NarrowTerm("topic", "a")])).items.map(\.id) == [1, 3])
+    // Once b is held, an item moving into its complete range is known.
+    state.merge(page("b", 4...5))
+    state.upsert(Note(id: 3, topic: "b"))
+    #expect(state.item(3) == .known(Note(id: 3, topic: "b")))
+    // After the queue is lost, a stale copy takes the new value (still stale: nothing claims it).
+    _ = state.retire()
+    state.upsert(Note(id: 1, topic: "c"))
+    #expect(state.item(1) == .stale(Note(id: 1, topic: "c")))
   }
 
   @Test("past the narrow limit the least recently used narrow is forgotten, with the items only it held")
@@ -165,5 +212,18 @@ struct PartialStateTests {
     #expect(decoded.item(4) == .known(Note(id: 4, topic: "b")))
     #expect(decoded.item(5) == .unknown, "a refetched page without 5: gone from the stale copies too")
     #expect(decoded.staleNarrowList.map(\.description) == ["topic:a"])
+  }
+}
+
+extension FetchAnswer where Item == PartialStateTests.Note {
+  /// The same answer with other items (the page's range is its ends').
+  fileprivate func withItems(_ ids: [Int], topic: String) -> FetchAnswer {
+    FetchAnswer(
+      queueID: queueID,
+      lastEventID: lastEventID,
+      request: request,
+      page: FetchPage(items: ids.map { PartialStateTests.Note(id: $0, topic: topic) }, foundOldest: page.foundOldest,
+        foundNewest: page.foundNewest)
+    )
   }
 }

@@ -54,12 +54,18 @@ public struct ListView<Item: PartialItem>: Equatable, Sendable {
   public var complete: IntervalSet
   /// The known items of the narrow inside the complete ranges, in position order.
   public var items: [Item]
-  /// Items shown from before the queue was lost, not yet fetched again, in position order. Empty while
-  /// the narrow's list is known again.
+  /// Items shown from before the queue was lost, not yet fetched again, in position order: those outside
+  /// the ranges fetched since (a page that lands replaces the stale rows it covers, and only those).
   public var staleItems: [Item]
 
-  /// The items to show: the known ones, or the stale ones while none is known.
-  public var itemsToShow: [Item] { complete.isEmpty ? staleItems : items }
+  /// The items to show: the known ones and, outside the ranges known again, the stale ones, in position
+  /// order. After a re-registration a user scrolled to older rows keeps seeing them (marked stale) while
+  /// the newest page is fetched again.
+  public var itemsToShow: [Item] {
+    guard !staleItems.isEmpty else { return items }
+    guard !items.isEmpty else { return staleItems }
+    return (items + staleItems).sorted { $0.position < $1.position }
+  }
 
   /// Whether the list is known to start at the very beginning.
   public var reachesOldest: Bool { complete.intervals.first?.lowerBound == .oldest }

@@ -57,9 +57,10 @@ public struct PartialState<Item: PartialItem>: Codable, Sendable, Equatable {
     let items = known.values
       .filter { $0.belongs(to: narrow) && complete.contains($0.position) }
       .sorted { $0.position < $1.position }
-    let staleItems =
-      complete.isEmpty
-      ? stale.values.filter { $0.belongs(to: narrow) }.sorted { $0.position < $1.position } : []
+    // Stale rows stay until a page covers them: inside a range fetched since they are known again, or gone.
+    let staleItems = stale.values
+      .filter { $0.belongs(to: narrow) && !complete.contains($0.position) }
+      .sorted { $0.position < $1.position }
     return ListView(complete: complete, items: items, staleItems: staleItems)
   }
 
@@ -79,12 +80,21 @@ public struct PartialState<Item: PartialItem>: Codable, Sendable, Equatable {
   // MARK: - What a reducer does with an event
 
   /// An event carries the whole of `item` (created, or changed in a way that may move it between
-  /// narrows): it becomes known if it was, or if it lies in a complete interval of a narrow it belongs to.
-  /// Otherwise it stays unknown (no list held claims it).
+  /// narrows). The rule: an item is known exactly while a held list claims it.
+  /// - It becomes (or stays) known if it lies in a complete interval of a held narrow it belongs to.
+  /// - A known item that no held list claims any more (it moved out of every list the device holds) is
+  ///   forgotten: ``item(_:)`` answers ``ItemKnowledge/unknown``, and a fetch of a narrow holding it brings
+  ///   it back. Keeping it would keep an item nobody keeps up to date: no list's completeness covers its
+  ///   later events.
+  /// - A stale copy (from before the queue was lost) takes the new value and stays stale until a page
+  ///   covers it.
   public mutating func upsert(_ item: Item) {
-    if known[item.key] != nil || isClaimed(item) {
+    if isClaimed(item) {
       known[item.key] = item
       stale[item.key] = nil
+    } else {
+      known[item.key] = nil
+      if stale[item.key] != nil { stale[item.key] = item }
     }
   }
 
