@@ -222,8 +222,11 @@ extension FetchAnswer where Item == PartialStateTests.Note {
       queueID: queueID,
       lastEventID: lastEventID,
       request: request,
-      page: FetchPage(items: ids.map { PartialStateTests.Note(id: $0, topic: topic) }, foundOldest: page.foundOldest,
-        foundNewest: page.foundNewest)
+      page: FetchPage(
+        items: ids.map { PartialStateTests.Note(id: $0, topic: topic) },
+        foundOldest: page.foundOldest,
+        foundNewest: page.foundNewest
+      )
     )
   }
 }
