@@ -114,6 +114,8 @@ public struct UpdateMachineCore<
   let partial: (any PartialReducing<State, Event>)?
   /// Fetches of partial state under way or waiting for the finger.
   var fetches = FetchTracker<Event>()
+  /// The narrows the app shows (``show(_:)``): never forgotten while shown.
+  public internal(set) var shownNarrows: Set<Narrow> = []
   /// How the machine registers, retries and reports.
   public let configuration: UpdateMachineConfiguration
   var random: any RandomNumberGenerator & Sendable
@@ -237,6 +239,7 @@ public struct UpdateMachineCore<
     if let record {
       deviceData = record.deviceData
       confirmedState = record.state
+      enforcePartialLimits()
       unsavedChange = .replaced
       lastContactAt = record.lastContactAt
       dataAsOf = record.dataAsOf
@@ -307,6 +310,7 @@ public struct UpdateMachineCore<
     let previous = confirmedState
     confirmedState = registration.snapshot
     queueReplaced(previous: previous)
+    enforcePartialLimits()
     unsavedChange = .replaced
     queueLifetime = configuration.assumedQueueLifetime
     longPollTimeout = (registration.longPollTimeout ?? configuration.defaultLongPollTimeout)
@@ -389,6 +393,7 @@ public struct UpdateMachineCore<
   /// Makes an applied batch the confirmed state, retiring the outbox entries its events came from.
   mutating func adopt(_ batch: AppliedBatch) {
     confirmedState = batch.state
+    if partial != nil, batch.applied > 0 { enforcePartialLimits() }
     unsavedChange = unsavedChange.appending(batch.payloads)
     fetches.record(ids: batch.payloadIDs, events: batch.payloads)
     metrics.eventsApplied += batch.applied

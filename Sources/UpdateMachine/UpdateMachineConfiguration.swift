@@ -57,6 +57,11 @@ public struct UpdateMachineConfiguration: Hashable, Sendable {
   /// machine waits for ``UpdateMachine/networkBecameAvailable()``, a push or the foreground, instead of
   /// retrying at its failure backoff into a network it was told is lost.
   public var offlineProbeInterval: Duration? = .seconds(300)
+  /// The memory bound of a partial state (``PartialState``), set by the app: the engine applies it to the
+  /// state whatever the server's snapshot said, and forgets the least recently used narrows whenever it is
+  /// passed (after events as after pages), never one the app shows (``UpdateMachine/show(_:)``). `nil` keeps
+  /// the partial state's own limits.
+  public var partialLimits: PartialLimits? = nil
 
   /// The default configuration.
   public init() {}
@@ -94,6 +99,9 @@ public struct UpdateMachineConfiguration: Hashable, Sendable {
       problems.append("offlineProbeInterval must be positive, or nil for never")
     }
     if let limit = pollBatchLimit, limit < 1 { problems.append("pollBatchLimit must be at least 1, or nil for all") }
+    if let limits = partialLimits, limits.narrows < 1 || limits.items < 1 {
+      problems.append("partialLimits must allow at least one narrow and one item")
+    }
     return problems
   }
 
@@ -117,4 +125,18 @@ public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvert
   }
 
   public var description: String { "invalid UpdateMachineConfiguration: " + problems.joined(separator: "; ") }
+}
+
+/// How much of a partial state a device holds at most (``UpdateMachineConfiguration/partialLimits``).
+public struct PartialLimits: Sendable, Hashable {
+  /// The most narrows (lists) held at once.
+  public var narrows: Int
+  /// The most known items held at once (the narrows shown keep theirs even past it).
+  public var items: Int
+
+  /// A bound of `narrows` lists and `items` items.
+  public init(narrows: Int, items: Int) {
+    self.narrows = narrows
+    self.items = items
+  }
 }

@@ -95,7 +95,7 @@ extension UpdateMachineCore {
       }
       let replay = fetches.events(after: page.lastEventID, through: finger)
       do {
-        guard try partial.merge(page.answer, replaying: replay, into: &confirmedState!) else {
+        guard try partial.merge(page.answer, replaying: replay, into: &confirmedState!, keeping: shownNarrows) else {
           actions.append(.fetchFinished(page.id, .failed(.api(.malformedResponse("the page holds another item type")))))
           continue
         }
@@ -137,6 +137,24 @@ extension UpdateMachineCore {
     }
     fetches.waiting = stillWaiting
     return actions
+  }
+
+  /// The narrows the app shows now (``UpdateMachine/show(_:)``): used now, and never forgotten while shown,
+  /// even past the limits. A narrow not held yet is kept once fetched.
+  public mutating func show(_ narrows: Set<Narrow>) {
+    shownNarrows = narrows
+    guard partial != nil, confirmedState != nil else { return }
+    for narrow in narrows.sorted(by: { $0.description < $1.description }) {
+      partial!.markUsed(narrow, in: &confirmedState!)
+    }
+    enforcePartialLimits()
+  }
+
+  /// Applies the app's limits to the partial state and forgets what is past them (never a shown narrow).
+  /// Forgetting is not journaled: a record read back holds more of the cache, never less of the truth.
+  mutating func enforcePartialLimits() {
+    guard let partial, confirmedState != nil else { return }
+    _ = partial.enforce(configuration.partialLimits, keeping: shownNarrows, in: &confirmedState!)
   }
 
   /// A new queue replaced the old one: what was known becomes stale, pages read against the old queue are

@@ -24,7 +24,8 @@ struct ChatRaceHarness {
   var nextPollID: UInt64 = 0
 
   /// Loads, registers and merges the channel `general` from its very beginning to the very end.
-  init() {
+  init(configuration: UpdateMachineConfiguration = .init()) {
+    core = Core(reducer: ChatReducer(), configuration: configuration, random: SeededRandomNumberGenerator(seed: 2))
     perform(core.loaded(nil, now: now))
     answerRegister()
     let id = fetch(FetchRequest(narrow: .general, anchor: .oldest, before: 0, after: 100))
@@ -237,5 +238,53 @@ struct PartialStateRaceTests {
     #expect(harness.outcomes[id] == .merged)
     #expect(harness.messages.item(1).item?.text == "old")
     if case .known = harness.messages.item(1) {} else { Issue.record("item 1 should be known again") }
+  }
+}
+
+/// The memory bound is the app's: set in the machine's configuration, applied whatever the snapshot said,
+/// enforced whenever it is passed, never on what the app shows.
+@Suite("Partial state: the app's memory bound and what it shows")
+struct PartialLimitsTests {
+  static func channel(_ name: String) -> Narrow { Narrow([NarrowTerm("channel", name)]) }
+
+  static func whole(_ name: String) -> FetchRequest {
+    FetchRequest(narrow: channel(name), anchor: .oldest, before: 0, after: 100)
+  }
+
+  @Test("the app's limits replace the snapshot's; a shown narrow stays past them; events passing them evict")
+  func appLimitsAndShown() {
+    var configuration = UpdateMachineConfiguration()
+    configuration.partialLimits = PartialLimits(narrows: 2, items: 100)
+    var harness = ChatRaceHarness(configuration: configuration)
+    #expect(harness.messages.narrowLimit == 2, "the app's limit, not the snapshot's default of 50")
+    for name in ["a", "b"] { harness.command(.post(channel: name, text: "in \(name)")) }
+    harness.answerPoll()
+    // general is on screen; a and b are fetched after it.
+    harness.core.show([.general])
+    harness.answerFetch(harness.fetch(Self.whole("a")))
+    harness.answerFetch(harness.fetch(Self.whole("b")))
+    // Three narrows past a limit of two: a goes (least recently used), general stays, being shown.
+    #expect(Set(harness.messages.heldNarrows) == [.general, Self.channel("b")])
+    // The app stops showing general and shows b: a page of a evicts general now.
+    harness.core.show([Self.channel("b")])
+    harness.answerFetch(harness.fetch(Self.whole("a")))
+    #expect(Set(harness.messages.heldNarrows) == [Self.channel("a"), Self.channel("b")])
+  }
+
+  @Test("the item bound is enforced after events, not only when a page lands")
+  func evictionAfterEvents() {
+    var configuration = UpdateMachineConfiguration()
+    configuration.partialLimits = PartialLimits(narrows: 10, items: 3)
+    var harness = ChatRaceHarness(configuration: configuration)
+    harness.command(.post(channel: "a", text: "a1"))
+    harness.answerPoll()
+    harness.answerFetch(harness.fetch(Self.whole("a")))
+    harness.core.show([Self.channel("a")])
+    #expect(harness.messages.heldNarrows.count == 2)
+    // New messages in general (held, complete to the very end) pass the item bound: general, not shown, goes.
+    for index in 1...3 { harness.command(.post(channel: "general", text: "g\(index)")) }
+    harness.answerPoll()
+    #expect(harness.messages.heldNarrows == [Self.channel("a")])
+    #expect(harness.messages.known.count <= 3)
   }
 }

@@ -128,8 +128,14 @@ public struct PartialState<Item: PartialItem>: Codable, Sendable, Equatable {
   }
 
   /// Takes a page, already brought up to the machine's finger: `items` are the page's items as they are at
-  /// the finger (those deleted since are gone), and the narrow's list is complete over `range`.
-  mutating func merge(_ items: [Item], over range: ClosedRange<ListBound>, of narrow: Narrow) {
+  /// the finger (those deleted since are gone), and the narrow's list is complete over `range`. Past the
+  /// limits, the least recently used narrows go, never this one nor those in `shown`.
+  mutating func merge(
+    _ items: [Item],
+    over range: ClosedRange<ListBound>,
+    of narrow: Narrow,
+    keeping shown: Set<Narrow> = []
+  ) {
     useClock += 1
     narrows[narrow, default: NarrowRecord(complete: IntervalSet(), lastUsed: 0)].complete.insert(range)
     narrows[narrow]!.lastUsed = useClock
@@ -142,7 +148,20 @@ public struct PartialState<Item: PartialItem>: Codable, Sendable, Equatable {
       stale[key] = nil
     }
     staleNarrows[narrow] = nil
-    evict(keeping: narrow)
+    evict(keeping: shown.union([narrow]))
+  }
+
+  /// Takes `limits` (when given) as this state's, then forgets the least recently used narrows past the
+  /// limits, never those in `shown`.
+  /// - Returns: Whether anything was forgotten.
+  mutating func enforce(_ limits: PartialLimits?, keeping shown: Set<Narrow>) -> Bool {
+    if let limits {
+      narrowLimit = limits.narrows
+      itemLimit = limits.items
+    }
+    let before = (known.count, narrows.count, stale.count, staleNarrows.count)
+    evict(keeping: shown)
+    return before != (known.count, narrows.count, stale.count, staleNarrows.count)
   }
 
   /// Marks `narrow` as just used, so it is the last to be forgotten.
@@ -169,12 +188,13 @@ public struct PartialState<Item: PartialItem>: Codable, Sendable, Equatable {
     useClock = max(useClock, retired.useClock)
   }
 
-  /// Forgets the least recently used narrows (never `keeping`) until within the limits, then the items no
-  /// narrow holds.
-  mutating func evict(keeping: Narrow) {
+  /// Forgets the least recently used narrows (never those in `keeping`) until within the limits, then the
+  /// items no narrow holds.
+  mutating func evict(keeping: Set<Narrow>) {
     while narrows.count > narrowLimit || (known.count > itemLimit && narrows.count > 1) {
       guard
-        let oldest = narrows.filter({ $0.key != keeping }).min(by: { $0.value.lastUsed < $1.value.lastUsed })?.key
+        let oldest = narrows.filter({ !keeping.contains($0.key) })
+          .min(by: { $0.value.lastUsed < $1.value.lastUsed })?.key
       else { break }
       narrows[oldest] = nil
       known = known.filter { isClaimed($0.value) }

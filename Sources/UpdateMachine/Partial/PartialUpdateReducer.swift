@@ -75,13 +75,22 @@ protocol PartialReducing<State, Event>: Sendable {
   /// Brings a fetched page up to the finger by applying `events` (those after its event id) to the page
   /// alone, then merges it into `state`.
   /// - Returns: `false` when `answer` is not a `FetchAnswer` of this reducer's items.
-  func merge(_ answer: any Sendable, replaying events: [Event], into state: inout State) throws(ReducerError) -> Bool
+  func merge(
+    _ answer: any Sendable,
+    replaying events: [Event],
+    into state: inout State,
+    keeping shown: Set<Narrow>
+  ) throws(ReducerError) -> Bool
 
   /// The queue was lost: the partial part of `old` becomes stale in `new`; returns the fetches to make again.
   func retire(from old: State, into new: inout State) -> [FetchRequest]
 
   /// Marks a narrow as used now.
   func markUsed(_ narrow: Narrow, in state: inout State)
+
+  /// Applies the app's limits (when given) and forgets what is past them, keeping `shown`.
+  /// - Returns: Whether anything was forgotten.
+  func enforce(_ limits: PartialLimits?, keeping shown: Set<Narrow>, in state: inout State) -> Bool
 }
 
 /// A ``PartialUpdateReducer`` seen as ``PartialReducing``.
@@ -100,13 +109,23 @@ struct PartialComposer<Reducer: PartialUpdateReducer>: PartialReducing {
     try await transport.fetch(request, queueID: queueID, as: Item.self)
   }
 
-  func merge(_ answer: any Sendable, replaying events: [Event], into state: inout State) throws(ReducerError) -> Bool {
+  func merge(
+    _ answer: any Sendable,
+    replaying events: [Event],
+    into state: inout State,
+    keeping shown: Set<Narrow>
+  ) throws(ReducerError) -> Bool {
     guard let answer = answer as? FetchAnswer<Item> else { return false }
     let range = answer.completeRange(position: \.position)
     var page = PartialState<Item>(narrowLimit: .max, itemLimit: .max)
     page.merge(answer.page.items, over: range, of: answer.request.narrow)
     for event in events { try reducer.applyPartial(event, to: &page) }
-    state[keyPath: reducer.partialState].merge(Array(page.known.values), over: range, of: answer.request.narrow)
+    state[keyPath: reducer.partialState].merge(
+      Array(page.known.values),
+      over: range,
+      of: answer.request.narrow,
+      keeping: shown
+    )
     return true
   }
 
@@ -119,5 +138,9 @@ struct PartialComposer<Reducer: PartialUpdateReducer>: PartialReducing {
 
   func markUsed(_ narrow: Narrow, in state: inout State) {
     state[keyPath: reducer.partialState].markUsed(narrow)
+  }
+
+  func enforce(_ limits: PartialLimits?, keeping shown: Set<Narrow>, in state: inout State) -> Bool {
+    state[keyPath: reducer.partialState].enforce(limits, keeping: shown)
   }
 }
