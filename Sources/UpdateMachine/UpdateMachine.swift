@@ -346,6 +346,22 @@ public actor UpdateMachine<
     }
   }
 
+  /// Says which narrows of the partial state the app shows now (the lists on screen), replacing what it
+  /// said before. They count as used now, and stay held while shown, even past
+  /// ``UpdateMachineConfiguration/partialLimits``: only narrows off screen are forgotten. Starts the machine
+  /// first if needed.
+  ///
+  /// ```swift
+  /// await machine.show([billing])  // the billing list is on screen
+  /// ```
+  public func show(_ narrows: Set<Narrow>) {
+    start()
+    input { core, _ in
+      core.show(narrows)
+      return []
+    }
+  }
+
   /// Saves the app's device-local data (transfers, caches: what is never synced) in the same atomic write
   /// as the state, the finger and the outbox. Starts the machine first if needed.
   public func saveDeviceData(_ data: Data) {

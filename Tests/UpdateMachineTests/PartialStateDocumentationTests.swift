@@ -17,7 +17,8 @@ struct PartialStateDocumentationTests {
     let machine = UpdateMachine(
       reducer: HelpDeskReducer(),
       transport: InProcessTransport(server: server, user: "ana", throughWire: true),
-      store: InMemoryStore()
+      store: InMemoryStore(),
+      configuration: helpDeskConfiguration()
     )
     await machine.start()
     #expect(await showBilling(machine).map(\.title) == ["refund"])

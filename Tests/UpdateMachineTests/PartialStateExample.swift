@@ -77,9 +77,17 @@ struct HelpDeskServer: ServerApplication, Codable {
   }
 }
 
+/// The app's memory bound: at most 20 teams' lists and 2,000 tickets held (the list on screen stays).
+func helpDeskConfiguration() -> UpdateMachineConfiguration {
+  var configuration = UpdateMachineConfiguration()
+  configuration.partialLimits = PartialLimits(narrows: 20, items: 2_000)
+  return configuration
+}
+
 /// The app: show the newest 20 billing tickets, and keep them live.
 func showBilling(_ machine: UpdateMachine<HelpDesk, TicketEvent, String>) async -> [Ticket] {
   let billing = Narrow([NarrowTerm("team", "billing")])
+  await machine.show([billing])  // on screen: never forgotten while shown
   guard await machine.fetch(FetchRequest(narrow: billing, anchor: .newest, before: 20, after: 0)) == .merged
   else { return [] }
   let list = await machine.snapshot.state?.tickets.list(billing)
