@@ -48,7 +48,7 @@ public actor UpdateMachine<
   private var nextObserverID: UInt64 = 0
   private var lastPublished: Snapshot?
   private var runWaiter: CheckedContinuation<Void, Never>?
-  private var fetchWaiters: [RequestID: CheckedContinuation<FetchOutcome, Never>] = [:]
+  private var fetchWaiters: [RequestID: [CheckedContinuation<FetchOutcome, Never>]] = [:]
   private var isStarted = false
   private var isStopped = false
 
@@ -246,7 +246,7 @@ public actor UpdateMachine<
     observers = [:]
     runWaiter?.resume()
     runWaiter = nil
-    for waiter in fetchWaiters.values { waiter.resume(returning: .failed(.cancelled)) }
+    for waiter in fetchWaiters.values.joined() { waiter.resume(returning: .failed(.cancelled)) }
     fetchWaiters = [:]
   }
 
@@ -332,8 +332,14 @@ public actor UpdateMachine<
   /// The page is read against the machine's queue (once it has one); it is merged when the finger has
   /// reached the event id it was read at, with the events applied since applied to it. If the queue is lost
   /// meanwhile, it is fetched again against the next one.
-  /// - Returns: ``FetchOutcome/merged`` once ``snapshot`` shows the page; or why it failed (a reducer that
-  ///   is not a ``PartialUpdateReducer``, a bad request, a timeout, the machine stopped).
+  ///
+  /// A failure worth retrying (no connection, a timeout, a 5xx, a rate limit) does not end the fetch: the
+  /// engine tries again after its backoff (offline, when the network comes back), and ``snapshot`` shows
+  /// where it stands (``UpdateMachineSnapshot/fetches``). The same request asked again while one is under
+  /// way joins it.
+  /// - Returns: ``FetchOutcome/merged`` once ``snapshot`` shows the page; or why it ended otherwise (a
+  ///   reducer that is not a ``PartialUpdateReducer``, a request the server refuses, ``cancelFetch(_:)``,
+  ///   the machine stopped).
   @discardableResult
   public func fetch(_ request: FetchRequest) async -> FetchOutcome {
     start()
@@ -341,9 +347,32 @@ public actor UpdateMachine<
     return await withCheckedContinuation { continuation in
       let now = readClock()
       let (id, actions) = core.fetch(request, now: now)
-      fetchWaiters[id] = continuation
+      fetchWaiters[id, default: []].append(continuation)
       perform(actions, now: now)
     }
+  }
+
+  /// Asks for a page like ``fetch(_:)`` without waiting for it: the page lands in the state when it comes,
+  /// and ``snapshot``'s ``UpdateMachineSnapshot/fetches`` shows its progress under the returned identity.
+  /// The same request asked again while one is under way returns the same identity.
+  /// - Returns: The fetch's identity, for ``cancelFetch(_:)``; `nil` when the machine has stopped.
+  @discardableResult
+  public func requestFetch(_ request: FetchRequest) -> RequestID? {
+    start()
+    guard !isStopped else { return nil }
+    var fetchID: RequestID?
+    input { core, now in
+      let (id, actions) = core.fetch(request, now: now)
+      fetchID = id
+      return actions
+    }
+    return fetchID
+  }
+
+  /// The app no longer wants fetch `id` (the list scrolled away): it ends, and ``fetch(_:)`` callers
+  /// waiting for it get ``FetchOutcome/failed(_:)`` with a cancellation.
+  public func cancelFetch(_ id: RequestID) {
+    input { core, _ in core.cancelFetch(id) }
   }
 
   /// Says which narrows of the partial state the app shows now (the lists on screen), replacing what it
@@ -412,7 +441,8 @@ public actor UpdateMachine<
       metrics: core.metrics,
       persistenceIssue: core.persistenceIssue,
       storeRecovery: core.storeRecovery,
-      isConfirmedThisSession: core.isConfirmedThisSession
+      isConfirmedThisSession: core.isConfirmedThisSession,
+      fetches: core.fetchStatuses
     )
   }
 
@@ -496,7 +526,7 @@ public actor UpdateMachine<
           }
         }
       case .fetchFinished(let request, let outcome):
-        fetchWaiters.removeValue(forKey: request)?.resume(returning: outcome)
+        for waiter in fetchWaiters.removeValue(forKey: request) ?? [] { waiter.resume(returning: outcome) }
       case .cancel(let request):
         if let task = requests.removeValue(forKey: request) {
           task.cancel()

@@ -50,6 +50,7 @@ extension UpdateMachineCore {
     }
     if let outboxTime = outbox?.nextWakeUp { times.append(outboxTime) }
     if let fetchDeadline = fetches.nextDeadline { times.append(fetchDeadline) }
+    if let fetchRetry = fetches.nextRetry { times.append(fetchRetry) }
     if case .failing(_, _, let retryAt) = saving { times.append(retryAt) }
     if let disconnectedSince { times.append(disconnectedSince.advanced(by: configuration.freshnessDebounce)) }
     return times.filter { $0 > now }.min()

@@ -34,9 +34,34 @@ extension UpdateMachineCore {
       return (id, [.fetchFinished(id, .failed(.api(.badRequest("the machine stopped: \(reason)"))))])
     }
     partial!.markUsed(request.narrow, in: &confirmedState!)
+    // The same page asked for again while the first is under way: one fetch, one identity.
+    if let existing = fetches.outstanding(request) { return (existing, []) }
     fetches.waiting.append(.init(id: id, request: request, notOn: nil))
     return (id, proceedFetches(now: now))
   }
+
+  /// The app no longer wants fetch `id` (the user scrolled away): it ends as cancelled, and an answer that
+  /// comes later is dropped. Identical requests share one fetch, so this cancels it for every caller.
+  public mutating func cancelFetch(_ id: RequestID) -> [Action] {
+    let finished: [Action] = [.fetchFinished(id, .failed(.cancelled))]
+    if let index = fetches.waiting.firstIndex(where: { $0.id == id }) {
+      fetches.waiting.remove(at: index)
+      return finished
+    }
+    if fetches.sent.removeValue(forKey: id) != nil {
+      fetches.prune()
+      return [.cancel(id)] + finished
+    }
+    if let index = fetches.held.firstIndex(where: { $0.id == id }) {
+      fetches.held.remove(at: index)
+      fetches.prune()
+      return finished
+    }
+    return []
+  }
+
+  /// The fetches under way, as the snapshot shows them.
+  public var fetchStatuses: [FetchStatus] { fetches.statuses }
 
   /// A fetch answered. A page read against another queue than the finger's is asked for again; otherwise
   /// it is merged once the finger has reached its event id, with the events applied since applied to it.
@@ -69,16 +94,32 @@ extension UpdateMachineCore {
     return actions
   }
 
-  /// A fetch failed. On a queue that is gone it waits for the next queue; otherwise the app hears of it.
+  /// A fetch failed. On a queue that is gone it waits for the next queue. A failure worth retrying (no
+  /// connection, a timeout, a 5xx, a rate limit) is tried again after the engine's backoff, as polls are
+  /// (offline, at the network's return or the offline probe); the app sees it in ``fetchStatuses``. Only a
+  /// request the server refuses ends the fetch as failed.
   public mutating func fetchFailed(_ id: RequestID, _ error: TransportError, now: Timestamp) -> [Action] {
     guard let sent = fetches.sent.removeValue(forKey: id) else { return [] }
     fetches.prune()
     if case .api(let apiError) = error.kind, apiError.code == .badEventQueueID {
-      fetches.waiting.append(.init(id: id, request: sent.request, notOn: sent.queueID))
+      fetches.waiting.append(.init(id: id, request: sent.request, notOn: sent.queueID, attempt: sent.attempt))
       return proceedFetches(now: now)
     }
     metrics.failures += 1
-    return [.fetchFinished(id, .failed(error))]
+    let (kind, retryAfter) = classify(error)
+    guard kind != .protocolError else { return [.fetchFinished(id, .failed(error))] }
+    let retryAt = now.advanced(by: wait(configuration.backoff, sent.attempt, retryAfter))
+    fetches.waiting.append(
+      .init(id: id, request: sent.request, notOn: nil, attempt: sent.attempt, retryAt: retryAt, failure: error)
+    )
+    return proceedFetches(now: now)
+  }
+
+  /// The network came back (or the app to the foreground): fetches waiting after a failure try now.
+  mutating func retryFetchesNow() {
+    for index in fetches.waiting.indices where fetches.waiting[index].retryAt != nil {
+      fetches.waiting[index].retryAt = .distantPast
+    }
   }
 
   /// Merges every held page whose event id the finger has reached; returns whether any merged (the state
@@ -119,7 +160,7 @@ extension UpdateMachineCore {
     var actions: [Action] = []
     var stillWaiting: [FetchTracker<Event>.Waiting] = []
     for waiting in fetches.waiting {
-      guard waiting.notOn != finger.queueID else {
+      guard waiting.notOn != finger.queueID, waiting.retryAt.map({ $0 <= now }) ?? true else {
         stillWaiting.append(waiting)
         continue
       }
@@ -128,7 +169,8 @@ extension UpdateMachineCore {
         request: waiting.request,
         queueID: finger.queueID,
         sentAfter: finger.lastEventID,
-        deadline: deadline
+        deadline: deadline,
+        attempt: waiting.attempt + 1
       )
       metrics.fetches += 1
       actions.append(

@@ -87,6 +87,7 @@ extension UpdateMachineCore {
     default: break
     }
     outbox?.retryNow()
+    retryFetchesNow()
     return proceed(now: now)
   }
 

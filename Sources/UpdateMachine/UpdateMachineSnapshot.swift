@@ -32,6 +32,9 @@ public struct UpdateMachineSnapshot<State: Codable & Sendable & Equatable, Mutat
   /// since launch, and the queue has not been lost since): what work that must never start from stale
   /// persisted state waits for (see ``UpdateMachineCore/isConfirmedThisSession``).
   public var isConfirmedThisSession: Bool
+  /// The fetches of partial state under way, each with where it stands (waiting for a queue, loading,
+  /// retrying after a failure, waiting for the events): what a list's "loading" and "retrying" rows show.
+  public var fetches: [FetchStatus]
 
   public init(
     state: State?,
@@ -43,7 +46,8 @@ public struct UpdateMachineSnapshot<State: Codable & Sendable & Equatable, Mutat
     metrics: UpdateMetrics = UpdateMetrics(),
     persistenceIssue: PersistenceError? = nil,
     storeRecovery: [StoreRecovery] = [],
-    isConfirmedThisSession: Bool = false
+    isConfirmedThisSession: Bool = false,
+    fetches: [FetchStatus] = []
   ) {
     self.state = state
     self.confirmedState = confirmedState
@@ -55,6 +59,7 @@ public struct UpdateMachineSnapshot<State: Codable & Sendable & Equatable, Mutat
     self.persistenceIssue = persistenceIssue
     self.storeRecovery = storeRecovery
     self.isConfirmedThisSession = isConfirmedThisSession
+    self.fetches = fetches
   }
 
   /// Why the machine stopped, when it did (call `resume()` once the cause is fixed).

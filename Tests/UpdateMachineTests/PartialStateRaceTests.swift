@@ -43,7 +43,9 @@ struct ChatRaceHarness {
       case .submit(let id, let body, _): submits[id] = body
       case .fetch(let id, let request, let queueID, _): fetches[id] = (request, queueID)
       case .fetchFinished(let id, let outcome): outcomes[id] = outcome
-      case .cancel(let id): polls[id] = nil
+      case .cancel(let id):
+        polls[id] = nil
+        fetches[id] = nil
       }
       index += 1
     }
@@ -286,5 +288,62 @@ struct PartialLimitsTests {
     harness.answerPoll()
     #expect(harness.messages.heldNarrows == [Self.channel("a")])
     #expect(harness.messages.known.count <= 3)
+  }
+}
+
+/// A fetch the app asks for is the engine's to get there: retried after failures worth retrying, one
+/// identity for identical requests, cancellable, its progress in the snapshot.
+@Suite("Partial state: fetches the engine owns")
+struct EngineFetchTests {
+  static let older = FetchRequest(narrow: .general, anchor: .newest, before: 20, after: 0)
+
+  @Test("a fetch that fails for want of a connection is retried after the backoff, never reported failed")
+  func retriedUntilMerged() throws {
+    var harness = ChatRaceHarness()
+    harness.command(.post(channel: "general", text: "one"))
+    harness.answerPoll()
+    let id = harness.fetch(Self.older)
+    #expect(harness.core.fetchStatuses.map(\.progress) == [.loading(attempt: 1)])
+    harness.fetches[id] = nil  // the request failed
+    harness.perform(harness.core.fetchFailed(id, .connectionFailed(), now: harness.now))
+    #expect(harness.outcomes[id] == nil, "a lost connection is no reason to give up")
+    guard case .retrying(1, let failure, let retryAt) = harness.core.fetchStatuses.first?.progress else {
+      Issue.record("no retry planned: \(harness.core.fetchStatuses)")
+      return
+    }
+    #expect(failure.kind == .connectionFailed)
+    #expect(retryAt > harness.now && harness.core.nextWakeUp(after: harness.now) == retryAt)
+    #expect(harness.fetches[id] == nil, "not sent again before the backoff")
+    harness.perform(harness.core.timerFired(now: retryAt))
+    #expect(harness.core.fetchStatuses.map(\.progress) == [.loading(attempt: 2)])
+    harness.answerFetch(id)
+    #expect(harness.outcomes[id] == .merged)
+    #expect(harness.core.fetchStatuses.isEmpty)
+  }
+
+  @Test("a request the server refuses ends the fetch as failed")
+  func refusedEnds() {
+    var harness = ChatRaceHarness()
+    let id = harness.fetch(Self.older)
+    let refusal = TransportError.api(.badRequest("no such narrow"))
+    harness.perform(harness.core.fetchFailed(id, refusal, now: harness.now))
+    #expect(harness.outcomes[id] == .failed(refusal))
+    #expect(harness.core.fetchStatuses.isEmpty)
+  }
+
+  @Test("identical requests share one fetch; cancelling it ends it and drops its late answer")
+  func sharedAndCancelled() {
+    var harness = ChatRaceHarness()
+    let first = harness.fetch(Self.older)
+    let second = harness.fetch(Self.older)
+    #expect(first == second)
+    #expect(harness.core.fetchStatuses.count == 1)
+    let page = harness.readPage(first)
+    harness.perform(harness.core.cancelFetch(first))
+    #expect(harness.outcomes[first] == .failed(.cancelled))
+    #expect(harness.core.fetchStatuses.isEmpty)
+    let before = harness.messages
+    harness.deliver(first, page)
+    #expect(harness.messages == before, "a cancelled fetch's answer is dropped")
   }
 }

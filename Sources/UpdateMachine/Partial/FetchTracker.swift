@@ -4,8 +4,32 @@ import EventProtocol
 public enum FetchOutcome: Equatable, Sendable {
   /// The page was brought up to the finger and merged into the state.
   case merged
-  /// The fetch failed; nothing was merged.
+  /// The fetch failed for good (a request the server refuses, a machine that stopped) or was cancelled;
+  /// nothing was merged. Failures worth retrying (no connection, a timeout, a 5xx, a rate limit) are
+  /// retried by the engine and never end a fetch.
   case failed(TransportError)
+}
+
+/// Where a fetch the app asked for stands (``UpdateMachineSnapshot/fetches``).
+public enum FetchProgress: Equatable, Sendable {
+  /// Waiting for a queue to read against (the machine is registering).
+  case waitingForQueue
+  /// Sent; `attempt` counts the tries (1 for the first).
+  case loading(attempt: Int)
+  /// The last try failed with `failure`; tried again at `retryAt` (or when the network comes back).
+  case retrying(attempt: Int, failure: TransportError, retryAt: Timestamp)
+  /// Answered, and held until the event stream reaches the event id it was read at.
+  case waitingForEvents
+}
+
+/// A fetch under way, as the snapshot shows it.
+public struct FetchStatus: Equatable, Sendable {
+  /// The fetch's identity: ``UpdateMachine/requestFetch(_:)`` returned it, and identical requests share it.
+  public var id: RequestID
+  /// What was asked.
+  public var request: FetchRequest
+  /// Where it stands.
+  public var progress: FetchProgress
 }
 
 /// The fetches under way and the pages waiting for the finger, with the events applied since the oldest of
@@ -24,6 +48,8 @@ struct FetchTracker<Event: EventPayload>: Sendable {
     /// The finger's event id when the fetch was sent.
     var sentAfter: Int
     var deadline: Timestamp
+    /// The tries so far, this one included.
+    var attempt = 1
   }
 
   struct Waiting: Sendable {
@@ -31,6 +57,12 @@ struct FetchTracker<Event: EventPayload>: Sendable {
     var request: FetchRequest
     /// A queue known to be gone: wait for another.
     var notOn: QueueID?
+    /// The tries that failed so far.
+    var attempt = 0
+    /// When to try again after a failure (`nil`: as soon as there is a queue).
+    var retryAt: Timestamp?
+    /// The last failure.
+    var failure: TransportError?
   }
 
   struct Held: Sendable {
@@ -72,6 +104,43 @@ struct FetchTracker<Event: EventPayload>: Sendable {
     } else {
       applied = []
     }
+  }
+
+  /// Whether `request` is asked for already (waiting, under way or held): its identity, if so.
+  func outstanding(_ request: FetchRequest) -> RequestID? {
+    if let waiting = waiting.first(where: { $0.request == request }) { return waiting.id }
+    if let sent = sent.first(where: { $0.value.request == request }) { return sent.key }
+    return held.first { $0.request == request }?.id
+  }
+
+  /// Every fetch under way, oldest identity first.
+  var statuses: [FetchStatus] {
+    var statuses: [FetchStatus] = []
+    for fetch in waiting {
+      let progress: FetchProgress =
+        if let retryAt = fetch.retryAt, let failure = fetch.failure {
+          .retrying(attempt: fetch.attempt, failure: failure, retryAt: retryAt)
+        } else {
+          .waitingForQueue
+        }
+      statuses.append(FetchStatus(id: fetch.id, request: fetch.request, progress: progress))
+    }
+    for (id, fetch) in sent {
+      statuses.append(FetchStatus(id: id, request: fetch.request, progress: .loading(attempt: fetch.attempt)))
+    }
+    for fetch in held {
+      statuses.append(FetchStatus(id: fetch.id, request: fetch.request, progress: .waitingForEvents))
+    }
+    return statuses.sorted { $0.id.rawValue < $1.id.rawValue }
+  }
+
+  /// The earliest retry of a fetch that failed.
+  var nextRetry: Timestamp? {
+    var earliest: Timestamp?
+    for fetch in waiting {
+      if let retryAt = fetch.retryAt, earliest.map({ retryAt < $0 }) ?? true { earliest = retryAt }
+    }
+    return earliest
   }
 
   /// The earliest deadline of a fetch under way.
