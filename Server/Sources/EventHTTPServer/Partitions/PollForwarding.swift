@@ -178,16 +178,7 @@ struct PollForwarding: Sendable {
     do {
       let answer = try await client.execute(outgoing, deadline: .now() + .nanoseconds(deadline.wholeNanoseconds))
       let body = try await answer.body.collect(upTo: PartitionForwarding<EventRequestContext>.maximumAnswerBytes)
-      var headers = HTTPFields()
-      for (name, value) in answer.headers {
-        guard let field = HTTPField.Name(name), [.contentType, .retryAfter].contains(field) else { continue }
-        headers.append(HTTPField(name: field, value: value))
-      }
-      return PlainAnswer(
-        status: HTTPResponse.Status(code: Int(answer.status.code)),
-        headers: headers,
-        body: Data(body.readableBytesView)
-      )
+      return Self.passedBack(status: answer.status, headers: answer.headers, body: body)
     } catch {
       if parked.isStopping { return Self.unavailable("this node is stopping; send again shortly") }
       if !(error is CancellationError) {
@@ -198,6 +189,21 @@ struct PollForwarding: Sendable {
       }
       return Self.unavailable("the node serving this user could not be reached; send again shortly")
     }
+  }
+
+  /// The serving node's answer as this node gives it: its status and body, and of its headers those the
+  /// client needs (the rest are the hop's own).
+  static func passedBack(status: HTTPResponseStatus, headers: HTTPHeaders, body: ByteBuffer) -> PlainAnswer {
+    var fields = HTTPFields()
+    for (name, value) in headers {
+      guard let field = HTTPField.Name(name), [.contentType, .retryAfter].contains(field) else { continue }
+      fields.append(HTTPField(name: field, value: value))
+    }
+    return PlainAnswer(
+      status: HTTPResponse.Status(code: Int(status.code)),
+      headers: fields,
+      body: Data(body.readableBytesView)
+    )
   }
 
   private static func unavailable(_ message: String) -> PlainAnswer {
@@ -244,9 +250,6 @@ final class ForwardedLongPolls: Sendable {
   func remove(_ token: Int) {
     _ = state.withLock { $0.ends.removeValue(forKey: token) }
   }
-
-  /// How many forwarded polls are waiting.
-  var count: Int { state.withLock { $0.ends.count } }
 
   /// Ends every waiting poll: each answers `503` (send again).
   func stop() {

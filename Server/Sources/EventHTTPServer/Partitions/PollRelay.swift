@@ -151,17 +151,10 @@ private final class PollRelayHandler: ChannelInboundHandler {
       body.writeBuffer(&part)
     case .end:
       guard let head else { return }
-      var headers = HTTPFields()
-      for (name, value) in head.headers {
-        guard let field = HTTPField.Name(name), [.contentType, .retryAfter].contains(field) else { continue }
-        headers.append(HTTPField(name: field, value: value))
-      }
-      let plain = PlainAnswer(
-        status: HTTPResponse.Status(code: Int(head.status.code)),
-        headers: headers,
-        body: Data(body.readableBytesView)
+      finish(
+        .success(PollForwarding.passedBack(status: head.status, headers: head.headers, body: body)),
+        context: context
       )
-      finish(.success(plain), context: context)
     }
   }
 
