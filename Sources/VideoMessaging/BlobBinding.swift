@@ -55,7 +55,31 @@ public struct VideoServerLimits: Codable, Sendable, Hashable {
   /// How many released keys are remembered per user, so none is bound again; past this the oldest is
   /// forgotten (its blob was deleted at the janitor's run that followed its release).
   public var maximumReleasedKeysPerUser = 10_000
+  /// The longest caption, in UTF-8 bytes.
+  public var maximumCaptionBytes = 2_000
 
   /// The defaults.
   public init() {}
+
+  /// Decodes the bounds a server saved; a bound added since (``maximumCaptionBytes``) takes its default.
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    func bound(_ key: CodingKeys, _ initial: Int) throws -> Int {
+      try container.decodeIfPresent(Int.self, forKey: key) ?? initial
+    }
+    let defaults = VideoServerLimits()
+    maximumVideoIDBytes = try bound(.maximumVideoIDBytes, defaults.maximumVideoIDBytes)
+    maximumUserIDBytes = try bound(.maximumUserIDBytes, defaults.maximumUserIDBytes)
+    maximumBlobKeyBytes = try bound(.maximumBlobKeyBytes, defaults.maximumBlobKeyBytes)
+    maximumVideoBytes = try bound(.maximumVideoBytes, defaults.maximumVideoBytes)
+    maximumBytesPerUser = try bound(.maximumBytesPerUser, defaults.maximumBytesPerUser)
+    maximumVideosPerSender = try bound(.maximumVideosPerSender, defaults.maximumVideosPerSender)
+    maximumVideosInFlightPerSender = try bound(
+      .maximumVideosInFlightPerSender,
+      defaults.maximumVideosInFlightPerSender
+    )
+    maximumUploadsPerUser = try bound(.maximumUploadsPerUser, defaults.maximumUploadsPerUser)
+    maximumReleasedKeysPerUser = try bound(.maximumReleasedKeysPerUser, defaults.maximumReleasedKeysPerUser)
+    maximumCaptionBytes = try bound(.maximumCaptionBytes, defaults.maximumCaptionBytes)
+  }
 }

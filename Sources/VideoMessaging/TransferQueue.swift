@@ -288,6 +288,16 @@ public struct TransferQueue: Codable, Sendable, Equatable {
     return [.save] + proceed(now: now)
   }
 
+  /// The sender set `caption` on `video`: a recording still uploading carries it in its notice; one
+  /// already announced changes it through the outbox (after the notice, which the outbox sent first).
+  public mutating func captioned(_ video: VideoID, caption: String) -> [Action] {
+    guard let index = uploads.firstIndex(where: { $0.notice.video == video }) else {
+      return [.submit(.captioned(video, caption: caption))]
+    }
+    uploads[index].notice.caption = caption.isEmpty ? nil : caption
+    return [.save]
+  }
+
   /// The app played a video: `viewed` goes to the server once.
   public mutating func viewed(_ video: VideoID) -> [Action] {
     guard let index = library.firstIndex(where: { $0.video.id == video }), !library[index].viewed else { return [] }

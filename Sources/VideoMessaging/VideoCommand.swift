@@ -21,12 +21,15 @@ public enum VideoCommand: Codable, Sendable, Hashable {
   /// The uploader gives up an upload no video claimed (the server's janitor sends it for stranded uploads,
   /// on the uploader's behalf): the key is released and its blob deleted.
   case uploadAbandoned(BlobKey)
+  /// The sender sets or changes the video's caption (an empty caption removes it), for as long as the video
+  /// is in its conversation's history. Anyone else is refused.
+  case captioned(VideoID, caption: String)
 
   /// The video the command is about (`nil` for an upload, which names only a blob key).
   public var video: VideoID? {
     switch self {
     case .uploaded(let upload): upload.video
-    case .downloaded(let video), .viewed(let video), .deleted(let video): video
+    case .downloaded(let video), .viewed(let video), .deleted(let video), .captioned(let video, _): video
     case .uploadStarted, .uploadCompleted, .uploadAbandoned: nil
     }
   }
@@ -42,12 +45,15 @@ public struct VideoUpload: Codable, Sendable, Hashable {
   public var blobKey: BlobKey
   /// The file's size in bytes.
   public var size: Int
+  /// The caption it is sent with (`nil` or empty: none); its sender may change it later (``VideoCommand/captioned(_:caption:)``).
+  public var caption: String?
 
   /// Creates a VideoUpload from its parts.
-  public init(video: VideoID, recipient: UserID, blobKey: BlobKey, size: Int) {
+  public init(video: VideoID, recipient: UserID, blobKey: BlobKey, size: Int, caption: String? = nil) {
     self.video = video
     self.recipient = recipient
     self.blobKey = blobKey
     self.size = size
+    self.caption = caption
   }
 }

@@ -172,9 +172,9 @@ public actor VideoDevice {
   // MARK: - What the app does
 
   /// Records a video for `recipient`: the file is kept on the device, uploaded (resumably), then announced
-  /// through the outbox.
+  /// through the outbox, with `caption` if there is one.
   /// - Returns: The new video's id.
-  public func send(_ recording: Data, to recipient: UserID) async -> VideoID {
+  public func send(_ recording: Data, to recipient: UserID, caption: String? = nil) async -> VideoID {
     let now = readClock()
     let video = VideoID.make(at: now, using: &random)
     let localKey = BlobKey(rawValue: "outgoing/\(video.rawValue)")
@@ -184,9 +184,21 @@ public actor VideoDevice {
     } catch {
       return video
     }
-    let notice = VideoUpload(video: video, recipient: recipient, blobKey: .forVideo(video), size: recording.count)
+    let notice = VideoUpload(
+      video: video,
+      recipient: recipient,
+      blobKey: .forVideo(video),
+      size: recording.count,
+      caption: caption
+    )
     await perform(transfers.recorded(notice, localKey: localKey, now: now))
     return video
+  }
+
+  /// The user changed the caption of a video they sent (an empty caption removes it): it shows at once in
+  /// the conversation's history, and reaches the server once, after the video's own notice.
+  public func setCaption(_ caption: String, of video: VideoID) async {
+    await perform(transfers.captioned(video, caption: caption))
   }
 
   /// The app played `video`: `viewed` goes to the server once.

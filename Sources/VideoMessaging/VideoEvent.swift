@@ -5,11 +5,13 @@ import EventProtocol
 ///
 /// | type | to | fields |
 /// | --- | --- | --- |
-/// | `video_sent` | the sender | `video`, `recipient` (status uploaded); `blob_key`, `size` when sent to yourself |
+/// | `video_sent` | the sender | `video`, `recipient`, `sender`, `position`, `caption` (status uploaded); `blob_key`, `size` when sent to yourself |
 /// | `video_status` | the sender; for `viewed` after `downloaded`, the recipient too | `video`, `status` |
 /// | `video_untracked` | the sender; the recipient too once it had the file | `video`, `reason` |
-/// | `video_incoming` | the recipient | `video`, `sender`, `blob_key`, `size` |
+/// | `video_incoming` | the recipient | `video`, `sender`, `blob_key`, `size`, `position`, `recipient`, `caption` |
 /// | `video_incoming_gone` | the recipient | `video`, `reason` |
+/// | `video_history_trimmed` | both users | `video` |
+/// | `video_caption` | both users | `video`, `caption` (absent: removed) |
 ///
 /// Each status reaches each of the two users once: a video sent to yourself gets one event per change
 /// (`video_sent` carries the incoming fields, `video_status` and `video_untracked` also settle the incoming
@@ -28,10 +30,12 @@ public enum VideoEvent: TaggedEventPayload, Hashable {
   case incomingGone(VideoGone)
   /// The server let the oldest video of a conversation's history go (`video_history_trimmed`).
   case historyTrimmed(VideoGone)
+  /// The sender set, changed or removed a video's caption (`video_caption`, to both users).
+  case captioned(VideoCaptionChanged)
 
   public static let knownEventTypes: Set<String> = [
     "video_sent", "video_status", "video_untracked", "video_incoming", "video_incoming_gone",
-    "video_history_trimmed",
+    "video_history_trimmed", "video_caption",
   ]
 
   public var eventType: String {
@@ -42,6 +46,7 @@ public enum VideoEvent: TaggedEventPayload, Hashable {
     case .incoming: "video_incoming"
     case .incomingGone: "video_incoming_gone"
     case .historyTrimmed: "video_history_trimmed"
+    case .captioned: "video_caption"
     }
   }
 
@@ -51,6 +56,7 @@ public enum VideoEvent: TaggedEventPayload, Hashable {
     case .status(let fields): fields
     case .untracked(let fields), .incomingGone(let fields), .historyTrimmed(let fields): fields
     case .incoming(let fields): fields
+    case .captioned(let fields): fields
     }
   }
 
@@ -62,6 +68,7 @@ public enum VideoEvent: TaggedEventPayload, Hashable {
     case "video_untracked": self = .untracked(try VideoGone(from: decoder))
     case "video_incoming": self = .incoming(try IncomingVideoFields(from: decoder))
     case "video_history_trimmed": self = .historyTrimmed(try VideoGone(from: decoder))
+    case "video_caption": self = .captioned(try VideoCaptionChanged(from: decoder))
     default: self = .incomingGone(try VideoGone(from: decoder))
     }
   }
@@ -96,6 +103,8 @@ public struct VideoSent: Codable, Sendable, Hashable {
   public var sender: UserID?
   /// Its place in the conversation's history (absent from servers before the history narrows).
   public var position: Int?
+  /// The caption it was sent with (absent: none).
+  public var caption: String?
 
   /// Creates the fields from their parts.
   public init(
@@ -104,7 +113,8 @@ public struct VideoSent: Codable, Sendable, Hashable {
     blobKey: BlobKey? = nil,
     size: Int? = nil,
     sender: UserID? = nil,
-    position: Int? = nil
+    position: Int? = nil,
+    caption: String? = nil
   ) {
     self.video = video
     self.recipient = recipient
@@ -112,6 +122,7 @@ public struct VideoSent: Codable, Sendable, Hashable {
     self.size = size
     self.sender = sender
     self.position = position
+    self.caption = caption
   }
 
   private enum CodingKeys: String, CodingKey {
@@ -121,6 +132,7 @@ public struct VideoSent: Codable, Sendable, Hashable {
     case size
     case sender
     case position
+    case caption
   }
 }
 
@@ -166,6 +178,8 @@ public struct IncomingVideoFields: Codable, Sendable, Hashable {
   public var position: Int?
   /// Who it was sent to: the receiving user (absent from servers before the history narrows).
   public var recipient: UserID?
+  /// The caption it was sent with (absent: none).
+  public var caption: String?
 
   /// Creates the fields from their parts.
   public init(
@@ -174,7 +188,8 @@ public struct IncomingVideoFields: Codable, Sendable, Hashable {
     blobKey: BlobKey,
     size: Int,
     position: Int? = nil,
-    recipient: UserID? = nil
+    recipient: UserID? = nil,
+    caption: String? = nil
   ) {
     self.video = video
     self.sender = sender
@@ -182,6 +197,7 @@ public struct IncomingVideoFields: Codable, Sendable, Hashable {
     self.size = size
     self.position = position
     self.recipient = recipient
+    self.caption = caption
   }
 
   private enum CodingKeys: String, CodingKey {
@@ -191,5 +207,20 @@ public struct IncomingVideoFields: Codable, Sendable, Hashable {
     case size
     case position
     case recipient
+    case caption
+  }
+}
+
+/// The fields of `video_caption`: the video, and its caption now (`nil`, absent on the wire: removed).
+public struct VideoCaptionChanged: Codable, Sendable, Hashable {
+  /// The video.
+  public var video: VideoID
+  /// Its caption now; `nil` when its sender removed it.
+  public var caption: String?
+
+  /// Creates the fields from their parts.
+  public init(video: VideoID, caption: String?) {
+    self.video = video
+    self.caption = caption
   }
 }

@@ -13,16 +13,28 @@ public struct VideoHistoryItem: Codable, Sendable, Hashable {
   public var recipient: UserID
   /// How far it got.
   public var status: VideoStatus
-  /// Its place in the history: the server numbers videos in the order they were sent.
+  /// Its place in the history: the server numbers videos in the order their `uploaded` reached it (the
+  /// list's order). Ids are minted by senders (time plus randomness, ``VideoID/make(at:using:)``) and say
+  /// nothing about the order: a video recorded offline and sent later comes after those sent meanwhile.
   public var position: Int
+  /// Its caption, which its sender may change at any time (`nil`: none).
+  public var caption: String?
 
   /// Creates a VideoHistoryItem from its parts.
-  public init(video: VideoID, sender: UserID, recipient: UserID, status: VideoStatus, position: Int) {
+  public init(
+    video: VideoID,
+    sender: UserID,
+    recipient: UserID,
+    status: VideoStatus,
+    position: Int,
+    caption: String? = nil
+  ) {
     self.video = video
     self.sender = sender
     self.recipient = recipient
     self.status = status
     self.position = position
+    self.caption = caption
   }
 }
 

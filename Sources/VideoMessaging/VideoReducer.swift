@@ -20,8 +20,10 @@ import UpdateMachine
 /// the server.
 ///
 /// The conversations' histories (``VideoSnapshot/history``) follow the same events: a new video (with its
-/// position) is added where a fetched page is complete, a status raises a known video's, a deleted or
-/// expired video leaves, a retired one stays (it left the live lists only), a trimmed one leaves.
+/// position) is added where a fetched page is complete, a status raises a known video's, a caption
+/// replaces a known video's, a deleted or expired video leaves, a retired one stays (it left the live lists
+/// only), a trimmed one leaves. A caption the user set shows at once on a video the device knows, until the
+/// server confirms it (or refuses it: then the confirmed caption shows again).
 public struct VideoReducer: PartialUpdateReducer {
   /// Creates the reducer.
   public init() {}
@@ -58,7 +60,7 @@ public struct VideoReducer: PartialUpdateReducer {
       case .viewed?: Self.receive(gone.video, status: .viewed, in: &state)
       case .deleted?, .expired?, .retired?, nil: state.incoming.removeAll { $0.id == gone.video }
       }
-    case .historyTrimmed:
+    case .historyTrimmed, .captioned:
       break
     }
   }
@@ -75,7 +77,8 @@ public struct VideoReducer: PartialUpdateReducer {
           sender: sender,
           recipient: sent.recipient,
           status: .uploaded,
-          position: position
+          position: position,
+          caption: sent.caption
         )
       )
     case .incoming(let fields):
@@ -86,7 +89,8 @@ public struct VideoReducer: PartialUpdateReducer {
           sender: fields.sender,
           recipient: recipient,
           status: .uploaded,
-          position: position
+          position: position,
+          caption: fields.caption
         )
       )
     case .status(let change):
@@ -100,6 +104,8 @@ public struct VideoReducer: PartialUpdateReducer {
       }
     case .historyTrimmed(let gone):
       history.remove(gone.video)
+    case .captioned(let change):
+      history.update(change.video) { $0.caption = change.caption }
     }
   }
 
@@ -113,6 +119,8 @@ public struct VideoReducer: PartialUpdateReducer {
       Self.receive(video, status: .viewed, in: &state)
     case .deleted(let video):
       state.outgoing.removeAll { $0.id == video }
+    case .captioned(let video, let caption):
+      state.history.update(video) { $0.caption = caption.isEmpty ? nil : caption }
     case .uploadStarted, .uploadCompleted, .uploadAbandoned:
       break
     }

@@ -6,7 +6,12 @@ import EventServer
 extension VideoServer {
   /// A new video: the sender hears `video_sent`, the recipient `video_incoming` (one `video_sent` with what
   /// the incoming list needs when they are the same user).
-  static func uploadDeliveries(_ upload: VideoUpload, from user: UserID, position: Int) -> [Delivery<VideoEvent>] {
+  static func uploadDeliveries(
+    _ upload: VideoUpload,
+    from user: UserID,
+    position: Int,
+    caption: String?
+  ) -> [Delivery<VideoEvent>] {
     if upload.recipient == user {
       let sent = VideoSent(
         video: upload.video,
@@ -14,23 +19,37 @@ extension VideoServer {
         blobKey: upload.blobKey,
         size: upload.size,
         sender: user,
-        position: position
+        position: position,
+        caption: caption
       )
       return [Delivery(to: [user], event: .sent(sent))]
     }
-    let sent = VideoSent(video: upload.video, recipient: upload.recipient, sender: user, position: position)
+    let sent = VideoSent(
+      video: upload.video,
+      recipient: upload.recipient,
+      sender: user,
+      position: position,
+      caption: caption
+    )
     let incoming = IncomingVideoFields(
       video: upload.video,
       sender: user,
       blobKey: upload.blobKey,
       size: upload.size,
       position: position,
-      recipient: upload.recipient
+      recipient: upload.recipient,
+      caption: caption
     )
     return [
       Delivery(to: [user], event: .sent(sent)),
       Delivery(to: [upload.recipient], event: .incoming(incoming)),
     ]
+  }
+
+  /// `item`'s caption changed: both users hear it (once when they are the same user).
+  static func captionDeliveries(_ item: VideoHistoryItem) -> [Delivery<VideoEvent>] {
+    let users = item.sender == item.recipient ? [item.sender] : [item.sender, item.recipient]
+    return [Delivery(to: users, event: .captioned(VideoCaptionChanged(video: item.video, caption: item.caption)))]
   }
 
   /// `video` reached its (new) status: the sender hears the status; the recipient why it stopped waiting,

@@ -17,7 +17,7 @@ extension VideoServer {
   }
 
   /// Records a new video in its conversation's history; returns its position.
-  mutating func recordHistory(of upload: VideoUpload, from sender: UserID) -> Int {
+  mutating func recordHistory(of upload: VideoUpload, from sender: UserID, caption: String?) -> Int {
     let position = nextHistoryPosition
     nextHistoryPosition += 1
     history[upload.video] = VideoHistoryItem(
@@ -25,10 +25,43 @@ extension VideoServer {
       sender: sender,
       recipient: upload.recipient,
       status: .uploaded,
-      position: position
+      position: position,
+      caption: caption
     )
     conversations[Conversation(sender, upload.recipient), default: []].append(upload.video)
     return position
+  }
+
+  /// The sender sets, changes or removes the caption of a video of the history; both users hear of it. A
+  /// caption for a video no history holds (deleted, expired, trimmed, never sent) is logged and dropped,
+  /// as a status for an untracked video is; one that changes nothing emits nothing.
+  mutating func recaption(
+    _ id: VideoID,
+    to caption: String,
+    by user: UserID
+  ) throws(CommandRejection)
+    -> [Delivery<VideoEvent>]
+  {
+    let text = try Self.captionText(caption, limits: limits)
+    guard var item = history[id] else {
+      drop("caption for video \(id), in no history")
+      return []
+    }
+    guard item.sender == user else { throw CommandRejection("only the sender of \(id) may caption it") }
+    guard item.caption != text else { return [] }
+    item.caption = text
+    history[id] = item
+    return Self.captionDeliveries(item)
+  }
+
+  /// A caption as the history keeps it: `nil` for none or empty.
+  /// - Throws: ``CommandRejection`` over ``VideoServerLimits/maximumCaptionBytes``.
+  static func captionText(_ caption: String?, limits: VideoServerLimits) throws(CommandRejection) -> String? {
+    guard let caption, !caption.isEmpty else { return nil }
+    guard caption.utf8.count <= limits.maximumCaptionBytes else {
+      throw CommandRejection("a caption is at most \(limits.maximumCaptionBytes) bytes")
+    }
+    return caption
   }
 
   /// Drops a video from the history (deleted or expired: nothing to look back at).

@@ -8,7 +8,8 @@ import EventServer
 /// - `uploaded` comes from the sender once the file is in blob storage; a repeat is a no-op; an id already
 ///   used by another video is refused, and so is a blob key bound to another user, already claimed by another
 ///   video, or released (keys are not capabilities: ``BlobBinding``).
-/// - `downloaded` and `viewed` come from the recipient; `deleted` from the sender. Anyone else is refused.
+/// - `downloaded` and `viewed` come from the recipient; `deleted` and `captioned` from the sender. Anyone
+///   else is refused. A caption can change for as long as the video is in its conversation's history.
 /// - A status never goes back: the farthest along wins, and a command that would not move it emits nothing.
 /// - Each change reaches each of the two users once, on every one of their devices: the recipient hears
 ///   why a video stopped waiting (``VideoGoneReason``) and that a downloaded video was viewed; a video sent
@@ -124,7 +125,7 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     at now: Timestamp
   ) throws(CommandRejection) -> [Delivery<VideoEvent>] {
     switch command {
-    case .downloaded(let video), .viewed(let video), .deleted(let video):
+    case .downloaded(let video), .viewed(let video), .deleted(let video), .captioned(let video, _):
       try Self.check(video.rawValue, "a video id", limits.maximumVideoIDBytes)
     case .uploaded, .uploadStarted, .uploadCompleted, .uploadAbandoned:
       break
@@ -135,6 +136,7 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     case .downloaded(let video): return try advance(video, to: .downloaded, by: user, now: clock)
     case .viewed(let video): return try advance(video, to: .viewed, by: user, now: clock)
     case .deleted(let video): return try delete(video, by: user, now: clock)
+    case .captioned(let video, let caption): return try recaption(video, to: caption, by: user)
     case .uploadStarted(let key):
       try bind(key, to: user)
       return []
@@ -161,6 +163,7 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     try Self.check(upload.video.rawValue, "a video id", limits.maximumVideoIDBytes)
     try Self.check(upload.recipient.rawValue, "a recipient", limits.maximumUserIDBytes)
     try Self.check(upload.blobKey.rawValue, "a blob key", limits.maximumBlobKeyBytes)
+    let caption = try Self.captionText(upload.caption, limits: limits)
     // An id still tracked or still in its conversation's history is taken: a repeat from its sender changes
     // nothing, and nobody else may reuse it.
     if let known = videos[upload.video]?.sender ?? history[upload.video]?.sender {
@@ -184,8 +187,8 @@ public struct VideoServer: ServerApplication, Equatable, Codable {
     footprints[user]!.tracked += 1
     footprints[user]!.inFlight += 1
     track(TrackedVideo(uploaded: upload, from: user, at: now))
-    let position = recordHistory(of: upload, from: user)
-    return Self.uploadDeliveries(upload, from: user, position: position)
+    let position = recordHistory(of: upload, from: user, caption: caption)
+    return Self.uploadDeliveries(upload, from: user, position: position, caption: caption)
       + trimHistory(of: Conversation(user, upload.recipient))
   }
 

@@ -3,118 +3,29 @@ import EventServer
 import SampleApps
 import Testing
 import UpdateMachine
+import UpdateMachineTesting
 
-/// A chat client core and the chat's server core, moved by hand: every request waits until the test
-/// answers it, so a test can put a fetch's answer exactly where a race puts it.
-struct ChatRaceHarness {
-  typealias Core = UpdateMachineCore<ChatClientState, ChatEvent, ChatCommand>
+/// The chat's client core and server core, moved by hand (``RaceHarness``), registered and holding the
+/// whole channel `general`.
+typealias ChatRaceHarness = RaceHarness<ChatChannels, ChatReducer>
 
-  var server = EventServerStateMachine(
-    application: ChatChannels(members: ["alice"]),
-    random: SeededRandomNumberGenerator(seed: 1),
-    now: Timestamp(secondsSinceEpoch: 1_700_000_000)
-  )
-  var core = Core(reducer: ChatReducer(), random: SeededRandomNumberGenerator(seed: 2))
-  let now = Timestamp(secondsSinceEpoch: 1_700_000_000)
-  var registers: [RequestID] = []
-  var polls: [RequestID: EventFinger] = [:]
-  var submits: [RequestID: MutationBatch<ChatCommand>] = [:]
-  var fetches: [RequestID: (FetchRequest, QueueID)] = [:]
-  var outcomes: [RequestID: FetchOutcome] = [:]
-  var nextPollID: UInt64 = 0
-
+extension RaceHarness where Application == ChatChannels, Reducer == ChatReducer {
   /// Loads, registers and merges the channel `general` from its very beginning to the very end.
   init(configuration: UpdateMachineConfiguration = .init()) {
-    core = Core(reducer: ChatReducer(), configuration: configuration, random: SeededRandomNumberGenerator(seed: 2))
-    perform(core.loaded(nil, now: now))
+    self.init(
+      application: ChatChannels(members: ["alice"]),
+      reducer: ChatReducer(),
+      user: "alice",
+      configuration: configuration
+    )
     answerRegister()
     let id = fetch(FetchRequest(narrow: .general, anchor: .oldest, before: 0, after: 100))
-    answerFetch(id)
-  }
-
-  mutating func perform(_ actions: [Core.Action]) {
-    var actions = actions
-    var index = 0
-    while index < actions.count {
-      switch actions[index] {
-      case .persist(let record, _): actions += core.persistSucceeded(record, now: now)
-      case .register(let id, _, _, _): registers.append(id)
-      case .poll(let id, let finger, _, _): polls[id] = finger
-      case .submit(let id, let body, _): submits[id] = body
-      case .fetch(let id, let request, let queueID, _): fetches[id] = (request, queueID)
-      case .fetchFinished(let id, let outcome): outcomes[id] = outcome
-      case .cancel(let id):
-        polls[id] = nil
-        fetches[id] = nil
-      }
-      index += 1
-    }
-  }
-
-  mutating func answerRegister() {
-    let id = registers.removeFirst()
-    let (registration, _) = server.register(
-      user: "alice",
-      eventTypes: nil,
-      lifespan: nil,
-      clientID: core.clientID,
-      now: now
-    )
-    perform(core.registerSucceeded(id, registration, now: now))
-  }
-
-  /// Answers the poll under way with every event queued.
-  mutating func answerPoll() {
-    let (id, finger) = polls.first!
-    polls[id] = nil
-    nextPollID += 1
-    let actions = server.poll(
-      PollID(nextPollID),
-      queueID: finger.queueID,
-      user: "alice",
-      lastEventID: finger.lastEventID,
-      dontBlock: true,
-      now: now
-    )
-    for case .completePoll(_, .events(let events)) in actions {
-      perform(core.pollSucceeded(id, events, now: now))
-    }
-  }
-
-  mutating func fetch(_ request: FetchRequest) -> RequestID {
-    let (id, actions) = core.fetch(request, now: now)
-    perform(actions)
-    return id
-  }
-
-  /// The server reads the page now; the answer reaches the client when `deliver` is called.
-  mutating func readPage(_ id: RequestID) -> FetchAnswer<ChatMessage> {
-    let (request, queueID) = fetches.removeValue(forKey: id)!
-    return try! server.fetch(request, queueID: queueID, user: "alice", now: now)
-  }
-
-  mutating func deliver(_ id: RequestID, _ answer: FetchAnswer<ChatMessage>) {
-    perform(core.fetchSucceeded(id, answer, now: now))
-  }
-
-  mutating func answerFetch(_ id: RequestID) {
-    deliver(id, readPage(id))
+    try! answerFetch(id)
   }
 
   /// The server runs a command from another member.
   mutating func command(_ command: ChatCommand) {
-    _ = try! server.handle(command, from: "carol", now: now)
-  }
-
-  mutating func submit(_ command: ChatCommand) {
-    let (_, actions) = core.submit(command, now: now)
-    perform(actions)
-  }
-
-  /// The outbox's write reaches the server; its answer is lost (the events will tell).
-  mutating func deliverSubmitLosingAnswer() {
-    let (_, body) = submits.first!
-    _ = try! server.applyMutations(body, from: "alice", now: now)
+    try! serverCommand(command, from: "carol")
   }
 
   var messages: PartialState<ChatMessage> { core.confirmedState!.messages }
@@ -137,7 +48,7 @@ struct PartialStateRaceTests {
   /// zulip-mobile #5434: an edit that lands between the server's read of a page and the client's receipt of
   /// it must count once; one that lands before the read must not be lost.
   @Test("mobile #5434: an edit around a fetch is applied once, never twice, never lost")
-  func editAroundFetch() {
+  func editAroundFetch() throws {
     var harness = ChatRaceHarness()
     harness.command(.post(channel: "general", text: "hello"))
     harness.answerPoll()
@@ -145,7 +56,7 @@ struct PartialStateRaceTests {
 
     // The page is read first, the reaction lands after the read, its event is applied before the answer.
     let first = harness.fetch(FetchRequest(narrow: .general, anchor: .newest, before: 10, after: 0))
-    let early = harness.readPage(first)
+    let early = try harness.readPage(first)
     harness.command(.react(1))
     harness.answerPoll()
     harness.deliver(first, early)
@@ -158,7 +69,7 @@ struct PartialStateRaceTests {
     // The reaction lands before the read; the answer arrives before the client polls its event.
     let second = harness.fetch(FetchRequest(narrow: .general, anchor: .newest, before: 10, after: 0))
     harness.command(.react(1))
-    harness.answerFetch(second)
+    try harness.answerFetch(second)
     #expect(harness.outcomes[second] == nil, "the page is ahead of the finger: held")
     #expect(harness.messages.item(1).item?.reactions == 1)
     harness.answerPoll()
@@ -169,11 +80,11 @@ struct PartialStateRaceTests {
 
   /// zulip-flutter #929: a message whose event and fetched copy race must show once.
   @Test("flutter #929: a new message in both a page and an event shows once")
-  func messageInPageAndEvent() {
+  func messageInPageAndEvent() throws {
     var harness = ChatRaceHarness()
     let id = harness.fetch(FetchRequest(narrow: .general, anchor: .newest, before: 10, after: 0))
     harness.command(.post(channel: "general", text: "race"))
-    let page = harness.readPage(id)
+    let page = try harness.readPage(id)
     #expect(page.page.items.map(\.text) == ["race"])
     harness.answerPoll()
     #expect(harness.timesShown("race") == 1)
@@ -186,13 +97,13 @@ struct PartialStateRaceTests {
   /// zulip-flutter #2397: the outbox's placeholder of an own message and its fetched copy must not show
   /// together.
   @Test("flutter #2397: an own message shows once, as a placeholder or as the fetched copy")
-  func placeholderAndFetchedCopy() {
+  func placeholderAndFetchedCopy() throws {
     var harness = ChatRaceHarness()
     harness.submit(.post(channel: "general", text: "mine"))
     #expect(harness.timesShown("mine") == 1)
     harness.deliverSubmitLosingAnswer()
     let id = harness.fetch(FetchRequest(narrow: .general, anchor: .newest, before: 10, after: 0))
-    harness.answerFetch(id)
+    try harness.answerFetch(id)
     #expect(harness.outcomes[id] == nil, "the page holds the write's event: held until the finger reaches it")
     #expect(harness.timesShown("mine") == 1)
     harness.answerPoll()
@@ -218,12 +129,12 @@ struct PartialStateRaceTests {
   /// A page read against a queue that has since been replaced means nothing to the new finger: it is asked
   /// for again, and what was known before shows as stale until then.
   @Test("a page of an old queue is fetched again; known items go stale on re-registration")
-  func pageOfOldQueue() {
+  func pageOfOldQueue() throws {
     var harness = ChatRaceHarness()
     harness.command(.post(channel: "general", text: "old"))
     harness.answerPoll()
     let id = harness.fetch(FetchRequest(narrow: .general, anchor: .newest, before: 10, after: 0))
-    let page = harness.readPage(id)
+    let page = try harness.readPage(id)
     // The queue is lost; the machine registers again.
     let (pollID, _) = harness.polls.first!
     harness.perform(harness.core.pollFailed(pollID, .api(.badEventQueueID("gone")), now: harness.now))
@@ -236,7 +147,7 @@ struct PartialStateRaceTests {
     harness.deliver(id, page)
     #expect(harness.outcomes[id] == nil, "asked again against the new queue")
     #expect(harness.fetches[id] != nil)
-    for pending in Array(harness.fetches.keys) { harness.answerFetch(pending) }
+    for pending in Array(harness.fetches.keys) { try harness.answerFetch(pending) }
     #expect(harness.outcomes[id] == .merged)
     #expect(harness.messages.item(1).item?.text == "old")
     if case .known = harness.messages.item(1) {} else { Issue.record("item 1 should be known again") }
@@ -254,7 +165,7 @@ struct PartialLimitsTests {
   }
 
   @Test("the app's limits replace the snapshot's; a shown narrow stays past them; events passing them evict")
-  func appLimitsAndShown() {
+  func appLimitsAndShown() throws {
     var configuration = UpdateMachineConfiguration()
     configuration.partialLimits = PartialLimits(narrows: 2, items: 100)
     var harness = ChatRaceHarness(configuration: configuration)
@@ -263,24 +174,24 @@ struct PartialLimitsTests {
     harness.answerPoll()
     // general is on screen; a and b are fetched after it.
     harness.core.show([.general])
-    harness.answerFetch(harness.fetch(Self.whole("a")))
-    harness.answerFetch(harness.fetch(Self.whole("b")))
+    try harness.answerFetch(harness.fetch(Self.whole("a")))
+    try harness.answerFetch(harness.fetch(Self.whole("b")))
     // Three narrows past a limit of two: a goes (least recently used), general stays, being shown.
     #expect(Set(harness.messages.heldNarrows) == [.general, Self.channel("b")])
     // The app stops showing general and shows b: a page of a evicts general now.
     harness.core.show([Self.channel("b")])
-    harness.answerFetch(harness.fetch(Self.whole("a")))
+    try harness.answerFetch(harness.fetch(Self.whole("a")))
     #expect(Set(harness.messages.heldNarrows) == [Self.channel("a"), Self.channel("b")])
   }
 
   @Test("the item bound is enforced after events, not only when a page lands")
-  func evictionAfterEvents() {
+  func evictionAfterEvents() throws {
     var configuration = UpdateMachineConfiguration()
     configuration.partialLimits = PartialLimits(narrows: 10, items: 3)
     var harness = ChatRaceHarness(configuration: configuration)
     harness.command(.post(channel: "a", text: "a1"))
     harness.answerPoll()
-    harness.answerFetch(harness.fetch(Self.whole("a")))
+    try harness.answerFetch(harness.fetch(Self.whole("a")))
     harness.core.show([Self.channel("a")])
     #expect(harness.messages.heldNarrows.count == 2)
     // New messages in general (held, complete to the very end) pass the item bound: general, not shown, goes.
@@ -304,8 +215,7 @@ struct EngineFetchTests {
     harness.answerPoll()
     let id = harness.fetch(Self.older)
     #expect(harness.core.fetchStatuses.map(\.progress) == [.loading(attempt: 1)])
-    harness.fetches[id] = nil  // the request failed
-    harness.perform(harness.core.fetchFailed(id, .connectionFailed(), now: harness.now))
+    harness.failFetch(id, .connectionFailed())
     #expect(harness.outcomes[id] == nil, "a lost connection is no reason to give up")
     guard case .retrying(1, let failure, let retryAt) = harness.core.fetchStatuses.first?.progress else {
       Issue.record("no retry planned: \(harness.core.fetchStatuses)")
@@ -316,29 +226,29 @@ struct EngineFetchTests {
     #expect(harness.fetches[id] == nil, "not sent again before the backoff")
     harness.perform(harness.core.timerFired(now: retryAt))
     #expect(harness.core.fetchStatuses.map(\.progress) == [.loading(attempt: 2)])
-    harness.answerFetch(id)
+    try harness.answerFetch(id)
     #expect(harness.outcomes[id] == .merged)
     #expect(harness.core.fetchStatuses.isEmpty)
   }
 
   @Test("a request the server refuses ends the fetch as failed")
-  func refusedEnds() {
+  func refusedEnds() throws {
     var harness = ChatRaceHarness()
     let id = harness.fetch(Self.older)
     let refusal = TransportError.api(.badRequest("no such narrow"))
-    harness.perform(harness.core.fetchFailed(id, refusal, now: harness.now))
+    harness.failFetch(id, refusal)
     #expect(harness.outcomes[id] == .failed(refusal))
     #expect(harness.core.fetchStatuses.isEmpty)
   }
 
   @Test("identical requests share one fetch; cancelling it ends it and drops its late answer")
-  func sharedAndCancelled() {
+  func sharedAndCancelled() throws {
     var harness = ChatRaceHarness()
     let first = harness.fetch(Self.older)
     let second = harness.fetch(Self.older)
     #expect(first == second)
     #expect(harness.core.fetchStatuses.count == 1)
-    let page = harness.readPage(first)
+    let page = try harness.readPage(first)
     harness.perform(harness.core.cancelFetch(first))
     #expect(harness.outcomes[first] == .failed(.cancelled))
     #expect(harness.core.fetchStatuses.isEmpty)

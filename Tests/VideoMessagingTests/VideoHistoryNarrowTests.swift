@@ -7,7 +7,8 @@ import UpdateMachineTesting
 import VideoMessaging
 
 /// Conversation histories through the engine: devices fetch `dm:a,b` pages at any anchor while videos
-/// are sent, downloaded, viewed, deleted and trimmed, under the loopback world's faults; once settled,
+/// are sent (with or without a caption), captioned again, downloaded, viewed, deleted and trimmed, under
+/// the loopback world's faults; once settled,
 /// every video a device knows equals the server's and every complete range is the server's history.
 @Suite("VideoMessaging: conversation histories fetched by page and kept live", .serialized)
 struct VideoHistoryNarrowTests {
@@ -34,10 +35,16 @@ struct VideoHistoryNarrowTests {
       case 5, 6:
         let video = VideoID.make(at: t0.advanced(by: .seconds(Int64(step))), using: &random)
         sent.append(video)
-        world.submit(.uploaded(upload(video, to: friend, size: step)), on: device)
+        var notice = upload(video, to: friend, size: step)
+        notice.caption = Bool.random(using: &random) ? "sent \(step)" : nil
+        world.submit(.uploaded(notice), on: device)
       case 7:
         guard let video = sent.randomElement(using: &random) else { continue }
-        let command: VideoCommand = [.downloaded(video), .viewed(video), .deleted(video)].randomElement(using: &random)!
+        let caption = ["", "edit \(step)", "edit \(step % 3)"].randomElement(using: &random)!
+        let command: VideoCommand = [
+          .downloaded(video), .viewed(video), .deleted(video), .captioned(video, caption: caption),
+          .captioned(video, caption: caption),
+        ].randomElement(using: &random)!
         world.submit(command, on: device)
       default:
         let anchor: FetchAnchor =

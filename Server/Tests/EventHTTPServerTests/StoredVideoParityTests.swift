@@ -18,6 +18,7 @@ struct StoredVideoParityTests {
     limits.maximumVideoBytes = 600
     limits.maximumBytesPerUser = 1_500
     limits.maximumVideosPerSender = 5
+    limits.maximumCaptionBytes = 40
     limits.maximumVideosInFlightPerSender = 3
     limits.maximumUploadsPerUser = 3
     limits.maximumReleasedKeysPerUser = 4
@@ -61,14 +62,27 @@ struct StoredVideoParityTests {
       return tracked[keyPath: role]
     }
     switch Int.random(in: 0..<100, using: &random) {
-    case 0..<14: return .command(.uploadStarted(key(fresh: 70)), from: user)
+    case 0..<9: return .command(.uploadStarted(key(fresh: 70)), from: user)
+    case 9..<14:
+      // Captions: set, changed, removed, repeated, too long, mostly by the sender of a video in a history.
+      let id = video()
+      let caption = ["", "a caption", "another one", String(repeating: "c", count: 41)].randomElement(using: &random)!
+      let sender = Int.random(in: 0..<10, using: &random) < 8 ? model.history[id]?.sender ?? user : user
+      return .command(.captioned(id, caption: caption), from: sender)
     case 14..<24: return .command(.uploadCompleted(key(fresh: 0), size: size), from: user)
     case 24..<27: return .command(.uploadAbandoned(key(fresh: 0)), from: user)
     case 27..<55:
       // Mostly to one friend, so that conversations fill up and their histories are trimmed.
       let friend: UserID = user == "ann" ? "ben" : "ann"
       let recipient = Int.random(in: 0..<10, using: &random) < 7 ? friend : users.randomElement(using: &random)!
-      let upload = VideoUpload(video: video(), recipient: recipient, blobKey: key(fresh: 50), size: size)
+      let caption = Int.random(in: 0..<4, using: &random) == 0 ? "sent by \(user)" : nil
+      let upload = VideoUpload(
+        video: video(),
+        recipient: recipient,
+        blobKey: key(fresh: 50),
+        size: size,
+        caption: caption
+      )
       return .command(.uploaded(upload), from: user)
     case 55..<68:
       let id = video()
@@ -187,6 +201,7 @@ struct StoredVideoParityTests {
         for delivery in deliveries {
           switch delivery.event {
           case .historyTrimmed: reached["trimmed", default: 0] += 1
+          case .captioned: reached["captioned", default: 0] += 1
           case .untracked(let gone) where gone.reason == .expired: reached["expired", default: 0] += 1
           case .untracked(let gone) where gone.reason == .retired: reached["retired", default: 0] += 1
           default: break
@@ -197,7 +212,7 @@ struct StoredVideoParityTests {
       // Keys once bound that the model no longer knows: released keys forgotten past the bound.
       reached["forgotten", default: 0] += bound.subtracting(memory.blobBindings.keys).count
     }
-    for rule in ["trimmed", "expired", "retired", "forgotten"] {
+    for rule in ["trimmed", "expired", "retired", "forgotten", "captioned"] {
       #expect(reached[rule, default: 0] > 2, "\(rule): \(reached)")
     }
   }

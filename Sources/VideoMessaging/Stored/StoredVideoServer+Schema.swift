@@ -17,6 +17,9 @@ extension StoredVideoServer {
   ///   complete, when it was completed.
   /// - `blob_chunks`: the bytes of each append at their offset (`start`), partial or complete with their blob.
   ///
+  /// Version 3 adds captions: `video_history.caption`, `NULL` for none (every video of a database that
+  /// version 2 wrote has none).
+  ///
   /// Times are nanoseconds since the Unix epoch; statuses are ``VideoStatus`` raw values.
   public static let schema: [SchemaMigration] = [
     SchemaMigration(
@@ -94,6 +97,12 @@ extension StoredVideoServer {
           bytes bytea NOT NULL, PRIMARY KEY (blob_key, complete, start))
         """,
       ]
+    ),
+    SchemaMigration(
+      version: 3,
+      name: "video.captions",
+      sqlite: ["ALTER TABLE video_history ADD COLUMN caption TEXT"],
+      postgres: ["ALTER TABLE video_history ADD COLUMN caption text"]
     ),
   ]
 }

@@ -62,6 +62,9 @@ public struct StoredVideoServer: StoredApplication {
       guard let tracked = try await tables.video(video) else { return [] }
       guard tracked.sender == user else { throw CommandRejection("only the sender of \(video) may delete it") }
       return try await forget(tracked, reason: .deleted, now: now, in: tables)
+    case .captioned(let video, let caption):
+      try VideoServer.check(video.rawValue, "a video id", limits.maximumVideoIDBytes)
+      return try await recaption(video, to: caption, by: user, in: tables)
     case .uploadStarted(let key):
       try await bind(key, to: user, in: tables)
       return []
@@ -119,6 +122,7 @@ public struct StoredVideoServer: StoredApplication {
     try VideoServer.check(upload.video.rawValue, "a video id", limits.maximumVideoIDBytes)
     try VideoServer.check(upload.recipient.rawValue, "a recipient", limits.maximumUserIDBytes)
     try VideoServer.check(upload.blobKey.rawValue, "a blob key", limits.maximumBlobKeyBytes)
+    let caption = try VideoServer.captionText(upload.caption, limits: limits)
     // An id still tracked or still in its conversation's history is taken (as in ``VideoServer``).
     if let known = try await tables.sender(of: upload.video) {
       guard known == user else { throw CommandRejection("video \(upload.video) belongs to another sender") }
@@ -138,8 +142,8 @@ public struct StoredVideoServer: StoredApplication {
     try await claim(upload, by: user, in: tables)
     let video = TrackedVideo(uploaded: upload, from: user, at: now)
     try await tables.save(video, deadline: retention.deadline(for: .uploaded, since: now))
-    let position = try await tables.recordHistory(of: upload, from: user)
-    return VideoServer.uploadDeliveries(upload, from: user, position: position)
+    let position = try await tables.recordHistory(of: upload, from: user, caption: caption)
+    return VideoServer.uploadDeliveries(upload, from: user, position: position, caption: caption)
       + (try await trimHistory(of: VideoServer.Conversation(user, upload.recipient), in: tables))
   }
 
@@ -161,6 +165,22 @@ public struct StoredVideoServer: StoredApplication {
     try await tables.save(video, deadline: retention.deadline(for: status, since: now))
     try await tables.setHistoryStatus(of: id, to: status)
     return deliveries
+  }
+
+  /// Sets, changes or removes a caption, as ``VideoServer`` does (a video in no history: nothing).
+  private func recaption(
+    _ id: VideoID,
+    to caption: String,
+    by user: UserID,
+    in tables: VideoTables
+  ) async throws -> [Delivery<VideoEvent>] {
+    let text = try VideoServer.captionText(caption, limits: limits)
+    guard var item = try await tables.historyItem(id) else { return [] }
+    guard item.sender == user else { throw CommandRejection("only the sender of \(id) may caption it") }
+    guard item.caption != text else { return [] }
+    item.caption = text
+    try await tables.setCaption(of: id, to: text)
+    return VideoServer.captionDeliveries(item)
   }
 
   /// Stops tracking `video` and tells both users why (``VideoServer/forget(_:reason:now:)``).

@@ -3,21 +3,21 @@ import EventServer
 
 /// The statements on `video_history`: each conversation's videos in the order they were sent.
 extension VideoTables {
-  private static let historyColumns = "position, video, sender, recipient, status"
+  private static let historyColumns = "position, video, sender, recipient, status, caption"
 
   /// Records `upload` from `sender` in its conversation's history; returns its position (increasing in the
   /// order videos are sent, never reused).
-  func recordHistory(of upload: VideoUpload, from sender: UserID) async throws -> Int {
+  func recordHistory(of upload: VideoUpload, from sender: UserID, caption: String?) async throws -> Int {
     let conversation = VideoServer.Conversation(sender, upload.recipient)
     let rows = try await transaction.execute(
       """
-      INSERT INTO video_history (video, sender, recipient, first_user, second_user, status)
-      VALUES (?, ?, ?, ?, ?, ?) RETURNING position
+      INSERT INTO video_history (video, sender, recipient, first_user, second_user, status, caption)
+      VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING position
       """,
       [
         .text(upload.video.rawValue), .text(sender.rawValue), .text(upload.recipient.rawValue),
         .text(conversation.first.rawValue), .text(conversation.second.rawValue),
-        .integer(Int64(VideoStatus.uploaded.rawValue)),
+        .integer(Int64(VideoStatus.uploaded.rawValue)), caption.map(SQLValue.text) ?? .null,
       ]
     )
     return Int(rows.first?["position"]?.integer ?? 0)
@@ -37,6 +37,22 @@ extension VideoTables {
     try await transaction.execute(
       "UPDATE video_history SET status = ? WHERE video = ?",
       [.integer(Int64(status.rawValue)), .text(video.rawValue)]
+    )
+  }
+
+  /// The history's entry for `video`, if it is in one.
+  func historyItem(_ video: VideoID) async throws -> VideoHistoryItem? {
+    try await transaction.execute(
+      "SELECT \(Self.historyColumns) FROM video_history WHERE video = ?",
+      [.text(video.rawValue)]
+    ).first.map(Self.historyItem(row:))
+  }
+
+  /// Records the caption of a video of the history (`nil`: none).
+  func setCaption(of video: VideoID, to caption: String?) async throws {
+    try await transaction.execute(
+      "UPDATE video_history SET caption = ? WHERE video = ?",
+      [caption.map(SQLValue.text) ?? .null, .text(video.rawValue)]
     )
   }
 
@@ -103,7 +119,8 @@ extension VideoTables {
       sender: UserID(rawValue: row["sender"]?.text ?? ""),
       recipient: UserID(rawValue: row["recipient"]?.text ?? ""),
       status: VideoStatus(rawValue: Int(row["status"]?.integer ?? 0)) ?? .uploaded,
-      position: Int(row["position"]?.integer ?? 0)
+      position: Int(row["position"]?.integer ?? 0),
+      caption: row["caption"]?.text
     )
   }
 }
