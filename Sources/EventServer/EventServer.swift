@@ -36,7 +36,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// Why polls that a cluster node could not take to the log failed, until their callers read it.
   private var pollFailures: [PollID: ServerLogError] = [:]
   private var timer: Task<Void, Never>?
-  private var timerDeadline: Timestamp?
+  private(set) var timerDeadline: Timestamp?
   /// How many timer tasks this server has started (tests check that a deadline moving later starts none).
   private(set) var timerTasksStarted = 0
   private var isShutDown = false

@@ -50,6 +50,19 @@ struct PartitionDeadlineTests {
       try await queues[1].node.handle(.request(note), from: users[1])
     }
 
+    // Were a reminder never to come, the test would wait for its time limit saying nothing; after two
+    // minutes it records what each partition's node is waiting for (it hung twice under ThreadSanitizer).
+    let watchdog = Task {
+      try await Task.sleep(for: .seconds(120))
+      var lines: [String] = []
+      for partition in 0..<map.count {
+        let user = (0...).lazy.map { UserID("user\($0)") }.first { map.partition(of: $0) == partition }!
+        let state = await host.node(for: user)?.waitDiagnostics ?? "no node"
+        lines.append("partition \(partition): \(state)")
+      }
+      Issue.record("no reminder after two minutes:\n\(lines.joined(separator: "\n"))")
+    }
+    defer { watchdog.cancel() }
     for index in users.indices {
       var reminders = 0
       while reminders == 0 {

@@ -1,0 +1,49 @@
+import EventProtocol
+
+extension EventServer {
+  /// One line saying what this server is waiting for: its timer, its next deadline, and on a cluster node
+  /// the turn under way, the decisions and stored inputs waiting, the follower, a deadline look, failing
+  /// fast, rebuilding. For an operator's log and for a test that waits too long to say why; the format is
+  /// for people and may change.
+  public var waitDiagnostics: String {
+    var parts = [
+      "now \(timeline.now())",
+      "next deadline \(machine.nextDeadline)",
+      "timer \(timerDeadline.map { "\($0)" } ?? "none")",
+      "parked polls \(machine.parkedPollCount)",
+      "stored inputs waiting \(storedBatches.waiting.count)",
+    ]
+    if let relay = machine.application as? any StagedDeadlines {
+      parts.append("application deadline \(relay.deadline.map { "\($0)" } ?? "none")")
+      if let due = relay.deadlineDue { parts.append("application deadline due since \(due)") }
+    }
+    if let durability {
+      parts.append("durable through \(durability.commit.durable)")
+      if durability.commit.isWriting { parts.append("writing") }
+      if let failure = durability.commit.failure { parts.append("log failed: \(failure)") }
+    }
+    if let shared = durability?.shared {
+      parts += [
+        "turn \(shared.isTurnUnderWay ? "under way (#\(shared.activeTurn.map(String.init) ?? "none"))" : "idle")",
+        "turns started \(shared.turnsStarted)",
+        "decisions waiting \(shared.waiting.count)",
+        "timer decision waiting \(shared.timerDecisionWaiting)",
+        "inbox waiting \(shared.inboxWaiting)",
+        "deadline look under way \(shared.deadlineLookUnderWay)",
+        "follower \(shared.follower == nil ? "none" : shared.follower!.isCancelled ? "cancelled" : "running")",
+        "announced \(shared.log.announcedPosition)",
+      ]
+      if let until = shared.failFastUntil { parts.append("failing fast until \(until)") }
+      if let rejoining = shared.rejoining { parts.append("rejoining after \(rejoining)") }
+    }
+    return parts.joined(separator: "; ")
+  }
+}
+
+/// What a stored application's relay holds of its deadlines (for ``EventServer/waitDiagnostics``).
+protocol StagedDeadlines {
+  var deadline: Timestamp? { get }
+  var deadlineDue: Timestamp? { get }
+}
+
+extension StoredRelay: StagedDeadlines {}
