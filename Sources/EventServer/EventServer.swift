@@ -454,11 +454,18 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
 
   /// Stops the timer and ends every parked poll with `CancellationError`, keeping their events queued.
   /// Later polls answer at once instead of parking.
+  ///
+  /// A cluster node answers its parked polls at once with ``ServerLogError/storage(_:)`` (over HTTP, `503`:
+  /// the client polls again, reaching the node that serves its queue next), then records their
+  /// acknowledgements in a turn. Were the polls answered by that turn, a turn that cannot finish (a database
+  /// too slow for the log's deadline while the node's partition moves) would strand them until their
+  /// heartbeat: a partition host gives up on a stopping node after twice the log's deadline.
   public func shutdown() {
     isShutDown = true
     if durability?.shared == nil {
       finish(machine.connectionsDropped(now: timeline.now()))
     } else {
+      failParkedPolls(with: .storage("this node is stopping: poll again"))
       stopFollowing()
       enqueueDecision(
         run: { self.finish(self.machine.connectionsDropped(now: self.decisionNow())) },
