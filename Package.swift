@@ -29,12 +29,15 @@ let package = Package(
     .executable(name: "Bench", targets: ["Bench"]),
   ],
   targets: [
+    // The package's own JSON coder: one pass each way for every `Codable` type, Foundation's bytes out
+    // (docs/json-coder.md). Depends on nothing; every module of the package reaches it through `package` API.
+    .target(name: "JSONCoding", swiftSettings: swiftSettings),
     // The shared vocabulary: ids, event envelopes, Zulip-shaped wire JSON, API errors, time and randomness.
-    .target(name: "EventProtocol", swiftSettings: swiftSettings),
+    .target(name: "EventProtocol", dependencies: ["JSONCoding"], swiftSettings: swiftSettings),
     // The client engine: a pure core inside an actor shell. Never imports EventServer.
-    .target(name: "UpdateMachine", dependencies: ["EventProtocol"], swiftSettings: swiftSettings),
+    .target(name: "UpdateMachine", dependencies: ["EventProtocol", "JSONCoding"], swiftSettings: swiftSettings),
     // The in-process event-queue server: a pure state machine inside an actor shell.
-    .target(name: "EventServer", dependencies: ["EventProtocol"], swiftSettings: swiftSettings),
+    .target(name: "EventServer", dependencies: ["EventProtocol", "JSONCoding"], swiftSettings: swiftSettings),
     // The testing kit apps import: a manual clock, a fault-injecting transport, a deterministic loopback world.
     .target(
       name: "UpdateMachineTesting",
@@ -44,7 +47,7 @@ let package = Package(
     // The video domain: server application, client reducer, blob stores and per-video transfers.
     .target(
       name: "VideoMessaging",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine"],
+      dependencies: ["EventProtocol", "EventServer", "JSONCoding", "UpdateMachine"],
       swiftSettings: swiftSettings
     ),
     // The podcast episode queue domain: server application, client reducer, per-device downloads.
@@ -57,7 +60,8 @@ let package = Package(
     .target(
       name: "Simulation",
       dependencies: [
-        "EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "VideoMessaging", "EpisodeQueue",
+        "EventProtocol", "EventServer", "JSONCoding", "UpdateMachine", "UpdateMachineTesting", "VideoMessaging",
+        "EpisodeQueue",
       ],
       swiftSettings: swiftSettings
     ),
@@ -78,9 +82,21 @@ let package = Package(
     // A Swift Testing trait for test targets (these and an app's): CPU-bound cases leave the async tests a
     // thread (docs/testing.md).
     .target(name: "TestScheduling", swiftSettings: swiftSettings),
+    // Random values and documents for the coder's property tests (its own and the vocabulary's).
+    .target(
+      name: "JSONTestSupport",
+      dependencies: ["EventProtocol"],
+      path: "Tests/JSONTestSupport",
+      swiftSettings: swiftSettings
+    ),
+    .testTarget(
+      name: "JSONCodingTests",
+      dependencies: ["JSONCoding", "JSONTestSupport", "TestScheduling"],
+      swiftSettings: swiftSettings
+    ),
     .testTarget(
       name: "EventProtocolTests",
-      dependencies: ["EventProtocol", "TestScheduling"],
+      dependencies: ["EventProtocol", "JSONCoding", "JSONTestSupport", "TestScheduling"],
       resources: [.copy("Fixtures")],
       swiftSettings: swiftSettings
     ),
@@ -123,7 +139,9 @@ let package = Package(
     ),
     .testTarget(
       name: "EventServerTests",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachineTesting", "SampleApps", "TestScheduling"],
+      dependencies: [
+        "EventProtocol", "EventServer", "JSONCoding", "UpdateMachineTesting", "SampleApps", "TestScheduling",
+      ],
       swiftSettings: swiftSettings
     ),
   ],

@@ -183,6 +183,8 @@ struct Workloads {
     var (server, queue) = backlog(of: count, seed: 3, workload: "W3")
     var inProcess = Samples()
     var throughJSON = Samples()
+    var encodeJSON = Samples()
+    var decodeJSON = Samples()
     for round in 0..<repeats {
       var batch: [EventEnvelope<StatusEvent>] = []
       inProcess.values.append(
@@ -199,20 +201,27 @@ struct Workloads {
         } * 1000
       )
       guard batch.count == count else { fail("W3: \(batch.count) events, expected \(count)") }
+      var encoded = 0.0
       throughJSON.values.append(
         seconds {
           do {
+            let began = ContinuousClock.now
             let body = try WireFormat.encode(EventsReply(events: batch, queueID: queue))
+            encoded = (ContinuousClock.now - began).inSeconds
             batch = try WireFormat.decode(EventsReply<StatusEvent>.self, from: body).events
           } catch {
             fail("W3: \(error)")
           }
         } * 1000
       )
+      encodeJSON.values.append(encoded * 1000)
+      decodeJSON.values.append(throughJSON.values[throughJSON.values.count - 1] - encoded * 1000)
       guard batch.count == count else { fail("W3: JSON gave \(batch.count) events") }
     }
     report("W3", "one_poll_in_process", inProcess, "ms")
     report("W3", "one_poll_through_json", throughJSON, "ms")
+    report("W3", "one_poll_json_encode", encodeJSON, "ms")
+    report("W3", "one_poll_json_decode", decodeJSON, "ms")
     // Bounded: polls of at most 1,000 events, each acknowledging the previous batch, until drained.
     var boundedInProcess = Samples()
     var boundedJSON = Samples()

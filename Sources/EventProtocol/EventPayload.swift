@@ -1,3 +1,4 @@
+import JSONCoding
 /// The application's own events, as carried in an ``EventEnvelope``.
 ///
 /// A payload encodes as a JSON object whose fields sit beside the envelope's `id` and `type`, as Zulip's

@@ -1,3 +1,4 @@
+import JSONCoding
 /// The answer to a poll: every event after the poll's `last_event_id` that the queue still holds.
 ///
 /// On the wire it is Zulip's `/events` reply: `{"result": "success", "msg": "", "events": [...],

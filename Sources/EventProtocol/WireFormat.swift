@@ -1,4 +1,5 @@
 import Foundation
+import JSONCoding
 
 /// Encodes and decodes the JSON bodies of the events API.
 ///

@@ -1,4 +1,5 @@
 import EventProtocol
+import JSONCoding
 
 /// The pure, synchronous core of ``EventServer``: queues, ids, pruning, parked polls with deadlines and
 /// expiry, with Zulip's event-queue contract.

@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import JSONCoding
 
 /// The queues of an ``EventServer``, the mutation memory and the push tokens, in a versioned envelope: the
 /// queue part of a ``ServerSnapshot``.

@@ -1,4 +1,5 @@
 import EventProtocol
+import JSONCoding
 
 /// The server core's queues (``QueueStore``) with the bodies of the events they hold: each event stored
 /// once, however many queues hold it.

@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import JSONCoding
 
 /// One journal entry: the events applied since the previous save, and the rest of the record as it stood
 /// after them (finger, timestamps, outbox, device data) with an empty state.

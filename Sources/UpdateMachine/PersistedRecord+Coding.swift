@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import JSONCoding
 
 extension PersistedRecord {
   /// Encodes the record as JSON.

@@ -1,5 +1,7 @@
 import EventProtocol
 import Foundation
+import JSONCoding
+import JSONTestSupport
 import TestScheduling
 import Testing
 

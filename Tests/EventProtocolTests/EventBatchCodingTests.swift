@@ -1,4 +1,6 @@
 import Foundation
+import JSONCoding
+import JSONTestSupport
 import TestScheduling
 import Testing
 

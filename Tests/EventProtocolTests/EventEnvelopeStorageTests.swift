@@ -1,4 +1,5 @@
 import EventProtocol
+import JSONCoding
 import Testing
 
 /// A payload as small as a payload gets.

@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import JSONTestSupport
 import Testing
 
 // A success body names `result` and `msg` once: the protocol's replies write both themselves, and

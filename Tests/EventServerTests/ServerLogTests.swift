@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import JSONCoding
 import SampleApps
 import Testing
 import UpdateMachineTesting

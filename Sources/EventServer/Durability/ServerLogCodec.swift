@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import JSONCoding
 
 /// How a ``ServerLogEntry`` becomes a record's bytes and back: a frame that tells a torn or damaged record
 /// from a good one, and a format version that tells a newer build's record from a damaged one.

@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import JSONCoding
 
 /// The durable state of an ``EventServerStateMachine`` at one log position: the application, the queues,
 /// the mutation memory and the push tokens. Parked polls, heartbeat deadlines and push timing are not part

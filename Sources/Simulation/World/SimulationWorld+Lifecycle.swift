@@ -1,6 +1,7 @@
 import EventProtocol
 import EventServer
 import Foundation
+import JSONCoding
 import UpdateMachine
 
 extension SimulationWorld {

@@ -8,35 +8,35 @@ import Foundation
 /// one step. The grammar is RFC 8259's, strictly: no trailing commas, no leading zeros, no control
 /// characters or invalid UTF-8 in strings, no lone surrogates, nothing after the value but white space,
 /// and at most ``maximumDepth`` nested containers.
-final class JSONTape {
+package final class JSONTape {
   /// What a value is.
-  enum Kind: UInt8 {
+  package enum Kind: UInt8 {
     case null, `false`, `true`, number, string, array, object
   }
 
   /// One value: its kind, its bytes (a string's between the quotes), and where the next sibling starts.
-  struct Entry {
-    var kind: Kind
+  package struct Entry {
+    package var kind: Kind
     /// For a string: it contains escapes. For a number: it has a fraction or an exponent.
-    var flag: Bool
-    var start: UInt32
-    var end: UInt32
+    package var flag: Bool
+    package var start: UInt32
+    package var end: UInt32
     /// The index just past this value and its children.
-    var next: UInt32
+    package var next: UInt32
     /// An array's elements or an object's members.
-    var count: UInt32
+    package var count: UInt32
   }
 
   /// The deepest nesting accepted, as `JSONDecoder`'s.
   static let maximumDepth = 512
 
-  let bytes: [UInt8]
-  let entries: [Entry]
+  package let bytes: [UInt8]
+  @usableFromInline let entries: [Entry]
   // `@exclusivity(unchecked)`, for the reason given on `JSONOutput`'s properties: a tape is not `Sendable`,
   // is read by one decode on one thread, and no access to these properties spans a call to a value's
   // `init(from:)` (the path is pushed before and popped after it, each a separate access).
   /// The keys leading to the value being decoded (a stack; see `JSONTapeDecoder`).
-  @exclusivity(unchecked) var path: [any CodingKey] = []
+  @exclusivity(unchecked) package var path: [any CodingKey] = []
   /// What decoders' `userInfo` holds.
   @exclusivity(unchecked) var userInfo: [CodingUserInfoKey: Any] = [:]
   /// Member lookup tables of large objects, built on first use.
@@ -50,7 +50,9 @@ final class JSONTape {
     entries.reserveCapacity(bytes.count / 8 + 4)
     let parsed: Result<Void, JSONTapeError> = bytes.withUnsafeBufferPointer { buffer in
       do throws(JSONTapeError) {
-        var parser = Parser(bytes: buffer, position: 0)
+        // A byte order mark is skipped, as RFC 8259 allows a parser to and `JSONDecoder` does.
+        let start = buffer.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        var parser = Parser(bytes: buffer, position: start)
         try parser.skipWhitespace()
         try parser.parseValue(into: &entries, depth: 0)
         try parser.skipWhitespace(allowingEnd: true)
@@ -73,12 +75,12 @@ final class JSONTape {
     }
   }
 
-  subscript(index: UInt32) -> Entry { entries[Int(index)] }
+  @inlinable package subscript(index: UInt32) -> Entry { entries[Int(index)] }
 
   // MARK: Reading scalars
 
   /// The string at `index` (which must be a string entry).
-  func string(at index: UInt32) -> String {
+  package func string(at index: UInt32) -> String {
     let entry = entries[Int(index)]
     let raw = bytes[Int(entry.start)..<Int(entry.end)]
     guard entry.flag else { return String(decoding: raw, as: UTF8.self) }
@@ -86,7 +88,7 @@ final class JSONTape {
   }
 
   /// Whether the string at `index` equals `text`.
-  func string(at index: UInt32, equals text: String) -> Bool {
+  package func string(at index: UInt32, equals text: String) -> Bool {
     let entry = entries[Int(index)]
     guard !entry.flag else { return string(at: index) == text }
     let length = Int(entry.end - entry.start)

@@ -7,7 +7,7 @@ import Foundation
 /// shallower container writes again (a nested container has no end of its own). Objects are written in the
 /// order their members are encoded; with ``sortsKeys`` an object whose keys are out of order is rewritten in
 /// place when it closes, so the output equals `JSONEncoder`'s with `.sortedKeys` (keys compare as UTF-8).
-final class JSONOutput {
+package final class JSONOutput {
   /// What an open value has become.
   enum Kind: UInt8 {
     /// Its `encode(to:)` has not yet asked for a container: closing it writes `{}`, as `JSONEncoder` does.
@@ -36,8 +36,8 @@ final class JSONOutput {
   // `WireJSON.encode` call on one thread, and no method of it holds an access to a property while calling
   // code that could touch that property again (the values' `encode(to:)` run between its accesses, never
   // inside one).
-  @exclusivity(unchecked) var bytes: [UInt8] = []
-  let sortsKeys: Bool
+  @exclusivity(unchecked) package var bytes: [UInt8] = []
+  package let sortsKeys: Bool
   @exclusivity(unchecked) private(set) var open: [OpenValue] = []
   /// The offset of each member (its key's opening quote) of every open object, innermost last.
   @exclusivity(unchecked) private var memberStarts: [Int] = []
@@ -51,7 +51,7 @@ final class JSONOutput {
   @exclusivity(unchecked) private var scratch: [UInt8] = []
   /// The members of a payload being merged into its envelope (`writeEnvelope`; reused): where each starts,
   /// ends and where its key ends, in key order.
-  @exclusivity(unchecked) var mergingMembers: [(start: Int, end: Int, keyEnd: Int)] = []
+  @exclusivity(unchecked) package var mergingMembers: [(start: Int, end: Int, keyEnd: Int)] = []
   /// False when the top-level value asked for no container (`JSONEncoder` refuses such a value).
   @exclusivity(unchecked) private(set) var askedForContainer = true
 
@@ -75,14 +75,14 @@ final class JSONOutput {
   // MARK: Values and containers
 
   /// Opens a pending value at the next depth and returns its depth.
-  func pushValue(key: (any CodingKey)?) -> Int {
+  package func pushValue(key: (any CodingKey)?) -> Int {
     lastSerial &+= 1
     open.append(OpenValue(kind: .pending, serial: lastSerial, count: 0, membersBase: 0, key: key))
     return open.count - 1
   }
 
   /// Closes every value at `depth` and deeper.
-  func closeValues(downTo depth: Int) {
+  package func closeValues(downTo depth: Int) {
     while open.count > depth {
       let value = open.removeLast()
       switch value.kind {
@@ -102,7 +102,7 @@ final class JSONOutput {
   }
 
   /// Makes the value at `depth` an object (or returns the object it already is) and returns its serial.
-  func beginObject(at depth: Int) -> UInt32 {
+  package func beginObject(at depth: Int) -> UInt32 {
     closeValues(downTo: depth + 1)
     switch open[depth].kind {
     case .pending:
@@ -117,7 +117,7 @@ final class JSONOutput {
   }
 
   /// Makes the value at `depth` an array and returns its serial.
-  func beginArray(at depth: Int) -> UInt32 {
+  package func beginArray(at depth: Int) -> UInt32 {
     closeValues(downTo: depth + 1)
     switch open[depth].kind {
     case .pending:
@@ -131,7 +131,7 @@ final class JSONOutput {
   }
 
   /// Marks the value at `depth` as written by a single value container.
-  func beginSingleValue(at depth: Int) throws {
+  package func beginSingleValue(at depth: Int) throws {
     closeValues(downTo: depth + 1)
     guard open.count > depth, open[depth].kind == .pending else {
       throw EncodingError.invalidValue(
@@ -154,7 +154,7 @@ final class JSONOutput {
   }
 
   /// Starts a member of the object `serial` at `depth`: its separator and key.
-  func beginMember(_ key: String, at depth: Int, serial: UInt32) throws {
+  package func beginMember(_ key: String, at depth: Int, serial: UInt32) throws {
     try enter(depth, serial)
     if open[depth].count > 0 { bytes.append(UInt8(ascii: ",")) }
     open[depth].count += 1
@@ -185,7 +185,7 @@ final class JSONOutput {
   }
 
   /// Starts an element of the array `serial` at `depth` and returns its index.
-  func beginElement(at depth: Int, serial: UInt32) throws -> Int {
+  package func beginElement(at depth: Int, serial: UInt32) throws -> Int {
     try enter(depth, serial)
     let index = open[depth].count
     if index > 0 { bytes.append(UInt8(ascii: ",")) }
@@ -270,7 +270,7 @@ final class JSONOutput {
     bytes.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")])
   }
 
-  func write(_ value: Bool) {
+  package func write(_ value: Bool) {
     if value {
       bytes.append(contentsOf: [UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e")])
     } else {
@@ -280,7 +280,7 @@ final class JSONOutput {
     }
   }
 
-  func write(_ value: Int64) {
+  package func write(_ value: Int64) {
     if value < 0 {
       bytes.append(UInt8(ascii: "-"))
       write(value.magnitude)
@@ -289,7 +289,7 @@ final class JSONOutput {
     }
   }
 
-  func write(_ value: UInt64) {
+  package func write(_ value: UInt64) {
     if value < 10 {
       bytes.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: value))
       return
@@ -308,7 +308,7 @@ final class JSONOutput {
   }
 
   /// Writes a floating-point number as `JSONEncoder` does: its shortest description without a `.0` ending.
-  func write<Number: BinaryFloatingPoint & LosslessStringConvertible>(_ value: Number, depth: Int) throws {
+  package func write<Number: BinaryFloatingPoint & LosslessStringConvertible>(_ value: Number, depth: Int) throws {
     guard value.isFinite else {
       throw EncodingError.invalidValue(
         value,
@@ -340,7 +340,7 @@ final class JSONOutput {
   }
 
   /// Writes a string, quoted and escaped as `JSONEncoder` escapes it (including `/` as `\/`).
-  func write(_ value: String) {
+  package func write(_ value: String) {
     var value = value
     value.withUTF8 { utf8 in
       Self.writtenLengths.withUnsafeBufferPointer { writtenLengths in

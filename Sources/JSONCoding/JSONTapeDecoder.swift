@@ -5,29 +5,40 @@ import Foundation
 /// Coding paths are kept on the tape as a stack (`JSONTape.path`): a nested value's key is pushed while its
 /// `init(from:)` runs, so decoding a field allocates no path; a decoder's path is the stack's first `depth`
 /// keys, followed by the keys of the nested containers it was reached through.
-struct JSONTapeDecoder: Decoder {
-  let tape: JSONTape
-  let index: UInt32
-  let depth: Int
-  var nestedKeys: [any CodingKey] = []
+package struct JSONTapeDecoder: Decoder {
+  package let tape: JSONTape
+  package let index: UInt32
+  package let depth: Int
+  package var nestedKeys: [any CodingKey] = []
 
-  var codingPath: [any CodingKey] { tape.path.prefix(depth) + nestedKeys }
-  var userInfo: [CodingUserInfoKey: Any] { tape.userInfo }
+  /// A decoder for the value at `index`, whose coding path is the tape's first `depth` keys and then
+  /// `nestedKeys`.
+  package init(tape: JSONTape, index: UInt32, depth: Int, nestedKeys: [any CodingKey] = []) {
+    self.tape = tape
+    self.index = index
+    self.depth = depth
+    self.nestedKeys = nestedKeys
+  }
 
-  func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+  package var codingPath: [any CodingKey] { tape.path.prefix(depth) + nestedKeys }
+  package var userInfo: [CodingUserInfoKey: Any] { tape.userInfo }
+
+  package func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
     guard tape[index].kind == .object else { throw tape.mismatch([String: Int].self, at: index, path: codingPath) }
     return KeyedDecodingContainer(JSONObjectDecoder<Key>(decoder: self))
   }
 
-  func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+  package func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
     guard tape[index].kind == .array else { throw tape.mismatch([Int].self, at: index, path: codingPath) }
     return JSONArrayDecoder(decoder: self)
   }
 
-  func singleValueContainer() throws -> any SingleValueDecodingContainer { JSONSingleValueDecoder(decoder: self) }
+  package func singleValueContainer() throws -> any SingleValueDecodingContainer {
+    JSONSingleValueDecoder(decoder: self)
+  }
 
   /// A decoder for a value reached through a nested container of this one.
-  func nested(_ index: UInt32, key: any CodingKey) -> JSONTapeDecoder {
+  package func nested(_ index: UInt32, key: any CodingKey) -> JSONTapeDecoder {
     JSONTapeDecoder(tape: tape, index: index, depth: depth, nestedKeys: nestedKeys + [key])
   }
 }
@@ -35,7 +46,7 @@ struct JSONTapeDecoder: Decoder {
 extension JSONTape {
   /// The index of the value of the member called `name` in the object at `object`; the first when the
   /// object repeats it. An object of more than 16 members is looked up through a table made on first use.
-  func member(named name: String, of object: UInt32) -> UInt32? {
+  package func member(named name: String, of object: UInt32) -> UInt32? {
     let count = self[object].count
     if count > 16 {
       if let table = memberTables[object] { return table[name] }
@@ -58,7 +69,7 @@ extension JSONTape {
   }
 
   /// The error `JSONDecoder` throws for a member `key` the object at `path` does not have.
-  static func keyNotFound(_ key: some CodingKey, path: [any CodingKey]) -> DecodingError {
+  package static func keyNotFound(_ key: some CodingKey, path: [any CodingKey]) -> DecodingError {
     .keyNotFound(
       key,
       .init(codingPath: path, debugDescription: "No value associated with key \(key) (\"\(key.stringValue)\").")
@@ -67,7 +78,7 @@ extension JSONTape {
 
   // MARK: Values of each type
 
-  func mismatch(_ type: Any.Type, at index: UInt32, path: [any CodingKey]) -> DecodingError {
+  package func mismatch(_ type: Any.Type, at index: UInt32, path: [any CodingKey]) -> DecodingError {
     let kind = self[index].kind
     if kind == .null {
       return .valueNotFound(
@@ -89,12 +100,12 @@ extension JSONTape {
     }
   }
 
-  func decodeString(at index: UInt32, path: @autoclosure () -> [any CodingKey]) throws -> String {
+  package func decodeString(at index: UInt32, path: @autoclosure () -> [any CodingKey]) throws -> String {
     guard self[index].kind == .string else { throw mismatch(String.self, at: index, path: path()) }
     return string(at: index)
   }
 
-  func decodeInteger<Integer: FixedWidthInteger>(
+  package func decodeInteger<Integer: FixedWidthInteger>(
     _ type: Integer.Type,
     at index: UInt32,
     path: @autoclosure () -> [any CodingKey]
@@ -135,7 +146,7 @@ extension JSONTape {
   /// Decodes any `Decodable` value: scalars directly, the types `JSONDecoder` treats specially (`Data` from
   /// Base64, `URL` from a string, `Decimal` from a number), anything else through its `init(from:)` with
   /// `key` pushed on the path.
-  func decodeValue<Value: Decodable>(
+  package func decodeValue<Value: Decodable>(
     _ type: Value.Type,
     at index: UInt32,
     key: any CodingKey,
@@ -300,7 +311,7 @@ struct JSONArrayDecoder: UnkeyedDecodingContainer {
   private var tape: JSONTape { decoder.tape }
   private var next: UInt32
   private(set) var currentIndex = 0
-  let count: Int?
+  package let count: Int?
 
   init(decoder: JSONTapeDecoder) {
     self.decoder = decoder

@@ -6,9 +6,10 @@ import Foundation
 /// Encoding writes into one byte buffer as the values' `encode(to:)` run, with no tree in between; with
 /// sorted keys (the default) its output is byte for byte `JSONEncoder`'s with `.sortedKeys` (keys compare as
 /// UTF-8; a key encoded twice keeps its last value; `/` is escaped; numbers are written as `JSONEncoder`
-/// writes them; `Data` as Base64, `URL` as its string, `Decimal` as a number). Decoding parses the document once into a flat ``JSONTape`` and reads each
-/// field from the bytes when its `init(from:)` asks; it accepts what `JSONDecoder` accepts except a trailing
-/// comma, and decodes the same values. `WireJSONTests` holds both promises on random values.
+/// writes them; `Data` as Base64, `URL` as its string, `Decimal` as a number). Decoding parses the document
+/// once into a flat ``JSONTape`` and reads each field from the bytes when its `init(from:)` asks; it accepts
+/// what `JSONDecoder` accepts except a trailing comma, and decodes the same values. `WireJSONTests` holds both
+/// promises on random values; docs/json-coder.md lists where the two differ.
 package enum WireJSON {
   /// Encodes `value` as JSON.
   /// - Parameters:

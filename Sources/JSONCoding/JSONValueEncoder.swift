@@ -1,23 +1,29 @@
 import Foundation
 
 /// The `Encoder` of one value being written into a ``JSONOutput``: the value sits at `depth` on its stack.
-struct JSONValueEncoder: Encoder {
-  let output: JSONOutput
-  let depth: Int
+package struct JSONValueEncoder: Encoder {
+  package let output: JSONOutput
+  package let depth: Int
 
-  var codingPath: [any CodingKey] { output.codingPath(depth) }
-  var userInfo: [CodingUserInfoKey: Any] { [:] }
+  /// The encoder of the value at `depth` on `output`'s stack.
+  package init(output: JSONOutput, depth: Int) {
+    self.output = output
+    self.depth = depth
+  }
 
-  func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+  package var codingPath: [any CodingKey] { output.codingPath(depth) }
+  package var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+  package func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
     let serial = output.beginObject(at: depth)
     return KeyedEncodingContainer(JSONObjectEncoder<Key>(output: output, depth: depth, serial: serial))
   }
 
-  func unkeyedContainer() -> any UnkeyedEncodingContainer {
+  package func unkeyedContainer() -> any UnkeyedEncodingContainer {
     JSONArrayEncoder(output: output, depth: depth, serial: output.beginArray(at: depth))
   }
 
-  func singleValueContainer() -> any SingleValueEncodingContainer {
+  package func singleValueContainer() -> any SingleValueEncodingContainer {
     JSONSingleValueEncoder(output: output, depth: depth)
   }
 }
@@ -26,7 +32,7 @@ extension JSONOutput {
   /// Writes a value of any `Encodable` type as the next value: the types `JSONEncoder` treats specially
   /// (`Data` as Base64, `URL` as its absolute string, `Decimal` as a number) first, then scalars without an
   /// encoder, then the value's own `encode(to:)` at a new depth.
-  func encodeValue<Value: Encodable>(_ value: Value, key: (any CodingKey)?) throws {
+  package func encodeValue<Value: Encodable>(_ value: Value, key: (any CodingKey)?) throws {
     // Each `unsafeBitCast` below is taken only when `Value` is that very type, so it changes no bits.
     if Value.self == String.self { return write(unsafeBitCast(value, to: String.self)) }
     if Value.self == Int.self { return write(Int64(unsafeBitCast(value, to: Int.self))) }
@@ -129,7 +135,7 @@ struct JSONArrayEncoder: UnkeyedEncodingContainer {
   let output: JSONOutput
   let depth: Int
   let serial: UInt32
-  private(set) var count = 0
+  package private(set) var count = 0
 
   init(output: JSONOutput, depth: Int, serial: UInt32) {
     self.output = output
@@ -271,18 +277,18 @@ struct JSONSingleValueEncoder: SingleValueEncodingContainer {
 
 /// A coding key made of an array index or a string, for coding paths and `super`; an index's text is made
 /// only when asked for.
-struct JSONIndexKey: CodingKey {
+package struct JSONIndexKey: CodingKey {
   private let name: String?
-  let intValue: Int?
+  package let intValue: Int?
 
-  var stringValue: String { name ?? "Index \(intValue ?? 0)" }
+  package var stringValue: String { name ?? "Index \(intValue ?? 0)" }
 
-  init(stringValue: String) {
+  package init(stringValue: String) {
     self.name = stringValue
     self.intValue = nil
   }
 
-  init(intValue: Int) {
+  package init(intValue: Int) {
     self.name = nil
     self.intValue = intValue
   }

@@ -1,3 +1,5 @@
+import JSONCoding
+
 /// A poll's answer (``EventsReply``) through the package's own coder without `Codable`'s containers for the
 /// reply and its envelopes: the envelopes' `id`, `type` and `origin` are read off the tape and written into
 /// the output directly, and each payload goes to its own `init(from:)` or `encode(to:)` once (or, when the
@@ -46,29 +48,17 @@ extension JSONTape {
     decoder: JSONTapeDecoder,
     firstDisorder: inout (previous: Int, next: Int)?
   ) throws -> [EventEnvelope<Payload>] {
-    path.removeSubrange(min(decoder.depth, path.count)...)
-    path.append(key)
-    defer { path.removeLast() }
-    guard self[array].kind == .array else { throw mismatch([Int].self, at: array, path: Array(path)) }
-    let count = Int(self[array].count)
     var envelopes: [EventEnvelope<Payload>] = []
-    envelopes.reserveCapacity(count)
-    var element = array + 1
+    envelopes.reserveCapacity(self[array].kind == .array ? Int(self[array].count) : 0)
     var previousID: Int?
     var types = EnvelopeTypes(known: Payload.knownEventTypes)
-    for position in 0..<count {
-      let envelope: EventEnvelope<Payload>
-      do {
-        path.append(JSONIndexKey(intValue: position))
-        defer { path.removeLast() }
-        envelope = try EventEnvelope<Payload>(tape: self, at: element, depth: path.count, types: &types)
-      }
+    try forEachElement(of: array, key: key, decoder: decoder) { element, depth in
+      let envelope = try EventEnvelope<Payload>(tape: self, at: element, depth: depth, types: &types)
       if let previousID, envelope.id <= previousID, firstDisorder == nil {
         firstDisorder = (previousID, envelope.id)
       }
       previousID = envelope.id
       envelopes.append(envelope)
-      element = self[element].next
     }
     return envelopes
   }
@@ -96,17 +86,9 @@ extension EventEnvelope {
   /// Decodes the envelope at `object`, whose coding path is the tape's first `depth` keys.
   fileprivate init(tape: JSONTape, at object: UInt32, depth: Int, types: inout EnvelopeTypes) throws {
     let decoder = JSONTapeDecoder(tape: tape, index: object, depth: depth)
-    guard tape[object].kind == .object else {
-      throw tape.mismatch([String: Int].self, at: object, path: decoder.codingPath)
-    }
-    guard let idIndex = tape.member(named: EnvelopeCodingKeys.id.stringValue, of: object) else {
-      throw JSONTape.keyNotFound(EnvelopeCodingKeys.id, path: decoder.codingPath)
-    }
-    let id = try tape.decodeInteger(Int.self, at: idIndex, path: decoder.codingPath + [EnvelopeCodingKeys.id])
+    let members = try tape.envelopeMembers(of: object, path: decoder.codingPath)
     var origin: MutationOrigin?
-    if let originIndex = tape.member(named: EnvelopeCodingKeys.origin.stringValue, of: object),
-      tape[originIndex].kind != .null
-    {
+    if let originIndex = members.origin {
       origin = try tape.decodeValue(
         MutationOrigin.self,
         at: originIndex,
@@ -114,7 +96,7 @@ extension EventEnvelope {
         decoder: decoder
       )
     }
-    guard let typeIndex = tape.member(named: EnvelopeCodingKeys.type.stringValue, of: object) else {
+    guard let typeIndex = members.type else {
       throw JSONTape.keyNotFound(EnvelopeCodingKeys.type, path: decoder.codingPath)
     }
     let type: String
@@ -138,7 +120,7 @@ extension EventEnvelope {
       default: body = .unknown(type: type)
       }
     }
-    self.init(id: id, body: body, origin: origin)
+    self.init(id: members.id, body: body, origin: origin)
   }
 }
 
@@ -150,21 +132,13 @@ extension JSONValueEncoder {
     output.write("success")
     try output.beginMember(EventsReplyCodingKeys.message.stringValue, at: depth, serial: serial)
     output.write("")
-    try output.beginMember(EventsReplyCodingKeys.events.stringValue, at: depth, serial: serial)
-    let arrayDepth = output.pushValue(key: EventsReplyCodingKeys.events)
-    let arraySerial = output.beginArray(at: arrayDepth)
     try reply.events.withUnsafeBufferPointer { envelopes in
-      for position in envelopes.indices {
-        _ = try output.beginElement(at: arrayDepth, serial: arraySerial)
-        let envelopeDepth = output.pushValue(key: JSONIndexKey(intValue: position))
-        try JSONValueEncoder(output: output, depth: envelopeDepth).encodeEnvelope(
-          envelopes[position],
-          asWholeValue: true
-        )
-        output.closeValues(downTo: envelopeDepth)
+      try output.writeArrayMember(EventsReplyCodingKeys.events, at: depth, serial: serial, count: envelopes.count) {
+        position,
+        encoder in
+        try encoder.encodeEnvelope(envelopes[position], asWholeValue: true)
       }
     }
-    output.closeValues(downTo: arrayDepth)
     if let queueID = reply.queueID {
       try output.beginMember(EventsReplyCodingKeys.queueID.stringValue, at: depth, serial: serial)
       try output.encodeValue(queueID, key: EventsReplyCodingKeys.queueID)
@@ -198,88 +172,5 @@ extension JSONValueEncoder {
       try output.beginMember(EnvelopeCodingKeys.origin.stringValue, at: depth, serial: serial)
       try output.encodeValue(origin, key: EnvelopeCodingKeys.origin)
     }
-  }
-}
-
-extension JSONOutput {
-  /// The envelope's own keys, in their order.
-  private static let envelopeKeys: [[UInt8]] = [Array("id".utf8), Array("origin".utf8), Array("type".utf8)]
-
-  /// Writes an envelope whose payload's members were kept (``EncodedMembers``): `{`, those members in key
-  /// order with `id`, `origin` and `type` merged in where their keys sort, `}`. These are the bytes sorting
-  /// the envelope's members when it closes writes, without moving any bytes twice: the payload's few members
-  /// are ordered as offsets (already in order, the usual case, this is one comparison each), then copied.
-  /// A key written twice keeps its last value, as sorting does (and `JSONEncoder`): a payload's own repeated
-  /// key its last, a payload key equal to one of the envelope's (which a payload must not use) the envelope's.
-  /// - Returns: `false`, having written nothing, when a payload key has an escape (keys then compare
-  ///   unescaped); the envelope is then written and sorted as any object.
-  func writeEnvelope(_ encoded: EncodedMembers, id: Int, type: String, origin: MutationOrigin?) throws -> Bool {
-    let object = encoded.object
-    var members = mergingMembers
-    mergingMembers = []
-    defer { mergingMembers = members }
-    let (sorted, escaped) = encoded.findMembers(into: &members)
-    if escaped { return false }
-    if !sorted {
-      // Insertion sort, stable: a member moves only past keys greater than its own.
-      for unsorted in members.indices.dropFirst() {
-        let member = members[unsorted]
-        var place = unsorted
-        while place > 0,
-          object[(member.start + 1)..<member.keyEnd].lexicographicallyPrecedes(
-            object[(members[place - 1].start + 1)..<members[place - 1].keyEnd]
-          )
-        {
-          members[place] = members[place - 1]
-          place -= 1
-        }
-        members[place] = member
-      }
-    }
-    bytes.append(UInt8(ascii: "{"))
-    var nextKey = 0
-    var first = true
-    func separate() {
-      if !first { bytes.append(UInt8(ascii: ",")) }
-      first = false
-    }
-    /// Writes the envelope's members whose keys sort before `key` (all that are left when it is `nil`).
-    /// - Returns: Whether the envelope's next member has the key `key` (and replaces the payload's).
-    func writeEnvelopeMembers(before key: ArraySlice<UInt8>?) throws -> Bool {
-      while nextKey < Self.envelopeKeys.count {
-        if nextKey == 1 && origin == nil {
-          nextKey += 1
-          continue
-        }
-        if let key, !Self.envelopeKeys[nextKey].lexicographicallyPrecedes(key) {
-          return Self.envelopeKeys[nextKey].elementsEqual(key)
-        }
-        separate()
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(contentsOf: Self.envelopeKeys[nextKey])
-        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
-        switch nextKey {
-        case 0: write(Int64(id))
-        case 1: try encodeValue(origin, key: EnvelopeCodingKeys.origin)
-        default: write(type)
-        }
-        nextKey += 1
-      }
-      return false
-    }
-    for (position, member) in members.enumerated() {
-      let key = object[(member.start + 1)..<member.keyEnd]
-      if try writeEnvelopeMembers(before: key) { continue }
-      if position + 1 < members.count,
-        key.elementsEqual(object[(members[position + 1].start + 1)..<members[position + 1].keyEnd])
-      {
-        continue
-      }
-      separate()
-      bytes.append(contentsOf: object[member.start..<member.end])
-    }
-    _ = try writeEnvelopeMembers(before: nil)
-    bytes.append(UInt8(ascii: "}"))
-    return true
   }
 }

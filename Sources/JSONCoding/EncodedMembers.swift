@@ -8,7 +8,7 @@
 /// in place.
 @usableFromInline package struct EncodedMembers: Sendable {
   /// The whole object, braces included: one allocation per event, as the size check's bytes always were.
-  let object: [UInt8]
+  package let object: [UInt8]
 
   private init(object: [UInt8]) {
     self.object = object
@@ -49,7 +49,7 @@
   /// own level is what separates members.
   /// - Parameter members: Emptied, then filled in order.
   /// - Returns: Whether the keys, compared as written, are in order, and whether any has an escape.
-  func findMembers(into members: inout [(start: Int, end: Int, keyEnd: Int)]) -> (sorted: Bool, escaped: Bool) {
+  package func findMembers(into members: inout [(start: Int, end: Int, keyEnd: Int)]) -> (sorted: Bool, escaped: Bool) {
     members.removeAll(keepingCapacity: true)
     guard !isEmpty else { return (true, false) }
     return object.withUnsafeBufferPointer { object in
@@ -106,7 +106,7 @@
 extension JSONOutput {
   /// Writes `encoded`'s members into the object `serial` at `depth`, as if each had been encoded there: each
   /// is registered for the object's key sort.
-  func splice(_ encoded: EncodedMembers, at depth: Int, serial: UInt32) throws {
+  package func splice(_ encoded: EncodedMembers, at depth: Int, serial: UInt32) throws {
     guard !encoded.isEmpty else { return }
     let shift = try beginSplice(at: depth, serial: serial)
     bytes.append(contentsOf: encoded.members)
@@ -121,7 +121,7 @@ extension JSONOutput {
 
 extension JSONValueEncoder {
   /// Makes this value an object and writes `encoded`'s members into it (see ``JSONOutput/splice(_:at:serial:)``).
-  func splice(_ encoded: EncodedMembers) throws {
+  package func splice(_ encoded: EncodedMembers) throws {
     try output.splice(encoded, at: depth, serial: output.beginObject(at: depth))
   }
 }

@@ -1,0 +1,169 @@
+/// The event envelope's shape, which the coder reads and writes without containers: an object holding a
+/// payload's members beside its own `id` (an integer), `type` (a string) and optional `origin`
+/// (`EventProtocol`'s `EventEnvelope`, which calls these per event of a poll's answer). They are here, not in
+/// `EventProtocol`, because they run per event: across the module boundary each of their steps on the tape or
+/// the output would be a call the optimiser cannot inline (docs/json-coder.md, "Where the module boundary
+/// is").
+
+/// Where an envelope's own members are in an object on the tape, with its `id` read.
+package struct EnvelopeMembers {
+  /// The `id` member's value.
+  package let id: Int
+  /// The `origin` member's entry, `nil` when it is absent or `null`.
+  package let origin: UInt32?
+  /// The `type` member's entry, `nil` when it is absent (a key-not-found error once the origin is read, the
+  /// order `Codable`'s path reports them in).
+  package let type: UInt32?
+}
+
+extension JSONTape {
+  /// Calls `element` for each element of the array at `array` (the value of `decoder`'s member `key`), in
+  /// order, with the element's entry and the depth of its coding path (an `Array`'s `init(from:)`'s: `key`,
+  /// then the element's index, pushed on ``path`` while `element` runs).
+  /// - Throws: A type mismatch when `array` is not an array; what `element` throws.
+  package func forEachElement(
+    of array: UInt32,
+    key: some CodingKey,
+    decoder: JSONTapeDecoder,
+    _ element: (_ entry: UInt32, _ depth: Int) throws -> Void
+  ) throws {
+    path.removeSubrange(min(decoder.depth, path.count)...)
+    path.append(key)
+    defer { path.removeLast() }
+    guard self[array].kind == .array else { throw mismatch([Int].self, at: array, path: Array(path)) }
+    var entry = array + 1
+    for position in 0..<Int(self[array].count) {
+      path.append(JSONIndexKey(intValue: position))
+      defer { path.removeLast() }
+      try element(entry, path.count)
+      entry = self[entry].next
+    }
+  }
+
+  /// Finds the envelope's own members in the object at `object` and reads its `id`.
+  /// - Parameter path: The object's coding path, for errors.
+  /// - Throws: What `EventEnvelope`'s `init(from:)` throws for them: a type mismatch when `object` is not an
+  ///   object, `keyNotFound` without an `id`, the integer's errors for a bad `id`.
+  package func envelopeMembers(of object: UInt32, path: @autoclosure () -> [any CodingKey]) throws -> EnvelopeMembers {
+    guard self[object].kind == .object else { throw mismatch([String: Int].self, at: object, path: path()) }
+    guard let idIndex = member(named: "id", of: object) else {
+      throw JSONTape.keyNotFound(JSONIndexKey(stringValue: "id"), path: path())
+    }
+    let id = try decodeInteger(Int.self, at: idIndex, path: path() + [JSONIndexKey(stringValue: "id")])
+    var origin: UInt32?
+    if let originIndex = member(named: "origin", of: object), self[originIndex].kind != .null {
+      origin = originIndex
+    }
+    return EnvelopeMembers(id: id, origin: origin, type: member(named: "type", of: object))
+  }
+}
+
+extension JSONOutput {
+  /// Writes the member `key` of the object `serial` at `depth` as an array of `count` elements, each written
+  /// by `element` through the encoder of its own value (closed after it), as an `Array`'s `encode(to:)` would.
+  package func writeArrayMember(
+    _ key: some CodingKey,
+    at depth: Int,
+    serial: UInt32,
+    count: Int,
+    _ element: (_ position: Int, _ encoder: JSONValueEncoder) throws -> Void
+  ) throws {
+    try beginMember(key.stringValue, at: depth, serial: serial)
+    let arrayDepth = pushValue(key: key)
+    let arraySerial = beginArray(at: arrayDepth)
+    for position in 0..<count {
+      _ = try beginElement(at: arrayDepth, serial: arraySerial)
+      let elementDepth = pushValue(key: JSONIndexKey(intValue: position))
+      try element(position, JSONValueEncoder(output: self, depth: elementDepth))
+      closeValues(downTo: elementDepth)
+    }
+    closeValues(downTo: arrayDepth)
+  }
+
+  /// The envelope's own keys, in their order.
+  private static let envelopeKeys: [[UInt8]] = [Array("id".utf8), Array("origin".utf8), Array("type".utf8)]
+
+  /// Writes an event envelope (`EventProtocol`'s `EventEnvelope`: a payload's members beside `id`, `type` and an
+  /// optional `origin`) whose payload's members were kept (``EncodedMembers``): `{`, those members in key
+  /// order with `id`, `origin` and `type` merged in where their keys sort, `}`. These are the bytes sorting
+  /// the envelope's members when it closes writes, without moving any bytes twice: the payload's few members
+  /// are ordered as offsets (already in order, the usual case, this is one comparison each), then copied.
+  /// A key written twice keeps its last value, as sorting does (and `JSONEncoder`): a payload's own repeated
+  /// key its last, a payload key equal to one of the envelope's (which a payload must not use) the envelope's.
+  /// - Returns: `false`, having written nothing, when a payload key has an escape (keys then compare
+  ///   unescaped); the envelope is then written and sorted as any object.
+  package func writeEnvelope<Origin: Encodable>(
+    _ encoded: EncodedMembers,
+    id: Int,
+    type: String,
+    origin: Origin?
+  ) throws -> Bool {
+    let object = encoded.object
+    var members = mergingMembers
+    mergingMembers = []
+    defer { mergingMembers = members }
+    let (sorted, escaped) = encoded.findMembers(into: &members)
+    if escaped { return false }
+    if !sorted {
+      // Insertion sort, stable: a member moves only past keys greater than its own.
+      for unsorted in members.indices.dropFirst() {
+        let member = members[unsorted]
+        var place = unsorted
+        while place > 0,
+          object[(member.start + 1)..<member.keyEnd].lexicographicallyPrecedes(
+            object[(members[place - 1].start + 1)..<members[place - 1].keyEnd]
+          )
+        {
+          members[place] = members[place - 1]
+          place -= 1
+        }
+        members[place] = member
+      }
+    }
+    bytes.append(UInt8(ascii: "{"))
+    var nextKey = 0
+    var first = true
+    func separate() {
+      if !first { bytes.append(UInt8(ascii: ",")) }
+      first = false
+    }
+    /// Writes the envelope's members whose keys sort before `key` (all that are left when it is `nil`).
+    /// - Returns: Whether the envelope's next member has the key `key` (and replaces the payload's).
+    func writeEnvelopeMembers(before key: ArraySlice<UInt8>?) throws -> Bool {
+      while nextKey < Self.envelopeKeys.count {
+        if nextKey == 1 && origin == nil {
+          nextKey += 1
+          continue
+        }
+        if let key, !Self.envelopeKeys[nextKey].lexicographicallyPrecedes(key) {
+          return Self.envelopeKeys[nextKey].elementsEqual(key)
+        }
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: Self.envelopeKeys[nextKey])
+        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        switch nextKey {
+        case 0: write(Int64(id))
+        case 1: try encodeValue(origin, key: JSONIndexKey(stringValue: "origin"))
+        default: write(type)
+        }
+        nextKey += 1
+      }
+      return false
+    }
+    for (position, member) in members.enumerated() {
+      let key = object[(member.start + 1)..<member.keyEnd]
+      if try writeEnvelopeMembers(before: key) { continue }
+      if position + 1 < members.count,
+        key.elementsEqual(object[(members[position + 1].start + 1)..<members[position + 1].keyEnd])
+      {
+        continue
+      }
+      separate()
+      bytes.append(contentsOf: object[member.start..<member.end])
+    }
+    _ = try writeEnvelopeMembers(before: nil)
+    bytes.append(UInt8(ascii: "}"))
+    return true
+  }
+}
