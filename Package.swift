@@ -16,6 +16,8 @@ let package = Package(
   platforms: [.macOS(.v15), .iOS(.v18)],
   products: [
     .library(name: "EventProtocol", targets: ["EventProtocol"]),
+    // For payloads that opt in to writing and reading their own fields (JSONFieldsCodable).
+    .library(name: "JSONCoding", targets: ["JSONCoding"]),
     .library(name: "EventServer", targets: ["EventServer"]),
     .library(name: "UpdateMachine", targets: ["UpdateMachine"]),
     .library(name: "UpdateMachineTesting", targets: ["UpdateMachineTesting"]),
@@ -30,7 +32,8 @@ let package = Package(
   ],
   targets: [
     // The package's own JSON coder: one pass each way for every `Codable` type, Foundation's bytes out
-    // (docs/json-coder.md). Depends on nothing; every module of the package reaches it through `package` API.
+    // (docs/json-coder.md). Depends on nothing; the package's modules use its `package` API, apps only its
+    // opt-in for payloads (JSONFieldsCodable, JSONFieldsParity).
     .target(name: "JSONCoding", swiftSettings: swiftSettings),
     // The shared vocabulary: ids, event envelopes, Zulip-shaped wire JSON, API errors, time and randomness.
     .target(name: "EventProtocol", dependencies: ["JSONCoding"], swiftSettings: swiftSettings),
@@ -68,7 +71,7 @@ let package = Package(
     // Small example applications (server side and reducer) used by the demo and the tests.
     .target(
       name: "SampleApps",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine"],
+      dependencies: ["EventProtocol", "EventServer", "JSONCoding", "UpdateMachine"],
       swiftSettings: swiftSettings
     ),
     .executableTarget(
@@ -110,14 +113,15 @@ let package = Package(
     .testTarget(
       name: "VideoMessagingTests",
       dependencies: [
-        "EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "VideoMessaging", "TestScheduling",
+        "EventProtocol", "EventServer", "JSONCoding", "JSONTestSupport", "UpdateMachine", "UpdateMachineTesting",
+        "VideoMessaging", "TestScheduling",
       ],
       swiftSettings: swiftSettings
     ),
     // The performance workloads; prints figures, never a timed test.
     .executableTarget(
       name: "Bench",
-      dependencies: ["EventProtocol", "EventServer", "UpdateMachine", "VideoMessaging", "Simulation"],
+      dependencies: ["EventProtocol", "EventServer", "JSONCoding", "UpdateMachine", "VideoMessaging", "Simulation"],
       swiftSettings: swiftSettings
     ),
     .testTarget(

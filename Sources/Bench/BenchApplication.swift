@@ -1,6 +1,7 @@
 import EventProtocol
 import EventServer
 import Foundation
+import JSONCoding
 import UpdateMachine
 
 /// The benchmark's server application: a status event fanned out to ten users per command (W1), or to
@@ -61,8 +62,9 @@ struct StatusReducer: UpdateReducer {
   func applyOptimistically(_ mutation: StatusBoard.Command, to state: inout StatusBoard.Snapshot) {}
 }
 
-/// `{type: video_status, video_id: "v<i>", status: viewed}`.
-struct StatusEvent: EventPayload, Hashable {
+/// `{type: video_status, video_id: "v<i>", status: viewed}`. It writes and reads its own fields
+/// (`JSONFieldsCodable`, the opt-in beside `Codable`).
+struct StatusEvent: EventPayload, Hashable, JSONFieldsCodable {
   static let knownEventTypes: Set<String> = ["video_status"]
   var eventType: String { "video_status" }
   var videoID: String
@@ -71,6 +73,21 @@ struct StatusEvent: EventPayload, Hashable {
   private enum CodingKeys: String, CodingKey {
     case videoID = "video_id"
     case status
+  }
+
+  init(videoID: String, status: String) {
+    self.videoID = videoID
+    self.status = status
+  }
+
+  func encodeFields(to fields: inout JSONFieldsWriter) throws {
+    try fields.encode(videoID, forKey: "video_id")
+    try fields.encode(status, forKey: "status")
+  }
+
+  init(fields: JSONFieldsReader) throws {
+    videoID = try fields.decode(String.self, forKey: "video_id")
+    status = try fields.decode(String.self, forKey: "status")
   }
 }
 

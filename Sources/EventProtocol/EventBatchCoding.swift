@@ -112,7 +112,7 @@ extension EventEnvelope {
     }
     let body: EventBody<Payload>
     if isPayload {
-      body = .payload(try Payload(from: decoder))
+      body = .payload(try decoder.decode(Payload.self))
     } else {
       switch type {
       case EventBody<Payload>.heartbeatType: body = .heartbeat
@@ -160,7 +160,7 @@ extension JSONValueEncoder {
       if let encoded = envelope.encodedPayload {
         try splice(encoded)
       } else {
-        try payload.encode(to: self)
+        try encode(payload)
       }
     }
     let serial = output.beginObject(at: depth)

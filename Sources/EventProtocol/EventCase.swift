@@ -1,3 +1,5 @@
+import JSONCoding
+
 /// One case of a ``TaggedEventPayload``, for the short form: its wire type and how to make it from its
 /// fields. With ``TaggedEventPayload/cases`` listing one per case, the protocol writes `knownEventTypes`,
 /// `eventType`, `fields` and the decoding.
@@ -25,6 +27,10 @@ public struct EventCase<Payload: Sendable>: Sendable {
   public init<Fields: Codable & Sendable>(_ type: String, _ make: @escaping @Sendable (Fields) -> Payload) {
     self.type = type
     self.fields = { payload in Mirror(reflecting: payload).children.first?.value as? Fields }
-    self.decode = { decoder in make(try Fields(from: decoder)) }
+    self.decode = { decoder in
+      // The package's own coder reads fields that are `JSONFieldsCodable` without `Codable`'s containers.
+      if let tapeDecoder = decoder as? JSONTapeDecoder { return make(try tapeDecoder.decode(Fields.self)) }
+      return make(try Fields(from: decoder))
+    }
   }
 }

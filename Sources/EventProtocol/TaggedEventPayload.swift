@@ -1,3 +1,5 @@
+import JSONCoding
+
 /// An event type with several cases whose fields sit beside the envelope's `id` and `type` on the wire.
 ///
 /// A synthesized `Codable` enum nests each case (`{"added": {"_0": {…}}}`); Zulip-shaped events are flat
@@ -50,6 +52,10 @@
 /// ```
 ///
 /// The keys `id`, `type` and `origin` belong to the envelope; a case's fields must not use them.
+///
+/// A case's fields type may also adopt `JSONFieldsCodable` (from `JSONCoding`) to be read and written without
+/// `Codable`'s containers on the package's coder; a hand-written `init(type:from:)` then reads each case with
+/// `decoder.decodeFields(TodoAdded.self)` (docs/json-coder.md).
 public protocol TaggedEventPayload: EventPayload {
   /// The fields of this case, encoded beside `id` and `type`.
   var fields: any Encodable & Sendable { get }
@@ -97,6 +103,11 @@ extension TaggedEventPayload {
   }
 
   public func encode(to encoder: any Encoder) throws {
+    // The package's own coder writes fields that are `JSONFieldsCodable` without `Codable`'s containers.
+    if let valueEncoder = encoder as? JSONValueEncoder {
+      let fields: any Encodable = fields
+      return try valueEncoder.encode(fields)
+    }
     try fields.encode(to: encoder)
   }
 }

@@ -37,7 +37,7 @@
     // The bytes stay with the event until every queue has acknowledged it: start small (an event's payload
     // is usually a few dozen bytes) rather than at the coder's default 256, which each pending event kept.
     let output = JSONOutput(sortsKeys: true, leavesTopLevelUnsorted: true, capacity: 64)
-    try output.encodeValue(value, key: nil)
+    try output.encodeValue(value, key: nil, fields: true)
     let object = output.bytes
     guard object.count >= 2, object.first == UInt8(ascii: "{"), object.last == UInt8(ascii: "}") else { return nil }
     return EncodedMembers(object: object)

@@ -58,6 +58,9 @@ package final class JSONOutput {
   /// With ``sortsKeys``, whether the top-level object is left in the order its members were written (its
   /// members are to be spliced into another object, which sorts them there).
   let leavesTopLevelUnsorted: Bool
+  /// Whether ``JSONFieldsCodable`` values write their own fields (false only to compare with their `Codable`
+  /// path: ``JSONFieldsParity``).
+  var writesFields = true
 
   init(sortsKeys: Bool, leavesTopLevelUnsorted: Bool = false, capacity: Int = 256) {
     self.sortsKeys = sortsKeys

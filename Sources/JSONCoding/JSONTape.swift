@@ -41,6 +41,9 @@ package final class JSONTape {
   @exclusivity(unchecked) var userInfo: [CodingUserInfoKey: Any] = [:]
   /// Member lookup tables of large objects, built on first use.
   @exclusivity(unchecked) var memberTables: [UInt32: [String: UInt32]] = [:]
+  /// Whether ``JSONFieldsCodable`` values read their own fields (false only to compare with their `Codable`
+  /// path: ``JSONFieldsParity``).
+  var readsFields = true
 
   /// Parses `bytes`.
   /// - Throws: `DecodingError.dataCorrupted` naming the offset of the first byte that is not valid JSON.

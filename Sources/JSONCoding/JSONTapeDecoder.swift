@@ -150,7 +150,8 @@ extension JSONTape {
     _ type: Value.Type,
     at index: UInt32,
     key: any CodingKey,
-    decoder: JSONTapeDecoder
+    decoder: JSONTapeDecoder,
+    fields: Bool = false
   ) throws -> Value {
     // Each `unsafeBitCast` below is taken only when `Value` is that very type, so it changes no bits.
     if Value.self == String.self {
@@ -193,9 +194,11 @@ extension JSONTape {
       path.removeSubrange(min(decoder.depth, path.count)...)
       path.append(key)
       defer { path.removeLast() }
-      return try Value(from: JSONTapeDecoder(tape: self, index: index, depth: path.count))
+      let valueDecoder = JSONTapeDecoder(tape: self, index: index, depth: path.count)
+      return fields ? try valueDecoder.decode(type) : try Value(from: valueDecoder)
     }
-    return try Value(from: decoder.nested(index, key: key))
+    let valueDecoder = decoder.nested(index, key: key)
+    return fields ? try valueDecoder.decode(type) : try Value(from: valueDecoder)
   }
 }
 
@@ -221,12 +224,12 @@ struct JSONObjectDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
   }
 
   /// The index of `key`'s value; the first when the object repeats a key, as `JSONDecoder` decodes.
-  private func find(_ key: Key) -> UInt32? { find(named: key.stringValue) }
+  func find(_ key: Key) -> UInt32? { find(named: key.stringValue) }
 
   /// The index of the value of the member called `name`; the first when the object repeats it.
   private func find(named name: String) -> UInt32? { tape.member(named: name, of: decoder.index) }
 
-  private func value(_ key: Key) throws -> UInt32 {
+  func value(_ key: Key) throws -> UInt32 {
     guard let index = find(key) else { throw JSONTape.keyNotFound(key, path: codingPath) }
     return index
   }

@@ -32,7 +32,10 @@ extension JSONOutput {
   /// Writes a value of any `Encodable` type as the next value: the types `JSONEncoder` treats specially
   /// (`Data` as Base64, `URL` as its absolute string, `Decimal` as a number) first, then scalars without an
   /// encoder, then the value's own `encode(to:)` at a new depth.
-  package func encodeValue<Value: Encodable>(_ value: Value, key: (any CodingKey)?) throws {
+  /// - Parameter fields: Whether a ``JSONFieldsCodable`` value writes its own fields (asked at the top of a
+  ///   document and inside such values only: the check is a run-time conformance lookup, too dear for every
+  ///   nested value of every type).
+  package func encodeValue<Value: Encodable>(_ value: Value, key: (any CodingKey)?, fields: Bool = false) throws {
     // Each `unsafeBitCast` below is taken only when `Value` is that very type, so it changes no bits.
     if Value.self == String.self { return write(unsafeBitCast(value, to: String.self)) }
     if Value.self == Int.self { return write(Int64(unsafeBitCast(value, to: Int.self))) }
@@ -44,7 +47,8 @@ extension JSONOutput {
       return bytes.append(contentsOf: unsafeBitCast(value, to: Decimal.self).description.utf8)
     }
     let depth = pushValue(key: key)
-    try value.encode(to: JSONValueEncoder(output: self, depth: depth))
+    let encoder = JSONValueEncoder(output: self, depth: depth)
+    if fields { try encoder.encode(value) } else { try value.encode(to: encoder) }
     closeValues(downTo: depth)
   }
 }
@@ -278,18 +282,32 @@ struct JSONSingleValueEncoder: SingleValueEncodingContainer {
 /// A coding key made of an array index or a string, for coding paths and `super`; an index's text is made
 /// only when asked for.
 package struct JSONIndexKey: CodingKey {
-  private let name: String?
-  package let intValue: Int?
+  /// One or the other: an enum of the two is 17 bytes, so the key fits in an existential's inline buffer and
+  /// pushing one on a coding path (every element of every array) allocates nothing; a `String?` beside an
+  /// `Int?` (25 bytes) was boxed on the heap each time.
+  private enum Storage {
+    case index(Int)
+    case name(String)
+  }
 
-  package var stringValue: String { name ?? "Index \(intValue ?? 0)" }
+  private let storage: Storage
+
+  package var intValue: Int? {
+    if case .index(let index) = storage { index } else { nil }
+  }
+
+  package var stringValue: String {
+    switch storage {
+    case .index(let index): "Index \(index)"
+    case .name(let name): name
+    }
+  }
 
   package init(stringValue: String) {
-    self.name = stringValue
-    self.intValue = nil
+    storage = .name(stringValue)
   }
 
   package init(intValue: Int) {
-    self.name = nil
-    self.intValue = intValue
+    storage = .index(intValue)
   }
 }

@@ -20,7 +20,7 @@ package enum WireJSON {
   ///   nothing at all, or what the value's own `encode(to:)` throws.
   package static func encode<Value: Encodable>(_ value: Value, sortedKeys: Bool = true) throws -> [UInt8] {
     let output = JSONOutput(sortsKeys: sortedKeys)
-    try output.encodeValue(value, key: nil)
+    try output.encodeValue(value, key: nil, fields: true)
     guard !output.bytes.isEmpty, output.bytes != [UInt8(ascii: "{"), UInt8(ascii: "}")] || output.askedForContainer
     else {
       // As `JSONEncoder`: a value whose `encode(to:)` asked for no container at all has no JSON.
@@ -59,7 +59,7 @@ extension JSONTape {
     {
       return try decodeValue(type, at: 0, key: JSONIndexKey(stringValue: ""), decoder: root)
     }
-    return try Value(from: root)
+    return try root.decode(type)
   }
 }
 

@@ -1,5 +1,6 @@
 import EventProtocol
 import EventServer
+import JSONCoding
 
 /// A small server application for tests and the demo: users post notes to each other.
 ///
@@ -91,5 +92,24 @@ public enum NoteEvent: EventPayload {
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
     if case .note(let text) = self { try container.encode(text, forKey: .text) }
+  }
+}
+
+// The same members without `Codable`'s containers, on the package's own coder (the opt-in beside `Codable`;
+// `SampleFieldsTests` holds it to the `Codable` path).
+extension NoteEvent: JSONFieldsCodable {
+  public func encodeFields(to fields: inout JSONFieldsWriter) throws {
+    if case .note(let text) = self { try fields.encode(text, forKey: "text") }
+  }
+
+  public init(fields: JSONFieldsReader) throws {
+    switch try fields.decode(String.self, forKey: "type") {
+    case "note": self = .note(text: try fields.decode(String.self, forKey: "text"))
+    case "ping": self = .ping
+    case let other:
+      throw DecodingError.dataCorrupted(
+        .init(codingPath: fields.codingPath + [CodingKeys.type], debugDescription: "not a note event: \(other)")
+      )
+    }
   }
 }

@@ -1,4 +1,5 @@
 import EventProtocol
+import JSONCoding
 
 /// What changed, as the video service tells a user's queues. Each case's fields sit beside `id` and
 /// `type` on the wire.
@@ -63,13 +64,13 @@ public enum VideoEvent: TaggedEventPayload, Hashable {
   /// Creates the fields from their parts.
   public init(type: String, from decoder: any Decoder) throws {
     switch type {
-    case "video_sent": self = .sent(try VideoSent(from: decoder))
-    case "video_status": self = .status(try VideoStatusChanged(from: decoder))
-    case "video_untracked": self = .untracked(try VideoGone(from: decoder))
-    case "video_incoming": self = .incoming(try IncomingVideoFields(from: decoder))
-    case "video_history_trimmed": self = .historyTrimmed(try VideoGone(from: decoder))
-    case "video_caption": self = .captioned(try VideoCaptionChanged(from: decoder))
-    default: self = .incomingGone(try VideoGone(from: decoder))
+    case "video_sent": self = .sent(try decoder.decodeFields(VideoSent.self))
+    case "video_status": self = .status(try decoder.decodeFields(VideoStatusChanged.self))
+    case "video_untracked": self = .untracked(try decoder.decodeFields(VideoGone.self))
+    case "video_incoming": self = .incoming(try decoder.decodeFields(IncomingVideoFields.self))
+    case "video_history_trimmed": self = .historyTrimmed(try decoder.decodeFields(VideoGone.self))
+    case "video_caption": self = .captioned(try decoder.decodeFields(VideoCaptionChanged.self))
+    default: self = .incomingGone(try decoder.decodeFields(VideoGone.self))
     }
   }
 }
