@@ -9,9 +9,15 @@
 @usableFromInline package struct EncodedMembers: Sendable {
   /// The whole object, braces included: one allocation per event, as the size check's bytes always were.
   package let object: [UInt8]
+  /// Where an envelope's own members go among these (byte offsets into ``object``: the start of the first
+  /// member whose key sorts after `id`, `origin` and `type`, or `object.count`), when the members are in key
+  /// order, without escapes, repeats or an envelope key: an answer then writes the envelope in four copies
+  /// (``JSONOutput/writeEnvelope(_:id:type:origin:)``). `nil` otherwise, and the members are merged one by one.
+  let envelopeCuts: (id: UInt32, origin: UInt32, type: UInt32)?
 
-  private init(object: [UInt8]) {
+  private init(object: [UInt8], envelopeCuts: (id: UInt32, origin: UInt32, type: UInt32)? = nil) {
     self.object = object
+    self.envelopeCuts = envelopeCuts
   }
 
   /// Whether the object has no members.
@@ -40,8 +46,69 @@
     try output.encodeValue(value, key: nil, fields: true)
     let object = output.bytes
     guard object.count >= 2, object.first == UInt8(ascii: "{"), object.last == UInt8(ascii: "}") else { return nil }
-    return EncodedMembers(object: object)
+    return EncodedMembers(object: object).inKeyOrder()
   }
+
+  /// These members in key order, with the envelope's cuts found; `self` when a key has an escape, a key is
+  /// repeated or is one of the envelope's (the members are then merged one by one, as before).
+  ///
+  /// The order of an object's members is not part of its value: a sorted output sorts them where they are
+  /// spliced, and an unsorted one (records) is read by key.
+  private func inKeyOrder() -> EncodedMembers {
+    var members: [(start: Int, end: Int, keyEnd: Int)] = []
+    members.reserveCapacity(8)
+    let (sorted, escaped) = findMembers(into: &members)
+    if escaped { return self }
+    return object.withUnsafeBufferPointer { object in
+      func key(_ member: (start: Int, end: Int, keyEnd: Int)) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(rebasing: object[(member.start + 1)..<member.keyEnd])
+      }
+      if !sorted {
+        // Insertion sort, stable (a repeated key keeps its order, and is refused below); payloads have few
+        // members.
+        for unsorted in members.indices.dropFirst() {
+          let member = members[unsorted]
+          var place = unsorted
+          while place > 0, key(member).lexicographicallyPrecedes(key(members[place - 1])) {
+            members[place] = members[place - 1]
+            place -= 1
+          }
+          members[place] = member
+        }
+      }
+      var ordered: [UInt8] = []
+      ordered.reserveCapacity(object.count)
+      ordered.append(UInt8(ascii: "{"))
+      // The cut before the first key after each envelope key (`id`, `origin`, `type`), as it is passed.
+      var cuts: (UInt32, UInt32, UInt32) = (0, 0, 0)
+      var cutCount = 0
+      func addCut(_ offset: Int) {
+        switch cutCount {
+        case 0: cuts.0 = UInt32(offset)
+        case 1: cuts.1 = UInt32(offset)
+        default: cuts.2 = UInt32(offset)
+        }
+        cutCount += 1
+      }
+      for (position, member) in members.enumerated() {
+        let memberKey = key(member)
+        if position > 0, key(members[position - 1]).elementsEqual(memberKey) { return self }
+        while cutCount < 3, Self.envelopeKeys[cutCount].lexicographicallyPrecedes(memberKey) {
+          // Where this member starts: past the comma it is about to get.
+          addCut(ordered.count + (position > 0 ? 1 : 0))
+        }
+        if cutCount < 3, Self.envelopeKeys[cutCount].elementsEqual(memberKey) { return self }
+        if position > 0 { ordered.append(UInt8(ascii: ",")) }
+        ordered.append(contentsOf: UnsafeBufferPointer(rebasing: object[member.start..<member.end]))
+      }
+      ordered.append(UInt8(ascii: "}"))
+      while cutCount < 3 { addCut(ordered.count) }
+      return EncodedMembers(object: ordered, envelopeCuts: cuts)
+    }
+  }
+
+  /// The envelope's own keys, in order.
+  private static let envelopeKeys: [[UInt8]] = [Array("id".utf8), Array("origin".utf8), Array("type".utf8)]
 
   /// Where each top-level member of ``object`` starts (its key's opening quote), where its key ends (the
   /// closing quote) and where the member ends (the comma or closing brace after it), found in one pass: the

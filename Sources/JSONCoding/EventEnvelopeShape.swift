@@ -99,6 +99,42 @@ extension JSONOutput {
     origin: Origin?
   ) throws -> Bool {
     let object = encoded.object
+    if let cuts = encoded.envelopeCuts {
+      // The members are in key order: copy the runs between the envelope's own members.
+      let cutID = Int(cuts.id)
+      let cutOrigin = Int(cuts.origin)
+      let cutType = Int(cuts.type)
+      var written = false
+      func run(from start: Int, to end: Int) {
+        // Members `start..<end` are the bytes up to the comma (or the brace) before `end`.
+        guard start < end, start < object.count - 1 else { return }
+        if written { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(contentsOf: object[start..<(end - 1)])
+        written = true
+      }
+      func key(_ name: StaticString) {
+        if written { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        written = true
+      }
+      bytes.append(UInt8(ascii: "{"))
+      run(from: 1, to: cutID)
+      key("id")
+      write(Int64(id))
+      run(from: cutID, to: cutOrigin)
+      if let origin {
+        key("origin")
+        try encodeValue(origin, key: JSONIndexKey(stringValue: "origin"))
+      }
+      run(from: cutOrigin, to: cutType)
+      key("type")
+      write(type)
+      run(from: cutType, to: object.count)
+      bytes.append(UInt8(ascii: "}"))
+      return true
+    }
     var members = mergingMembers
     mergingMembers = []
     defer { mergingMembers = members }

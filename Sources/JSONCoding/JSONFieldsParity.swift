@@ -114,8 +114,10 @@ public enum JSONFieldsParity {
     return edited
   }
 
-  /// A value's description, or an error's kind and coding path.
-  private static func outcome(_ read: () throws -> some Equatable) -> String {
+  /// What reading a value came to, in terms every coder shares: the value's description, or the error's
+  /// kind and coding path (and for any other error, its description). Two readers agree when their outcomes
+  /// are equal.
+  public static func outcome(_ read: () throws -> some Any) -> String {
     do {
       return "value \(try read())"
     } catch let error as DecodingError {

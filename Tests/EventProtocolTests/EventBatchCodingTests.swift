@@ -30,26 +30,8 @@ private struct Surrounded: Encodable {
   var zed = "last"
 }
 
-/// What a decoding failed with, in terms both coders share: the error's case, its coding path, and for the
-/// protocol's own error its message.
-private func outcome(_ decode: () throws -> some Any) -> String {
-  do {
-    return "value \(try decode())"
-  } catch let error as DecodingError {
-    let (kind, context): (String, DecodingError.Context?) =
-      switch error {
-      case .keyNotFound(let key, let context): ("key not found \(key.stringValue)", context)
-      case .typeMismatch(_, let context): ("type mismatch", context)
-      case .valueNotFound(_, let context): ("value not found", context)
-      case .dataCorrupted(let context): ("data corrupted", context)
-      @unknown default: ("unknown", nil)
-      }
-    let path = (context?.codingPath ?? []).map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
-    return "\(kind) at \(path.joined(separator: "."))"
-  } catch {
-    return "\(error)"
-  }
-}
+/// What a decoding came to, in terms both coders share.
+private func outcome(_ decode: () throws -> some Any) -> String { JSONFieldsParity.outcome(decode) }
 
 /// One random edit of a reply's JSON tree: a member dropped, a value of the wrong kind, ids out of order.
 private func edit(_ tree: inout [String: Any], _ draw: inout Draw) {
