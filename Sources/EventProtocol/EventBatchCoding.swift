@@ -2,8 +2,8 @@ import JSONCoding
 
 /// A poll's answer (``EventsReply``) through the package's own coder without `Codable`'s containers for the
 /// reply and its envelopes: the envelopes' `id`, `type` and `origin` are read off the tape and written into
-/// the output directly, and each payload goes to its own `init(from:)` or `encode(to:)` once (or, when the
-/// server's size check kept its bytes, is spliced in).
+/// the output directly, and each payload goes to its own `init(from:)` or `encode(to:)` once (to its own
+/// fields when it adopts `JSONFieldsCodable`; or, when the server's size check kept its bytes, is spliced in).
 ///
 /// The bytes written and the values and errors read are those of the `Codable` path (`EventsReply`'s and
 /// `EventEnvelope`'s `init(from:)` and `encode(to:)`, which Foundation's coders still take); `EventBatchCodingTests`
