@@ -106,7 +106,8 @@ let package = Package(
     .testTarget(
       name: "UpdateMachineTests",
       dependencies: [
-        "EventProtocol", "EventServer", "UpdateMachine", "UpdateMachineTesting", "SampleApps", "TestScheduling",
+        "EventProtocol", "EventServer", "JSONCoding", "UpdateMachine", "UpdateMachineTesting", "SampleApps",
+        "TestScheduling",
       ],
       swiftSettings: swiftSettings
     ),

@@ -37,8 +37,11 @@ final class GatedTransport<Base: EventTransport>: EventTransport {
     try await base.register(eventTypes: eventTypes, lifespan: lifespan, clientID: clientID)
   }
 
-  func poll(after finger: EventFinger, dontBlock: Bool, limit: Int?) async throws(TransportError) -> [EventEnvelope<Event>]
-  {
+  func poll(
+    after finger: EventFinger,
+    dontBlock: Bool,
+    limit: Int?
+  ) async throws(TransportError) -> [EventEnvelope<Event>] {
     await withCheckedContinuation { (poll: CheckedContinuation<Void, Never>) in
       let passes = gate.withLock { gate in
         if !gate.isOpen { gate.waiting.append(poll) }

@@ -12,7 +12,10 @@ struct JournalEntry<Event: EventPayload, Mutation: Codable & Sendable & Equatabl
   /// The events in their wire form (which carries each one's type); ids are their positions in the entry.
   var events: [EventEnvelope<Event>]
 
-  init<State>(_ record: PersistedRecord<State, Mutation>, events: [Event]) {
+  /// An entry of `events` after `record`. Each envelope keeps its body and the encoding the server's size
+  /// check kept (in process), which the package's coder copies instead of encoding the payload again; its
+  /// id becomes its position and its origin is dropped.
+  init<State>(_ record: PersistedRecord<State, Mutation>, events: AppliedEvents<Event>) {
     self.record = PersistedRecord(
       clientID: record.clientID,
       stateVersion: record.stateVersion,
@@ -27,7 +30,11 @@ struct JournalEntry<Event: EventPayload, Mutation: Codable & Sendable & Equatabl
       nextMutationID: record.nextMutationID,
       deviceData: record.deviceData
     )
-    self.events = events.enumerated().map { EventEnvelope(id: $0.offset, body: .payload($0.element)) }
+    self.events = events.envelopes
+    for position in self.events.indices {
+      self.events[position].id = position
+      self.events[position].origin = nil
+    }
   }
 
   func encoded() throws(PersistenceError) -> Data {

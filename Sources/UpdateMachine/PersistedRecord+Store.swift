@@ -28,6 +28,6 @@ extension PersistedRecord {
   /// state and the rest of the record is now this one: for custom stores, tools and benchmarks.
   /// - Throws: ``PersistenceError`` when the record or an event does not encode.
   public func journalEntry<Event: EventPayload>(appending events: [Event]) throws(PersistenceError) -> Data {
-    try JournalEntry(self, events: events).encoded()
+    try JournalEntry(self, events: AppliedEvents(events)).encoded()
   }
 }

@@ -8,16 +8,56 @@ import EventProtocol
 /// journal entry, and writes the whole record again only now and then.
 public enum StateChange<Event: EventPayload>: Equatable, Sendable {
   /// Only these events were applied to the state (possibly none: the rest of the record changed).
-  case applied([Event])
+  case applied(AppliedEvents<Event>)
   /// The state was replaced (loaded, registered, or a save failed and the journal may lack a change): only a
   /// whole record describes it.
   case replaced
 
   /// The change after `events` were applied on top of this one.
-  func appending(_ events: [Event]) -> StateChange {
+  func appending(_ events: AppliedEvents<Event>) -> StateChange {
     switch self {
-    case .applied(let earlier): .applied(earlier + events)
-    case .replaced: .replaced
+    case .applied(var earlier):
+      earlier.envelopes.append(contentsOf: events.envelopes)
+      return .applied(earlier)
+    case .replaced: return .replaced
     }
   }
+}
+
+/// The events applied to the confirmed state since the last save, in order: a collection of their payloads.
+///
+/// Each keeps the envelope it arrived in, so that a journal entry can copy the payload's encoding the
+/// server's size check made (in process) instead of encoding the payload again. Two are equal when their
+/// payloads are.
+public struct AppliedEvents<Event: EventPayload>: RandomAccessCollection, ExpressibleByArrayLiteral, Equatable,
+  Sendable
+{
+  /// The envelopes the payloads arrived in, each with a body of `.payload`.
+  package var envelopes: [EventEnvelope<Event>]
+
+  /// The events `payloads`, in order.
+  public init(_ payloads: [Event]) {
+    envelopes = payloads.enumerated().map { EventEnvelope(id: $0.offset, body: .payload($0.element)) }
+  }
+
+  public init(arrayLiteral payloads: Event...) {
+    self.init(payloads)
+  }
+
+  /// The payloads of `envelopes`, each of which must have a body of `.payload`.
+  package init(envelopes: [EventEnvelope<Event>]) {
+    self.envelopes = envelopes
+  }
+
+  public var startIndex: Int { envelopes.startIndex }
+  public var endIndex: Int { envelopes.endIndex }
+
+  public subscript(position: Int) -> Event {
+    guard case .payload(let payload) = envelopes[position].body else {
+      preconditionFailure("an applied event has no payload")
+    }
+    return payload
+  }
+
+  public static func == (lhs: Self, rhs: Self) -> Bool { lhs.elementsEqual(rhs) }
 }

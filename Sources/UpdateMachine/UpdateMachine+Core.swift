@@ -70,10 +70,8 @@ public struct UpdateMachineCore<
     var lastEventID: Int
     var applied: Int
     var origins: [MutationOrigin]
-    /// The payloads applied, in order: what a journal entry records.
-    var payloads: [Event] = []
-    /// The ids of ``payloads``, in order.
-    var payloadIDs: [Int] = []
+    /// The events applied, in order, in their envelopes: what a journal entry records.
+    var events: [EventEnvelope<Event>] = []
   }
 
   struct Failure: Hashable, Sendable {
@@ -381,8 +379,7 @@ public struct UpdateMachineCore<
           return .failure(error)
         }
         batch.applied += 1
-        batch.payloads.append(payload)
-        batch.payloadIDs.append(event.id)
+        batch.events.append(event)
       }
       if let origin = event.origin { batch.origins.append(origin) }
       batch.lastEventID = event.id
@@ -394,8 +391,8 @@ public struct UpdateMachineCore<
   mutating func adopt(_ batch: AppliedBatch) {
     confirmedState = batch.state
     if partial != nil, batch.applied > 0 { enforcePartialLimits() }
-    unsavedChange = unsavedChange.appending(batch.payloads)
-    fetches.record(ids: batch.payloadIDs, events: batch.payloads)
+    unsavedChange = unsavedChange.appending(AppliedEvents(envelopes: batch.events))
+    fetches.record(batch.events)
     metrics.eventsApplied += batch.applied
     if !batch.origins.isEmpty { outbox?.eventsApplied(batch.origins) }
     if batch.applied > 0 { protocolFailures = 0 }

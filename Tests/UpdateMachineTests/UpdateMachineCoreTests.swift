@@ -93,7 +93,8 @@ struct UpdateMachineCoreTests {
     let applied: [NoteEvent] = [.note(text: "a"), .note(text: "b")]
     #expect(
       actions == [
-        .persist(harness.record, .applied(applied)), .poll(request(3), finger, dontBlock: false, timeout: .seconds(90)),
+        .persist(harness.record, .applied(AppliedEvents(applied))),
+        .poll(request(3), finger, dontBlock: false, timeout: .seconds(90)),
       ]
     )
     #expect(harness.record.finger == finger && harness.record.state == NoteSnapshot(notes: ["a", "b"]))

@@ -82,9 +82,11 @@ struct FetchTracker<Event: EventPayload>: Sendable {
   var isTracking: Bool { !sent.isEmpty || !held.isEmpty }
 
   /// Records events just applied, if a page may need them.
-  mutating func record(ids: [Int], events: [Event]) {
+  mutating func record(_ events: [EventEnvelope<Event>]) {
     guard isTracking else { return }
-    for (id, event) in zip(ids, events) { applied.append((id, event)) }
+    for event in events {
+      if case .payload(let payload) = event.body { applied.append((event.id, payload)) }
+    }
   }
 
   /// The events after `eventID` through `finger`, in order.
