@@ -53,13 +53,7 @@ extension JSONTape {
     var previousID: Int?
     var types = EnvelopeTypes(known: Payload.knownEventTypes)
     try forEachElement(of: array, key: key, decoder: decoder) { element, depth in
-      let envelope = try EventEnvelope<Payload>(
-        tape: self,
-        at: element,
-        depth: depth,
-        types: &types,
-        keepsArrivedPayload: true
-      )
+      let envelope = try EventEnvelope<Payload>(tape: self, at: element, depth: depth, types: &types)
       if let previousID, envelope.id <= previousID, firstDisorder == nil {
         firstDisorder = (previousID, envelope.id)
       }
@@ -84,21 +78,13 @@ extension JSONTapeDecoder {
   /// poll's answer).
   func decodeEnvelope<Payload: EventPayload>() throws -> EventEnvelope<Payload> {
     var types = EnvelopeTypes(known: Payload.knownEventTypes)
-    return try EventEnvelope(tape: tape, at: index, depth: depth, types: &types, keepsArrivedPayload: false)
+    return try EventEnvelope(tape: tape, at: index, depth: depth, types: &types)
   }
 }
 
 extension EventEnvelope {
   /// Decodes the envelope at `object`, whose coding path is the tape's first `depth` keys.
-  /// - Parameter keepsArrivedPayload: Whether the payload's members are kept as they arrived
-  ///   (``encodedPayload``), for a client's journal to copy: a poll's answer's events.
-  fileprivate init(
-    tape: JSONTape,
-    at object: UInt32,
-    depth: Int,
-    types: inout EnvelopeTypes,
-    keepsArrivedPayload: Bool
-  ) throws {
+  fileprivate init(tape: JSONTape, at object: UInt32, depth: Int, types: inout EnvelopeTypes) throws {
     let decoder = JSONTapeDecoder(tape: tape, index: object, depth: depth)
     let members = try tape.envelopeMembers(of: object, path: decoder.codingPath)
     var origin: MutationOrigin?
@@ -125,10 +111,8 @@ extension EventEnvelope {
       types.last = (type, isPayload)
     }
     let body: EventBody<Payload>
-    var arrived: EncodedMembers?
     if isPayload {
       body = .payload(try decoder.decode(Payload.self))
-      if keepsArrivedPayload { arrived = tape.arrivedMembers(of: object, skipping: envelopeKeyBytes) }
     } else {
       switch type {
       case EventBody<Payload>.heartbeatType: body = .heartbeat
@@ -136,13 +120,9 @@ extension EventEnvelope {
       default: body = .unknown(type: type)
       }
     }
-    self.init(id: members.id, body: body, origin: origin, encodedPayload: arrived)
+    self.init(id: members.id, body: body, origin: origin)
   }
 }
-
-/// The envelope's own keys, which a payload's kept members leave out (outside the generic type: a generic
-/// type has no stored static properties).
-private let envelopeKeyBytes: [[UInt8]] = [Array("id".utf8), Array("origin".utf8), Array("type".utf8)]
 
 extension JSONValueEncoder {
   /// Writes `reply` as this value: the members `EventsReply.encode(to:)` writes, in the same order.
@@ -171,15 +151,13 @@ extension JSONValueEncoder {
   ///   bytes can be written whole, its keys merged in order, and the value closed (a poll's answer). An
   ///   envelope encoded through its own `encode(to:)` is left an open object, as `Codable` leaves it.
   func encodeEnvelope<Payload: EventPayload>(_ envelope: EventEnvelope<Payload>, asWholeValue: Bool) throws {
-    // Members kept as they arrived are copied only where keys are not sorted (a client's journal).
-    let kept = envelope.encodedPayload.flatMap { $0.isCanonical || !output.sortsKeys ? $0 : nil }
-    if asWholeValue, output.sortsKeys, let encoded = kept,
+    if asWholeValue, output.sortsKeys, let encoded = envelope.encodedPayload,
       try output.writeEnvelope(encoded, id: envelope.id, type: envelope.body.type, origin: envelope.origin)
     {
       return try output.beginSingleValue(at: depth)
     }
     if case .payload(let payload) = envelope.body {
-      if let encoded = kept {
+      if let encoded = envelope.encodedPayload {
         try splice(encoded)
       } else {
         try encode(payload)

@@ -14,25 +14,10 @@
   /// order, without escapes, repeats or an envelope key: an answer then writes the envelope in four copies
   /// (``JSONOutput/writeEnvelope(_:id:type:origin:)``). `nil` otherwise, and the members are merged one by one.
   let envelopeCuts: (id: UInt32, origin: UInt32, type: UInt32)?
-  /// Whether the members are as this package's coder writes them with sorted keys (no whitespace, nested
-  /// keys sorted): `false` for members kept as they arrived (``JSONTape/arrivedMembers(of:skipping:)``), which
-  /// only an output that does not sort keys may copy.
-  package let isCanonical: Bool
 
-  private init(
-    object: [UInt8],
-    envelopeCuts: (id: UInt32, origin: UInt32, type: UInt32)? = nil,
-    isCanonical: Bool = true
-  ) {
+  private init(object: [UInt8], envelopeCuts: (id: UInt32, origin: UInt32, type: UInt32)? = nil) {
     self.object = object
     self.envelopeCuts = envelopeCuts
-    self.isCanonical = isCanonical
-  }
-
-  /// Members kept as they arrived: `object` is `{`, members separated by commas without whitespace, `}`;
-  /// inside a member's value anything JSON allows.
-  package static func arrived(_ object: [UInt8]) -> EncodedMembers {
-    EncodedMembers(object: object, isCanonical: false)
   }
 
   /// Whether the object has no members.

@@ -203,37 +203,3 @@ extension JSONOutput {
     return true
   }
 }
-
-extension JSONTape {
-  /// The members of the object at `object` but those named in `skipped`, copied as they arrived into a
-  /// compact object (``EncodedMembers/arrived(_:)``): a decoded event's payload, kept so that writing it
-  /// again into a record (a client's journal) copies these bytes instead of encoding the payload.
-  /// - Returns: `nil` when a key has an escape (it might spell a skipped key).
-  package func arrivedMembers(of object: UInt32, skipping skipped: [[UInt8]]) -> EncodedMembers? {
-    let count = self[object].count
-    var kept: [UInt8] = []
-    kept.reserveCapacity(Int(self[object].end - self[object].start))
-    kept.append(UInt8(ascii: "{"))
-    return bytes.withUnsafeBufferPointer { bytes -> EncodedMembers? in
-      var key = object + 1
-      for _ in 0..<count {
-        let keyEntry = self[key]
-        if keyEntry.flag { return nil }
-        let value = key + 1
-        let next = self[value].next
-        defer { key = next }
-        let name = UnsafeBufferPointer(rebasing: bytes[Int(keyEntry.start)..<Int(keyEntry.end)])
-        if skipped.contains(where: { $0.elementsEqual(name) }) { continue }
-        if kept.count > 1 { kept.append(UInt8(ascii: ",")) }
-        kept.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[Int(keyEntry.start - 1)...Int(keyEntry.end)]))
-        kept.append(UInt8(ascii: ":"))
-        let entry = self[value]
-        // A string's bytes are those between its quotes.
-        let quote: UInt32 = entry.kind == .string ? 1 : 0
-        kept.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[Int(entry.start - quote)..<Int(entry.end + quote)]))
-      }
-      kept.append(UInt8(ascii: "}"))
-      return EncodedMembers.arrived(kept)
-    }
-  }
-}
