@@ -126,6 +126,9 @@ public struct UpdateMachineCore<
   var reachedServerThisSession = false
   /// How the confirmed state changed since the last `.persist` action was emitted.
   var unsavedChange: StateChange<Event> = .replaced
+  /// How many times the next poll's limit was doubled: once for each poll in a row that came back full, while
+  /// the limit is under its ceiling.
+  var pollLimitDoublings = 0
   /// Whether the app is in the foreground.
   public internal(set) var lifecycle: AppLifecycle
   /// The outbox; `nil` until persisted data is loaded.
@@ -314,6 +317,7 @@ public struct UpdateMachineCore<
     longPollTimeout = (registration.longPollTimeout ?? configuration.defaultLongPollTimeout)
       .clamped(to: configuration.longPollTimeoutRange)
     queueConfirmedByPoll = false
+    pollLimitDoublings = 0
     markSuccess(finger: registration.finger, now: now)
     return [persistAction()] + proceed(now: now)
   }
@@ -348,6 +352,11 @@ public struct UpdateMachineCore<
     case .failure(let failure): return protocolFailure(failure.reason, now: now)
     }
     adopt(batch)
+    if let limit = pollBatchLimit, events.count >= limit {
+      if limit < configuration.catchUpBatchLimit { pollLimitDoublings += 1 }
+    } else {
+      pollLimitDoublings = 0
+    }
     let pages = mergeReadyPages(finger: batch.lastEventID)
     queueConfirmedByPoll = true
     queuesLostBeforeFirstPoll = 0
@@ -359,6 +368,17 @@ public struct UpdateMachineCore<
       }
     }
     return [persistAction()] + pages.actions + proceed(now: now)
+  }
+
+  /// The most events the next poll asks for: ``UpdateMachineConfiguration/pollBatchLimit``, doubled for
+  /// each poll in a row that came back full, up to ``UpdateMachineConfiguration/catchUpBatchLimit``; `nil`
+  /// for all. The shell reads it when it performs a `.poll` action.
+  public var pollBatchLimit: Int? {
+    guard let first = configuration.pollBatchLimit else { return nil }
+    let ceiling = max(first, configuration.catchUpBatchLimit)
+    var limit = first
+    for _ in 0..<pollLimitDoublings where limit < ceiling { limit = min(ceiling, limit * 2) }
+    return limit
   }
 
   /// Applies `events` after `finger` to a copy of the confirmed state: events at or below the finger are
@@ -404,6 +424,8 @@ public struct UpdateMachineCore<
   public mutating func pollFailed(_ request: RequestID, _ error: TransportError, now: Timestamp) -> [Action] {
     guard case .poll(request, _, _) = inFlight, let finger = phase.finger else { return [] }
     inFlight = nil
+    // A poll that failed (perhaps an answer too large for the network) starts again from the small batch.
+    pollLimitDoublings = 0
     if case .api(let apiError) = error.kind {
       if apiError.code == .unauthorized { return stop(.unauthorized(message: apiError.message), finger: finger) }
       if apiError.code == .badEventQueueID {

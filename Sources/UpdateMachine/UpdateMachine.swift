@@ -496,7 +496,7 @@ public actor UpdateMachine<
           }
         }
       case .poll(let request, let finger, let dontBlock, _):
-        let limit = core.configuration.pollBatchLimit
+        let limit = core.pollBatchLimit
         send(request, .poll(finger, dontBlock: dontBlock)) { [transport] () async throws(TransportError) in
           try await transport.poll(after: finger, dontBlock: dontBlock, limit: limit)
         } completion: { core, result, now in

@@ -33,7 +33,15 @@ public struct UpdateMachineConfiguration: Hashable, Sendable {
   public var longPollTimeoutRange: ClosedRange<Duration> = .seconds(10) ... .seconds(600)
   /// The most events one poll asks for (1,000), so a device back from a long absence catches up in bounded
   /// batches (each applied, saved and acknowledged before the next); `nil` asks for everything at once.
+  /// While polls come back full the limit grows, up to ``catchUpBatchLimit``.
   public var pollBatchLimit: Int? = 1_000
+  /// The most events one poll asks for while catching up (16,000): each poll that comes back full asks for
+  /// twice as many as the last, up to this, and the first poll that is not full goes back to
+  /// ``pollBatchLimit``. A long backlog then costs fewer batches, each of which copies the state, publishes
+  /// a snapshot and saves (Bench C1: 1.7 times the events per second in process), while the first batch
+  /// after a wake stays small. Set it to ``pollBatchLimit`` for batches of one size. Ignored when
+  /// ``pollBatchLimit`` is `nil`.
+  public var catchUpBatchLimit: Int = 16_000
   /// The deadline of a register request (60 s: a snapshot can be large).
   public var registerTimeout: Duration = .seconds(60)
   /// The deadline of a non-blocking poll (30 s).
@@ -99,6 +107,9 @@ public struct UpdateMachineConfiguration: Hashable, Sendable {
       problems.append("offlineProbeInterval must be positive, or nil for never")
     }
     if let limit = pollBatchLimit, limit < 1 { problems.append("pollBatchLimit must be at least 1, or nil for all") }
+    if let limit = pollBatchLimit, catchUpBatchLimit < limit {
+      problems.append("catchUpBatchLimit must be at least pollBatchLimit")
+    }
     if let limits = partialLimits, limits.narrows < 1 || limits.items < 1 {
       problems.append("partialLimits must allow at least one narrow and one item")
     }

@@ -72,7 +72,7 @@ where
 
   private enum Exchange {
     case register(ClientID)
-    case poll(EventFinger, dontBlock: Bool)
+    case poll(EventFinger, dontBlock: Bool, limit: Int?)
     case submit(MutationBatch<Application.Command>)
     case fetch(FetchRequest, QueueID)
   }
@@ -447,7 +447,7 @@ where
           Outstanding(
             device: index,
             request: request,
-            exchange: .poll(finger, dontBlock: dontBlock),
+            exchange: .poll(finger, dontBlock: dontBlock, limit: devices[index].core.pollBatchLimit),
             progress: .toServer
           )
         )
@@ -524,7 +524,7 @@ where
       )
       outstanding[position].progress = .answered(.registered(registration))
       applyServer(actions)
-    case .poll(let finger, let dontBlock):
+    case .poll(let finger, let dontBlock, let limit):
       let pollID = PollID(nextPollID)
       nextPollID += 1
       outstanding[position].progress = .parked(pollID)
@@ -535,7 +535,7 @@ where
           user: user,
           lastEventID: finger.lastEventID,
           dontBlock: dontBlock,
-          limit: configuration.pollBatchLimit,
+          limit: limit,
           now: now
         )
       )

@@ -14,7 +14,7 @@ final class SimulatedDevice<Domain: SimulatedDomain> {
   /// A request on its way.
   enum Exchange {
     case register
-    case poll(EventFinger, dontBlock: Bool)
+    case poll(EventFinger, dontBlock: Bool, limit: Int?)
     case submit(MutationBatch<Application.Command>)
     case fetch(FetchRequest, QueueID)
   }

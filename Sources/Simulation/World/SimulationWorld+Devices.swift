@@ -95,7 +95,7 @@ extension SimulationWorld {
         }
         send(.register, as: request, from: index)
       case .poll(let request, let finger, let dontBlock, _):
-        send(.poll(finger, dontBlock: dontBlock), as: request, from: index)
+        send(.poll(finger, dontBlock: dontBlock, limit: devices[index].core.pollBatchLimit), as: request, from: index)
       case .submit(let request, let body, _):
         send(.submit(body), as: request, from: index)
       case .fetch(let request, let body, let queueID, _):

@@ -347,7 +347,7 @@ struct SimulationWorld<Domain: SimulatedDomain> {
       installations[clientID] = index
       applyServer(actions)
       reply(to: index, request, losesAnswer ? .failure(.connectionFailed("answer lost")) : .body(encode(registration)))
-    case .poll(let finger, let dontBlock):
+    case .poll(let finger, let dontBlock, let limit):
       guard devices[index].outstanding[request] != nil else { return }
       let pollID = PollID(nextPollID)
       nextPollID += 1
@@ -361,7 +361,7 @@ struct SimulationWorld<Domain: SimulatedDomain> {
           user: user,
           lastEventID: finger.lastEventID,
           dontBlock: dontBlock,
-          limit: engineConfiguration.pollBatchLimit,
+          limit: limit,
           now: now
         )
       )
