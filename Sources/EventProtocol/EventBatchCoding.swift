@@ -51,7 +51,7 @@ extension JSONTape {
     var envelopes: [EventEnvelope<Payload>] = []
     envelopes.reserveCapacity(self[array].kind == .array ? Int(self[array].count) : 0)
     var previousID: Int?
-    var types = EnvelopeTypes(known: Payload.knownEventTypes)
+    var types = EnvelopeTypes(known: Payload.knownEventTypes, readPayload: reader(of: Payload.self))
     try forEachElement(of: array, key: key, decoder: decoder) { element, depth in
       let envelope = try EventEnvelope<Payload>(tape: self, at: element, depth: depth, types: &types)
       if let previousID, envelope.id <= previousID, firstDisorder == nil {
@@ -66,9 +66,11 @@ extension JSONTape {
 
 /// What the envelopes' `type`s make of them, the last one remembered: a batch's events are mostly of one or a
 /// few types, so most envelopes need neither their type's text nor a lookup in the payload's known types.
-private struct EnvelopeTypes {
+private struct EnvelopeTypes<Payload: EventPayload> {
   /// The payload's `knownEventTypes`, read once per batch.
   let known: Set<String>
+  /// How the batch's payloads are read (through their fields or their `Codable`), decided once per batch.
+  let readPayload: (JSONTapeDecoder) throws -> Payload
   /// The last type seen, and whether its envelope carries a payload.
   var last: (type: String, isPayload: Bool)?
 }
@@ -77,14 +79,14 @@ extension JSONTapeDecoder {
   /// Decodes an ``EventEnvelope`` from the object this decoder is on (an envelope decoded alone, outside a
   /// poll's answer).
   func decodeEnvelope<Payload: EventPayload>() throws -> EventEnvelope<Payload> {
-    var types = EnvelopeTypes(known: Payload.knownEventTypes)
+    var types = EnvelopeTypes(known: Payload.knownEventTypes, readPayload: tape.reader(of: Payload.self))
     return try EventEnvelope(tape: tape, at: index, depth: depth, types: &types)
   }
 }
 
 extension EventEnvelope {
   /// Decodes the envelope at `object`, whose coding path is the tape's first `depth` keys.
-  fileprivate init(tape: JSONTape, at object: UInt32, depth: Int, types: inout EnvelopeTypes) throws {
+  fileprivate init(tape: JSONTape, at object: UInt32, depth: Int, types: inout EnvelopeTypes<Payload>) throws {
     let decoder = JSONTapeDecoder(tape: tape, index: object, depth: depth)
     let members = try tape.envelopeMembers(of: object, path: decoder.codingPath)
     var origin: MutationOrigin?
@@ -112,7 +114,7 @@ extension EventEnvelope {
     }
     let body: EventBody<Payload>
     if isPayload {
-      body = .payload(try decoder.decode(Payload.self))
+      body = .payload(try types.readPayload(decoder))
     } else {
       switch type {
       case EventBody<Payload>.heartbeatType: body = .heartbeat

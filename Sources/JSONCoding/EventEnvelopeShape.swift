@@ -1,3 +1,5 @@
+import Foundation
+
 /// The event envelope's shape, which the coder reads and writes without containers: an object holding a
 /// payload's members beside its own `id` (an integer), `type` (a string) and optional `origin`
 /// (`EventProtocol`'s `EventEnvelope`, which calls these per event of a poll's answer). They are here, not in
@@ -46,16 +48,56 @@ extension JSONTape {
   ///   object, `keyNotFound` without an `id`, the integer's errors for a bad `id`.
   package func envelopeMembers(of object: UInt32, path: @autoclosure () -> [any CodingKey]) throws -> EnvelopeMembers {
     guard self[object].kind == .object else { throw mismatch([String: Int].self, at: object, path: path()) }
-    guard let idIndex = member(named: "id", of: object) else {
+    // One pass over the keys for all three (each the first of its name, as `member(named:of:)` finds it),
+    // where three lookups compared most keys three times.
+    var found: (id: UInt32?, origin: UInt32?, type: UInt32?) = (nil, nil, nil)
+    var member = object + 1
+    for _ in 0..<self[object].count {
+      switch envelopeKey(at: member) {
+      case .id?: if found.id == nil { found.id = member + 1 }
+      case .origin?: if found.origin == nil { found.origin = member + 1 }
+      case .type?: if found.type == nil { found.type = member + 1 }
+      case nil: break
+      }
+      member = self[member + 1].next
+    }
+    guard let idIndex = found.id else {
       throw JSONTape.keyNotFound(JSONIndexKey(stringValue: "id"), path: path())
     }
     let id = try decodeInteger(Int.self, at: idIndex, path: path() + [JSONIndexKey(stringValue: "id")])
     var origin: UInt32?
-    if let originIndex = member(named: "origin", of: object), self[originIndex].kind != .null {
+    if let originIndex = found.origin, self[originIndex].kind != .null {
       origin = originIndex
     }
-    return EnvelopeMembers(id: id, origin: origin, type: member(named: "type", of: object))
+    return EnvelopeMembers(id: id, origin: origin, type: found.type)
   }
+
+  /// Which of the envelope's own keys the key at `index` is, if any.
+  private func envelopeKey(at index: UInt32) -> EnvelopeKey? {
+    let entry = self[index]
+    if entry.flag { return EnvelopeKey(rawValue: string(at: index)) }
+    return bytes.withUnsafeBufferPointer { bytes in
+      let start = Int(entry.start)
+      switch entry.end - entry.start {
+      case 2:
+        return bytes[start] == UInt8(ascii: "i") && bytes[start + 1] == UInt8(ascii: "d") ? .id : nil
+      case 4:
+        let isType =
+          bytes[start] == UInt8(ascii: "t") && bytes[start + 1] == UInt8(ascii: "y")
+          && bytes[start + 2] == UInt8(ascii: "p") && bytes[start + 3] == UInt8(ascii: "e")
+        return isType ? .type : nil
+      case 6:
+        return memcmp(bytes.baseAddress! + start, "origin", 6) == 0 ? .origin : nil
+      default:
+        return nil
+      }
+    }
+  }
+}
+
+/// The envelope's own keys, as ``JSONTape/envelopeMembers(of:path:)`` tells them apart.
+private enum EnvelopeKey: String {
+  case id, origin, type
 }
 
 extension JSONOutput {

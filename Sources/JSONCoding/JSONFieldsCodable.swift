@@ -200,10 +200,37 @@ extension JSONTapeDecoder {
   /// ``JSONFieldsCodable``, else through its `init(from:)`.
   package func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
     if tape.readsFields, let fields = type as? any JSONFieldsCodable.Type {
-      // The cast cannot fail: `fields` is `Value.self`.
-      return try fields.init(fields: JSONFieldsReader(decoder: self)) as! Value
+      return try readFields(fields)
     }
     return try Value(from: self)
+  }
+
+  /// Reads a `Value` through its fields, `fields` being `Value.self` opened.
+  private func readFields<Fields: JSONFieldsCodable, Value>(_ fields: Fields.Type) throws -> Value {
+    precondition(Fields.self == Value.self, "fields of another type")
+    // `Fields` is `Value` (checked above), so the cast only renames the type: `unsafeBitCast` takes the place
+    // of `as!`'s run-time cast.
+    return unsafeBitCast(try Fields(fields: JSONFieldsReader(decoder: self)), to: Value.self)
+  }
+}
+
+extension JSONTape {
+  /// How values of `type` are read from this tape, asked once for many values (a poll's payloads): through
+  /// their fields when `type` is ``JSONFieldsCodable``, else through its `init(from:)`. Asking whether a type
+  /// adopts the opt-in is a run-time conformance lookup, and the fields' value then needs a cast back to
+  /// `Value`; the reader returned does neither per value.
+  package func reader<Value: Decodable>(of type: Value.Type) -> (JSONTapeDecoder) throws -> Value {
+    guard readsFields, let fields = type as? any JSONFieldsCodable.Type else { return { try Value(from: $0) } }
+    return fieldsReader(of: fields)
+  }
+
+  private func fieldsReader<Fields: JSONFieldsCodable, Value>(
+    of fields: Fields.Type
+  ) -> (JSONTapeDecoder) throws -> Value {
+    precondition(Fields.self == Value.self, "a fields reader of another type")
+    // `Fields` is `Value` (checked above: the caller's `fields` is `Value.self` opened), so the cast only
+    // renames the type and `unsafeBitCast` takes the place of `as!`'s run-time cast.
+    return { decoder in unsafeBitCast(try Fields(fields: JSONFieldsReader(decoder: decoder)), to: Value.self) }
   }
 }
 

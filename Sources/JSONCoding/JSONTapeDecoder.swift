@@ -60,12 +60,27 @@ extension JSONTape {
       memberTables[object] = table
       return table[name]
     }
-    var member = object + 1
-    for _ in 0..<count {
-      if string(at: member, equals: name) { return member + 1 }
-      member = self[member + 1].next
+    // The name's bytes are read once, and each key's length is compared before its bytes.
+    var name = name
+    return name.withUTF8 { name in
+      bytes.withUnsafeBufferPointer { bytes in
+        entries.withUnsafeBufferPointer { entries in
+          var member = Int(object) + 1
+          for _ in 0..<count {
+            let key = entries[member]
+            if key.flag {
+              if string(at: UInt32(member)) == String(decoding: name, as: UTF8.self) { return UInt32(member + 1) }
+            } else if Int(key.end &- key.start) == name.count,
+              name.isEmpty || memcmp(name.baseAddress!, bytes.baseAddress! + Int(key.start), name.count) == 0
+            {
+              return UInt32(member + 1)
+            }
+            member = Int(entries[member + 1].next)
+          }
+          return nil
+        }
+      }
     }
-    return nil
   }
 
   /// The error `JSONDecoder` throws for a member `key` the object at `path` does not have.

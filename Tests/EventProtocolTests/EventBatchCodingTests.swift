@@ -100,6 +100,41 @@ struct EventBatchCodingTests {
     }
   }
 
+  @Test(
+    "envelope keys written with escapes or repeated: what the containers' path reads",
+    .cpuBound,
+    arguments: 0..<200
+  )
+  func escapedAndRepeatedKeys(seed: UInt64) throws {
+    var draw = Draw(seed: seed)
+    let reply = eventsReply(&draw)
+    let sorted = String(decoding: try WireJSON.encode(["r": reply]), as: UTF8.self)
+    // Each envelope's own keys, written escaped at random (the same names to a JSON reader).
+    var text = ""
+    var rest = Substring(sorted)
+    let escapes = [#""id":"#: #""\u0069d":"#, #""type":"#: #""typ\u0065":"#, #""origin":"#: #""origi\u006e":"#]
+    while let next = escapes.keys.compactMap({ key in rest.range(of: key).map { (key, $0) } })
+      .min(by: { $0.1.lowerBound < $1.1.lowerBound })
+    {
+      text += rest[..<next.1.lowerBound]
+      text += draw.chance(50) ? escapes[next.0]! : next.0
+      rest = rest[next.1.upperBound...]
+    }
+    text += rest
+    // An envelope's `type` or `id` repeated before its own: the first is the one read.
+    if draw.chance(50), let envelope = text.range(of: #"{"id":"#, options: .backwards) {
+      let repeated = draw.chance(50) ? #""type":"zulip_first","# : #""id":-1,"#
+      text.insert(contentsOf: repeated, at: text.index(after: envelope.lowerBound))
+    }
+    let bytes = Array(text.utf8)
+    let direct = outcome { try WireJSON.decode(Direct.self, from: bytes).reply }
+    let throughContainers = outcome { try WireJSON.decode(ThroughContainers.self, from: bytes).reply }
+    #expect(direct == throughContainers, "seed \(seed): \(text)")
+    if !text.contains("zulip_first"), !text.contains(#""id":-1,"#) {
+      #expect(direct == outcome { reply }, "seed \(seed): \(text)")
+    }
+  }
+
   @Test("a batch written inside another object: Foundation's bytes, sorted or not", .cpuBound, arguments: 0..<100)
   func surrounded(seed: UInt64) throws {
     var draw = Draw(seed: seed)
