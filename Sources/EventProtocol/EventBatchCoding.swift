@@ -153,8 +153,10 @@ extension JSONValueEncoder {
   ///   bytes can be written whole, its keys merged in order, and the value closed (a poll's answer). An
   ///   envelope encoded through its own `encode(to:)` is left an open object, as `Codable` leaves it.
   func encodeEnvelope<Payload: EventPayload>(_ envelope: EventEnvelope<Payload>, asWholeValue: Bool) throws {
-    if asWholeValue, output.sortsKeys, let encoded = envelope.encodedPayload,
-      try output.writeEnvelope(encoded, id: envelope.id, type: envelope.body.type, origin: envelope.origin)
+    // Kept members are written with no look-up of the payload type: the content's base class holds them and
+    // the event's type.
+    if asWholeValue, output.sortsKeys, let encoded = envelope.storage.encodedPayload,
+      try output.writeEnvelope(encoded, id: envelope.id, type: envelope.storage.encodedType, origin: envelope.origin)
     {
       return try output.beginSingleValue(at: depth)
     }

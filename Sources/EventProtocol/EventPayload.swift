@@ -82,7 +82,7 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
   /// envelope is encoded by the package's own coder (``WireJSON``) instead of encoding the payload again.
   /// Not part of the envelope's value: equality ignores it, and changing ``body`` drops it.
   @inlinable package var encodedPayload: EncodedMembers? {
-    get { content.encodedPayload }
+    get { storage.encodedPayload }
     set { storage = EventContent(body: content.body, encodedPayload: newValue) }
   }
 
@@ -159,19 +159,17 @@ extension EventEnvelope {
 /// takes no look-up of the payload's layout and no call through its value witnesses (Bench W1).
 /// Immutable: changing an envelope's body gives it a new content.
 ///
-/// Sendable unchecked only because a subclass of a non-final class cannot be checked: its two properties
-/// are `let`s of `Sendable` types (`Payload: Sendable`, `EncodedMembers`), so it is never written after
-/// its initialiser returns.
+/// Sendable unchecked only because a subclass of a non-final class cannot be checked: its property and
+/// its base class's are `let`s of `Sendable` types (`Payload: Sendable`, `EncodedMembers`, `String`), so it
+/// is never written after its initialiser returns.
 @usableFromInline package final class EventContent<Payload: EventPayload>: EventContentStorage, @unchecked Sendable {
   /// What the event carries.
   @usableFromInline package let body: EventBody<Payload>
-  /// The payload's members as the server's size check encoded them, if it did.
-  @usableFromInline package let encodedPayload: EncodedMembers?
 
   /// Creates the content of one event.
   @inlinable package init(body: EventBody<Payload>, encodedPayload: EncodedMembers?) {
     self.body = body
-    self.encodedPayload = encodedPayload
+    super.init(encodedPayload: encodedPayload, encodedType: encodedPayload == nil ? "" : body.type)
   }
 }
 
@@ -206,10 +204,24 @@ extension EventEnvelope {
 /// What an ``EventEnvelope`` stores: an ``EventContent`` of its payload, seen through this base class so
 /// that the envelope's stored properties do not mention the payload type.
 ///
-/// Sendable unchecked only because a non-final class cannot be checked: it has no stored property, and its
-/// one subclass (``EventContent``) holds `let`s of `Sendable` types only.
+/// The kept encoding is here rather than in the subclass so that code not specialised for the payload (a
+/// poll's answer written by the package's coder) reads it, and the event's type, with no look-up of the
+/// payload type's metadata: a generic class's fields are found through its metadata, a plain class's are
+/// not.
+///
+/// Sendable unchecked only because a non-final class cannot be checked: its properties are `let`s of
+/// `Sendable` types, and its one subclass (``EventContent``) holds `let`s of `Sendable` types only.
 @usableFromInline package class EventContentStorage: @unchecked Sendable {
-  @inlinable init() {}
+  /// The payload's members as the server's size check encoded them, if it did.
+  @usableFromInline package let encodedPayload: EncodedMembers?
+  /// The event's wire `type` when ``encodedPayload`` is kept (written beside the kept members); empty
+  /// otherwise.
+  @usableFromInline package let encodedType: String
+
+  @inlinable init(encodedPayload: EncodedMembers?, encodedType: String) {
+    self.encodedPayload = encodedPayload
+    self.encodedType = encodedType
+  }
 }
 
 /// The envelope's own keys. Outside the generic type on purpose: a nested type of a generic type is itself

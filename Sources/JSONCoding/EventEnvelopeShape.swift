@@ -134,11 +134,11 @@ extension JSONOutput {
   /// key its last, a payload key equal to one of the envelope's (which a payload must not use) the envelope's.
   /// - Returns: `false`, having written nothing, when a payload key has an escape (keys then compare
   ///   unescaped); the envelope is then written and sorted as any object.
-  package func writeEnvelope<Origin: Encodable>(
+  package func writeEnvelope(
     _ encoded: EncodedMembers,
     id: Int,
     type: String,
-    origin: Origin?
+    origin: (any Encodable)?
   ) throws -> Bool {
     let object = encoded.object
     if let cuts = encoded.envelopeCuts {
@@ -151,7 +151,7 @@ extension JSONOutput {
         // Members `start..<end` are the bytes up to the comma (or the brace) before `end`.
         guard start < end, start < object.count - 1 else { return }
         if written { bytes.append(UInt8(ascii: ",")) }
-        bytes.append(contentsOf: object[start..<(end - 1)])
+        object.withUnsafeBufferPointer { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[start..<(end - 1)])) }
         written = true
       }
       func key(_ name: StaticString) {
@@ -222,7 +222,7 @@ extension JSONOutput {
         bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
         switch nextKey {
         case 0: write(Int64(id))
-        case 1: try encodeValue(origin, key: JSONIndexKey(stringValue: "origin"))
+        case 1: if let origin { try encodeValue(origin, key: JSONIndexKey(stringValue: "origin")) }
         default: write(type)
         }
         nextKey += 1
