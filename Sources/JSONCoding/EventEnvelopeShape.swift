@@ -151,7 +151,9 @@ extension JSONOutput {
         // Members `start..<end` are the bytes up to the comma (or the brace) before `end`.
         guard start < end, start < object.count - 1 else { return }
         if written { bytes.append(UInt8(ascii: ",")) }
-        object.withUnsafeBufferPointer { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[start..<(end - 1)])) }
+        object.withUnsafeBufferPointer {
+          bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[start..<(end - 1)]))
+        }
         written = true
       }
       func key(_ name: StaticString) {
