@@ -48,19 +48,49 @@ extension JSONTape {
     decoder: JSONTapeDecoder,
     firstDisorder: inout (previous: Int, next: Int)?
   ) throws -> [EventEnvelope<Payload>] {
-    var envelopes: [EventEnvelope<Payload>] = []
-    envelopes.reserveCapacity(self[array].kind == .array ? Int(self[array].count) : 0)
+    let capacity = self[array].kind == .array ? Int(self[array].count) : 0
+    guard capacity > 0, StoredEnvelope.hasEnvelopeLayout(Payload.self) else {
+      var envelopes: [EventEnvelope<Payload>] = []
+      envelopes.reserveCapacity(capacity)
+      try decodeEnvelopes(of: Payload.self, at: array, key: key, decoder: decoder, firstDisorder: &firstDisorder) {
+        envelopes.append(
+          EventEnvelope(id: $0.id, content: unsafeDowncast($0.storage, to: EventContent.self), origin: $0.origin)
+        )
+      }
+      return envelopes
+    }
+    // Written in place into the array's storage, through the envelope's layout without its payload type: an
+    // append ran the array's unspecialised code, with its look-ups of the element type, per envelope.
+    return try [EventEnvelope<Payload>](unsafeUninitializedCapacity: capacity) { buffer, count in
+      try buffer.withMemoryRebound(to: StoredEnvelope.self) { buffer in
+        try decodeEnvelopes(of: Payload.self, at: array, key: key, decoder: decoder, firstDisorder: &firstDisorder) {
+          (envelope: StoredEnvelope) in
+          buffer.initializeElement(at: count, to: envelope)
+          count += 1
+        }
+      }
+    }
+  }
+
+  /// Decodes the array at `array` as envelopes of `Payload`, handing each to `add` in order.
+  private func decodeEnvelopes<Payload: EventPayload>(
+    of _: Payload.Type,
+    at array: UInt32,
+    key: some CodingKey,
+    decoder: JSONTapeDecoder,
+    firstDisorder: inout (previous: Int, next: Int)?,
+    add: (StoredEnvelope) -> Void
+  ) throws {
     var previousID: Int?
     var types = EnvelopeTypes(known: Payload.knownEventTypes, readPayload: reader(of: Payload.self))
     try forEachElement(of: array, key: key, decoder: decoder) { element, depth in
-      let envelope = try EventEnvelope<Payload>(tape: self, at: element, depth: depth, types: &types)
+      let envelope = try EventEnvelope<Payload>.stored(tape: self, at: element, depth: depth, types: &types)
       if let previousID, envelope.id <= previousID, firstDisorder == nil {
         firstDisorder = (previousID, envelope.id)
       }
       previousID = envelope.id
-      envelopes.append(envelope)
+      add(envelope)
     }
-    return envelopes
   }
 }
 
@@ -71,6 +101,9 @@ private struct EnvelopeTypes<Payload: EventPayload> {
   let known: Set<String>
   /// How the batch's payloads are read (through their fields or their `Codable`), decided once per batch.
   let readPayload: (JSONTapeDecoder) throws -> Payload
+  /// The type of the envelopes' contents, looked up once per batch: code not specialised for the payload
+  /// looks a generic class up each time it names one.
+  let contentType = EventContent<Payload>.self
   /// The last type seen, and whether its envelope carries a payload.
   var last: (type: String, isPayload: Bool)?
 }
@@ -80,13 +113,23 @@ extension JSONTapeDecoder {
   /// poll's answer).
   func decodeEnvelope<Payload: EventPayload>() throws -> EventEnvelope<Payload> {
     var types = EnvelopeTypes(known: Payload.knownEventTypes, readPayload: tape.reader(of: Payload.self))
-    return try EventEnvelope(tape: tape, at: index, depth: depth, types: &types)
+    let envelope = try EventEnvelope<Payload>.stored(tape: tape, at: index, depth: depth, types: &types)
+    return EventEnvelope(
+      id: envelope.id,
+      content: unsafeDowncast(envelope.storage, to: EventContent.self),
+      origin: envelope.origin
+    )
   }
 }
 
 extension EventEnvelope {
   /// Decodes the envelope at `object`, whose coding path is the tape's first `depth` keys.
-  fileprivate init(tape: JSONTape, at object: UInt32, depth: Int, types: inout EnvelopeTypes<Payload>) throws {
+  fileprivate static func stored(
+    tape: JSONTape,
+    at object: UInt32,
+    depth: Int,
+    types: inout EnvelopeTypes<Payload>
+  ) throws -> StoredEnvelope {
     let decoder = JSONTapeDecoder(tape: tape, index: object, depth: depth)
     let members = try tape.envelopeMembers(of: object, path: decoder.codingPath)
     var origin: MutationOrigin?
@@ -122,7 +165,11 @@ extension EventEnvelope {
       default: body = .unknown(type: type)
       }
     }
-    self.init(id: members.id, body: body, origin: origin)
+    return StoredEnvelope(
+      id: members.id,
+      storage: types.contentType.init(body: body, encodedPayload: nil),
+      origin: origin
+    )
   }
 }
 
