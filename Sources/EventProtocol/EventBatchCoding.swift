@@ -181,11 +181,31 @@ extension JSONValueEncoder {
     output.write("success")
     try output.beginMember(EventsReplyCodingKeys.message.stringValue, at: depth, serial: serial)
     output.write("")
-    try reply.events.withUnsafeBufferPointer { envelopes in
-      try output.writeArrayMember(EventsReplyCodingKeys.events, at: depth, serial: serial, count: envelopes.count) {
+    let events = reply.events
+    if StoredEnvelope.hasEnvelopeLayout(Payload.self) {
+      // Each envelope is read through the payload-free layout, and one with kept members is written with no
+      // look-up of the payload type; only the others go through the generic path.
+      try events.withUnsafeBufferPointer { typed in
+        try typed.withMemoryRebound(to: StoredEnvelope.self) { envelopes in
+          try output.writeArrayMember(EventsReplyCodingKeys.events, at: depth, serial: serial, count: envelopes.count) {
+            position,
+            encoder in
+            let stored = envelopes[position]
+            if try !encoder.writeKeptEnvelope(stored) {
+              let content = unsafeDowncast(stored.storage, to: EventContent<Payload>.self)
+              try encoder.encodeEnvelope(
+                EventEnvelope(id: stored.id, content: content, origin: stored.origin),
+                asWholeValue: true
+              )
+            }
+          }
+        }
+      }
+    } else {
+      try output.writeArrayMember(EventsReplyCodingKeys.events, at: depth, serial: serial, count: events.count) {
         position,
         encoder in
-        try encoder.encodeEnvelope(envelopes[position], asWholeValue: true)
+        try encoder.encodeEnvelope(events[position], asWholeValue: true)
       }
     }
     if let queueID = reply.queueID {
@@ -194,18 +214,27 @@ extension JSONValueEncoder {
     }
   }
 
+  /// Writes `envelope` whole, as this value, when it has kept members that merge with its own in key order
+  /// (the content's base class holds them and the event's type, so nothing here depends on the payload).
+  /// - Returns: Whether it did; nothing is written when it did not.
+  private func writeKeptEnvelope(_ envelope: StoredEnvelope) throws -> Bool {
+    guard output.sortsKeys, let encoded = envelope.storage.encodedPayload,
+      try output.writeEnvelope(encoded, id: envelope.id, type: envelope.storage.encodedType, origin: envelope.origin)
+    else { return false }
+    try output.beginSingleValue(at: depth)
+    return true
+  }
+
   /// Writes `envelope` as this value: the payload's members (spliced when the size check kept them), then
   /// `id`, `type` and `origin`, as `EventEnvelope`'s `Codable` path writes them.
   /// - Parameter asWholeValue: Whether nothing else is written into this value, so that an envelope with kept
   ///   bytes can be written whole, its keys merged in order, and the value closed (a poll's answer). An
   ///   envelope encoded through its own `encode(to:)` is left an open object, as `Codable` leaves it.
   func encodeEnvelope<Payload: EventPayload>(_ envelope: EventEnvelope<Payload>, asWholeValue: Bool) throws {
-    // Kept members are written with no look-up of the payload type: the content's base class holds them and
-    // the event's type.
-    if asWholeValue, output.sortsKeys, let encoded = envelope.storage.encodedPayload,
-      try output.writeEnvelope(encoded, id: envelope.id, type: envelope.storage.encodedType, origin: envelope.origin)
+    if asWholeValue,
+      try writeKeptEnvelope(StoredEnvelope(id: envelope.id, storage: envelope.storage, origin: envelope.origin))
     {
-      return try output.beginSingleValue(at: depth)
+      return
     }
     if case .payload(let payload) = envelope.body {
       if let encoded = envelope.encodedPayload {
