@@ -181,36 +181,43 @@ extension JSONValueEncoder {
     output.write("success")
     try output.beginMember(EventsReplyCodingKeys.message.stringValue, at: depth, serial: serial)
     output.write("")
-    let events = reply.events
-    if StoredEnvelope.hasEnvelopeLayout(Payload.self) {
-      // Each envelope is read through the payload-free layout, and one with kept members is written with no
-      // look-up of the payload type; only the others go through the generic path.
-      try events.withUnsafeBufferPointer { typed in
-        try typed.withMemoryRebound(to: StoredEnvelope.self) { envelopes in
-          try output.writeArrayMember(EventsReplyCodingKeys.events, at: depth, serial: serial, count: envelopes.count) {
-            position,
-            encoder in
-            let stored = envelopes[position]
-            if try !encoder.writeKeptEnvelope(stored) {
-              let content = unsafeDowncast(stored.storage, to: EventContent<Payload>.self)
-              try encoder.encodeEnvelope(
-                EventEnvelope(id: stored.id, content: content, origin: stored.origin),
-                asWholeValue: true
-              )
-            }
-          }
-        }
-      }
-    } else {
-      try output.writeArrayMember(EventsReplyCodingKeys.events, at: depth, serial: serial, count: events.count) {
-        position,
-        encoder in
-        try encoder.encodeEnvelope(events[position], asWholeValue: true)
-      }
-    }
+    try encodeEnvelopes(reply.events, member: EventsReplyCodingKeys.events, serial: serial)
     if let queueID = reply.queueID {
       try output.beginMember(EventsReplyCodingKeys.queueID.stringValue, at: depth, serial: serial)
       try output.encodeValue(queueID, key: EventsReplyCodingKeys.queueID)
+    }
+  }
+
+  /// Writes `events` as the member `key` of the object `serial` this encoder is writing, each envelope as
+  /// ``encodeEnvelope(_:asWholeValue:)`` writes it alone. How payloads are written is decided once for the
+  /// batch, and each envelope is read through the payload-free layout: one with kept members that merge in
+  /// key order (a poll's answer) is written with no look-up of the payload type.
+  package func encodeEnvelopes<Payload: EventPayload>(
+    _ events: [EventEnvelope<Payload>],
+    member key: some CodingKey,
+    serial: UInt32
+  ) throws {
+    let writePayload = writer(of: Payload.self)
+    guard StoredEnvelope.hasEnvelopeLayout(Payload.self) else {
+      try output.writeArrayMember(key, at: depth, serial: serial, count: events.count) { position, encoder in
+        try encoder.encodeEnvelope(events[position], asWholeValue: true, writePayload: writePayload)
+      }
+      return
+    }
+    try events.withUnsafeBufferPointer { typed in
+      try typed.withMemoryRebound(to: StoredEnvelope.self) { envelopes in
+        try output.writeArrayMember(key, at: depth, serial: serial, count: envelopes.count) { position, encoder in
+          let stored = envelopes[position]
+          if try !encoder.writeKeptEnvelope(stored) {
+            let content = unsafeDowncast(stored.storage, to: EventContent<Payload>.self)
+            try encoder.encodeEnvelope(
+              EventEnvelope(id: stored.id, content: content, origin: stored.origin),
+              asWholeValue: true,
+              writePayload: writePayload
+            )
+          }
+        }
+      }
     }
   }
 
@@ -230,24 +237,35 @@ extension JSONValueEncoder {
   /// - Parameter asWholeValue: Whether nothing else is written into this value, so that an envelope with kept
   ///   bytes can be written whole, its keys merged in order, and the value closed (a poll's answer). An
   ///   envelope encoded through its own `encode(to:)` is left an open object, as `Codable` leaves it.
-  func encodeEnvelope<Payload: EventPayload>(_ envelope: EventEnvelope<Payload>, asWholeValue: Bool) throws {
+  ///   - writePayload: How the batch's payloads are written (``JSONValueEncoder/writer(of:)``); `nil` for an
+  ///     envelope written alone.
+  func encodeEnvelope<Payload: EventPayload>(
+    _ envelope: EventEnvelope<Payload>,
+    asWholeValue: Bool,
+    writePayload: ((JSONValueEncoder, Payload) throws -> Void)? = nil
+  ) throws {
     if asWholeValue,
       try writeKeptEnvelope(StoredEnvelope(id: envelope.id, storage: envelope.storage, origin: envelope.origin))
     {
       return
     }
-    if case .payload(let payload) = envelope.body {
-      if let encoded = envelope.encodedPayload {
-        try splice(encoded)
-      } else {
-        try encode(payload)
+    let type: String
+    if let encoded = envelope.storage.encodedPayload {
+      // Only a payload's members are kept, with its type.
+      try splice(encoded)
+      type = envelope.storage.encodedType
+    } else {
+      let body = envelope.body
+      if case .payload(let payload) = body {
+        if let writePayload { try writePayload(self, payload) } else { try encode(payload) }
       }
+      type = body.type
     }
     let serial = output.beginObject(at: depth)
     try output.beginMember(EnvelopeCodingKeys.id.stringValue, at: depth, serial: serial)
     output.write(Int64(envelope.id))
     try output.beginMember(EnvelopeCodingKeys.type.stringValue, at: depth, serial: serial)
-    output.write(envelope.body.type)
+    output.write(type)
     if let origin = envelope.origin {
       try output.beginMember(EnvelopeCodingKeys.origin.stringValue, at: depth, serial: serial)
       try output.encodeValue(origin, key: EnvelopeCodingKeys.origin)

@@ -195,6 +195,30 @@ extension JSONValueEncoder {
   }
 }
 
+extension JSONValueEncoder {
+  /// How values of `type` are written by this encoder's output, asked once for many values (a batch's
+  /// payloads): through their fields when `type` is ``JSONFieldsCodable``, else through their
+  /// `encode(to:)`. The writer returned makes neither the conformance look-up nor the existential box that
+  /// ``encode(_:)`` makes per value.
+  package func writer<Value: Encodable>(of type: Value.Type) -> (JSONValueEncoder, Value) throws -> Void {
+    guard output.writesFields, let fields = type as? any JSONFieldsCodable.Type else {
+      return { encoder, value in try value.encode(to: encoder) }
+    }
+    return Self.fieldsWriter(of: fields)
+  }
+
+  private static func fieldsWriter<Fields: JSONFieldsCodable, Value>(
+    of fields: Fields.Type
+  ) -> (JSONValueEncoder, Value) throws -> Void {
+    precondition(Fields.self == Value.self, "a fields writer of another type")
+    return { encoder, value in
+      var writer = JSONFieldsWriter(output: encoder.output, depth: encoder.depth)
+      // `Fields` is `Value` (checked above), so the cast only renames the type.
+      try unsafeBitCast(value, to: Fields.self).encodeFields(to: &writer)
+    }
+  }
+}
+
 extension JSONTapeDecoder {
   /// Reads a value of `type` from this decoder's value: through its fields when it is
   /// ``JSONFieldsCodable``, else through its `init(from:)`.

@@ -37,6 +37,27 @@ struct JournalEntry<Event: EventPayload, Mutation: Codable & Sendable & Equatabl
     }
   }
 
+  private enum CodingKeys: String, CodingKey {
+    case record
+    case events
+  }
+
+  /// Writes the members the synthesised conformance would, in its order; the package's coder writes the
+  /// events as one batch (``JSONValueEncoder/encodeEnvelopes(_:member:serial:)``: how payloads are written
+  /// decided once, kept members copied).
+  func encode(to encoder: any Encoder) throws {
+    if let json = encoder as? JSONValueEncoder {
+      let serial = json.output.beginObject(at: json.depth)
+      try json.output.beginMember(CodingKeys.record.stringValue, at: json.depth, serial: serial)
+      try json.output.encodeValue(record, key: CodingKeys.record)
+      try json.encodeEnvelopes(events, member: CodingKeys.events, serial: serial)
+      return
+    }
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(record, forKey: .record)
+    try container.encode(events, forKey: .events)
+  }
+
   func encoded() throws(PersistenceError) -> Data {
     do {
       return try WireJSON.encodeData(self, sortedKeys: false)

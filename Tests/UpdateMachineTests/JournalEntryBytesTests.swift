@@ -50,6 +50,31 @@ struct JournalEntryBytesTests {
     #expect(replayed.record.state.notes == ["one", "café", "two"])
   }
 
+  @Test("an entry written as one batch: the bytes Foundation writes for it, sorted; unsorted, the same JSON")
+  func batchMatchesFoundation() throws {
+    let kept = try #require(try EncodedMembers.encoding(NoteEvent.note(text: "kept/\u{1}")))
+    let envelopes = [
+      EventEnvelope<NoteEvent>(id: 3, body: .payload(.note(text: "kept/\u{1}")), origin: nil, encodedPayload: kept),
+      EventEnvelope(id: 4, body: .heartbeat),
+      EventEnvelope(
+        id: 5,
+        body: .payload(.note(text: "caf\u{e9} \"x\"")),
+        origin: MutationOrigin(clientID: "d", mutationID: MutationID(1))
+      ),
+      EventEnvelope(id: 6, body: .unknown(type: "zulip_other")),
+    ]
+    let entry = JournalEntry<NoteEvent, NoteBoard.Command>(
+      record(notes: ["one"]),
+      events: AppliedEvents(envelopes: envelopes)
+    )
+    let sorting = JSONEncoder()
+    sorting.outputFormatting = [.sortedKeys]
+    #expect(try WireJSON.encode(entry) == [UInt8](try sorting.encode(entry)))
+    let unsorted = try JSONSerialization.jsonObject(with: try entry.encoded()) as? NSDictionary
+    let foundation = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(entry)) as? NSDictionary
+    #expect(unsorted != nil && unsorted == foundation)
+  }
+
   @Test("an event from the server in process is journaled with the members its size check kept")
   func keptBytes() throws {
     // The kept members say `kept` while the body says `body`: the entry shows which one was written.
