@@ -85,9 +85,13 @@ package final class JSONTape {
   /// The string at `index` (which must be a string entry).
   package func string(at index: UInt32) -> String {
     let entry = entries[Int(index)]
-    let raw = bytes[Int(entry.start)..<Int(entry.end)]
-    guard entry.flag else { return String(decoding: raw, as: UTF8.self) }
-    return String(decoding: (try? Self.unescape(raw)) ?? [], as: UTF8.self)
+    guard entry.flag else {
+      // Through a buffer pointer: a slice of the array would retain and release its storage per string.
+      return bytes.withUnsafeBufferPointer {
+        String(decoding: UnsafeBufferPointer(rebasing: $0[Int(entry.start)..<Int(entry.end)]), as: UTF8.self)
+      }
+    }
+    return String(decoding: (try? Self.unescape(bytes[Int(entry.start)..<Int(entry.end)])) ?? [], as: UTF8.self)
   }
 
   /// Whether the string at `index` equals `text`.
