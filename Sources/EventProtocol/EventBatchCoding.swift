@@ -165,9 +165,13 @@ extension EventEnvelope {
       default: body = .unknown(type: type)
       }
     }
+    let entry = tape[object]
     return StoredEnvelope(
       id: members.id,
-      storage: types.contentType.init(body: body, encodedPayload: nil),
+      storage: types.contentType.init(
+        body: body,
+        arrived: ArrivedEnvelope(answer: tape.bytes, start: entry.start, end: entry.end)
+      ),
       origin: origin
     )
   }
@@ -192,11 +196,17 @@ extension JSONValueEncoder {
   /// ``encodeEnvelope(_:asWholeValue:)`` writes it alone. How payloads are written is decided once for the
   /// batch, and each envelope is read through the payload-free layout: one with kept members that merge in
   /// key order (a poll's answer) is written with no look-up of the payload type.
+  /// - Parameter copyingArrived: Whether an envelope decoded from a poll's answer is copied as it arrived
+  ///   (its members in the order they came, with the `id` and `origin` it came with, whatever the envelope
+  ///   says now) instead of encoded: a journal entry's, whose replay reads payloads only. Not when sorting
+  ///   keys.
   package func encodeEnvelopes<Payload: EventPayload>(
     _ events: [EventEnvelope<Payload>],
     member key: some CodingKey,
-    serial: UInt32
+    serial: UInt32,
+    copyingArrived: Bool = false
   ) throws {
+    let copiesArrived = copyingArrived && !output.sortsKeys
     let writePayload = writer(of: Payload.self)
     guard StoredEnvelope.hasEnvelopeLayout(Payload.self) else {
       try output.writeArrayMember(key, at: depth, serial: serial, count: events.count) { position, encoder in
@@ -208,7 +218,9 @@ extension JSONValueEncoder {
       try typed.withMemoryRebound(to: StoredEnvelope.self) { envelopes in
         try output.writeArrayMember(key, at: depth, serial: serial, count: envelopes.count) { position, encoder in
           let stored = envelopes[position]
-          if try !encoder.writeKeptEnvelope(stored) {
+          if copiesArrived, let arrived = stored.storage.arrived {
+            try encoder.writeArrived(arrived)
+          } else if try !encoder.writeKeptEnvelope(stored) {
             let content = unsafeDowncast(stored.storage, to: EventContent<Payload>.self)
             try encoder.encodeEnvelope(
               EventEnvelope(id: stored.id, content: content, origin: stored.origin),
@@ -219,6 +231,14 @@ extension JSONValueEncoder {
         }
       }
     }
+  }
+
+  /// Writes the envelope object `arrived` as this value, its bytes as they came.
+  private func writeArrived(_ arrived: ArrivedEnvelope) throws {
+    arrived.answer.withUnsafeBufferPointer { answer in
+      output.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: answer[Int(arrived.start)..<Int(arrived.end)]))
+    }
+    try output.beginSingleValue(at: depth)
   }
 
   /// Writes `envelope` whole, as this value, when it has kept members that merge with its own in key order

@@ -1,4 +1,5 @@
 import JSONCoding
+
 /// The application's own events, as carried in an ``EventEnvelope``.
 ///
 /// A payload encodes as a JSON object whose fields sit beside the envelope's `id` and `type`, as Zulip's
@@ -169,7 +170,13 @@ extension EventEnvelope {
   /// Creates the content of one event.
   @inlinable package init(body: EventBody<Payload>, encodedPayload: EncodedMembers?) {
     self.body = body
-    super.init(encodedPayload: encodedPayload, encodedType: encodedPayload == nil ? "" : body.type)
+    super.init(kept: encodedPayload.map(KeptBytes.members), encodedType: encodedPayload == nil ? "" : body.type)
+  }
+
+  /// Creates the content of an event decoded from a poll's answer, keeping where its envelope object is.
+  @inlinable package init(body: EventBody<Payload>, arrived: ArrivedEnvelope) {
+    self.body = body
+    super.init(kept: .arrived(arrived), encodedType: "")
   }
 }
 
@@ -212,15 +219,51 @@ extension EventEnvelope {
 /// Sendable unchecked only because a non-final class cannot be checked: its properties are `let`s of
 /// `Sendable` types, and its one subclass (``EventContent``) holds `let`s of `Sendable` types only.
 @usableFromInline package class EventContentStorage: @unchecked Sendable {
-  /// The payload's members as the server's size check encoded them, if it did.
-  @usableFromInline package let encodedPayload: EncodedMembers?
+  /// The bytes kept: the payload's members as the server's size check encoded them, or the envelope as it
+  /// arrived in a poll's answer (one or the other, in one field, so that the content does not grow: a
+  /// larger content made a poll's decode 30 % slower, docs/performance.md).
+  @usableFromInline package let kept: KeptBytes?
   /// The event's wire `type` when ``encodedPayload`` is kept (written beside the kept members); empty
   /// otherwise.
   @usableFromInline package let encodedType: String
 
-  @inlinable init(encodedPayload: EncodedMembers?, encodedType: String) {
-    self.encodedPayload = encodedPayload
+  @inlinable init(kept: KeptBytes?, encodedType: String) {
+    self.kept = kept
     self.encodedType = encodedType
+  }
+
+  /// The payload's members as the server's size check encoded them, if it did.
+  @inlinable package var encodedPayload: EncodedMembers? {
+    if case .members(let members)? = kept { members } else { nil }
+  }
+
+  /// Where the envelope object this event was decoded from is, when it came in a poll's answer.
+  @inlinable package var arrived: ArrivedEnvelope? {
+    if case .arrived(let arrived)? = kept { arrived } else { nil }
+  }
+}
+
+/// The bytes an event's content keeps of an encoding, for writing it again by copying.
+@usableFromInline package enum KeptBytes: Sendable {
+  /// The payload's members as the server's size check encoded them (written beside the envelope's own).
+  case members(EncodedMembers)
+  /// The whole envelope object as it arrived in a poll's answer (what a journal entry copies).
+  case arrived(ArrivedEnvelope)
+}
+
+/// Where an envelope's object is in the bytes of the answer it arrived in. The bytes are the answer's own
+/// array, shared by every envelope decoded from it (kept alive while any of them is).
+@usableFromInline package struct ArrivedEnvelope: Sendable {
+  /// The whole answer.
+  @usableFromInline package let answer: [UInt8]
+  /// The object's first byte (`{`) and the index just past its last (`}`).
+  @usableFromInline package let start: UInt32
+  @usableFromInline package let end: UInt32
+
+  @inlinable package init(answer: [UInt8], start: UInt32, end: UInt32) {
+    self.answer = answer
+    self.start = start
+    self.end = end
   }
 }
 

@@ -9,12 +9,15 @@ struct JournalEntry<Event: EventPayload, Mutation: Codable & Sendable & Equatabl
   struct NoState: Codable, Sendable, Equatable {}
 
   var record: PersistedRecord<NoState, Mutation>
-  /// The events in their wire form (which carries each one's type); ids are their positions in the entry.
+  /// The events in their wire form (which carries each one's type). Ids are their positions in the entry,
+  /// except that an event decoded from a poll's answer is copied as it arrived, with the id and origin it
+  /// came with; replay reads neither.
   var events: [EventEnvelope<Event>]
 
-  /// An entry of `events` after `record`. Each envelope keeps its body and the encoding the server's size
-  /// check kept (in process), which the package's coder copies instead of encoding the payload again; its
-  /// id becomes its position and its origin is dropped.
+  /// An entry of `events` after `record`. Each envelope keeps its body and the bytes it was kept with: the
+  /// members the server's size check encoded (in process) or the envelope object as it arrived in a poll's
+  /// answer (through JSON), which the package's coder copies instead of encoding the payload again. Its id
+  /// becomes its position and its origin is dropped, for the envelopes that are encoded.
   init<State>(_ record: PersistedRecord<State, Mutation>, events: AppliedEvents<Event>) {
     self.record = PersistedRecord(
       clientID: record.clientID,
@@ -50,7 +53,7 @@ struct JournalEntry<Event: EventPayload, Mutation: Codable & Sendable & Equatabl
       let serial = json.output.beginObject(at: json.depth)
       try json.output.beginMember(CodingKeys.record.stringValue, at: json.depth, serial: serial)
       try json.output.encodeValue(record, key: CodingKeys.record)
-      try json.encodeEnvelopes(events, member: CodingKeys.events, serial: serial)
+      try json.encodeEnvelopes(events, member: CodingKeys.events, serial: serial, copyingArrived: true)
       return
     }
     var container = encoder.container(keyedBy: CodingKeys.self)

@@ -26,9 +26,11 @@ public enum StateChange<Event: EventPayload>: Equatable, Sendable {
 
 /// The events applied to the confirmed state since the last save, in order: a collection of their payloads.
 ///
-/// Each keeps the envelope it arrived in, so that a journal entry can copy the payload's encoding the
-/// server's size check made (in process) instead of encoding the payload again. Two are equal when their
-/// payloads are.
+/// Each keeps the envelope it arrived in, so that a journal entry can copy the bytes the event was kept
+/// with instead of encoding the payload again: the payload's encoding the server's size check made (in
+/// process), or the envelope object as it came in a poll's answer (through JSON). The latter are the
+/// answer's own bytes, shared by all its events: holding these events keeps that answer in memory. Two are
+/// equal when their payloads are.
 public struct AppliedEvents<Event: EventPayload>: RandomAccessCollection, ExpressibleByArrayLiteral, Equatable,
   Sendable
 {

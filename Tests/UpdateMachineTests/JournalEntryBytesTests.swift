@@ -27,7 +27,7 @@ struct JournalEntryBytesTests {
     )
   }
 
-  @Test("events decoded from a poll's answer are journaled by position, without origins, and replay")
+  @Test("events decoded from a poll's answer are journaled as they arrived, and replay")
   func decodedEvents() throws {
     let answer = #"""
       {"result":"success","msg":"","queue_id":"q","events":[
@@ -39,12 +39,21 @@ struct JournalEntryBytesTests {
     let applied = AppliedEvents(envelopes: reply.events.filter { if case .payload = $0.body { true } else { false } })
     #expect(Array(applied) == [.note(text: "café"), .note(text: "two")])
 
-    // Decoded events keep no bytes (keeping them cost a poll's decode more than the journal saved, Bench C1
-    // and W3): their payloads are encoded.
+    // Each applied envelope's object is copied from the answer's bytes as it came (its members in their
+    // order, its escapes, its id and origin), instead of its payload being encoded again.
     let entry = try JournalEntry(record(notes: ["one"]), events: applied).encoded()
     let text = String(decoding: entry, as: UTF8.self)
-    #expect(text.contains(#"[{"text":"café","id":0,"type":"note"},{"text":"two","id":1,"type":"note"}]"#))
-    #expect(!text.contains("origin"))
+    #expect(
+      text.contains(
+        #"[{"type":"note","id":7,"text":"caf\u00e9","origin":{"client_id":"device","mutation_id":3}},"#
+          + #"{"type":"note","text":"two","id":9}]"#
+      )
+    )
+    // An envelope whose body changed after it arrived is encoded again.
+    var changed = applied.envelopes
+    changed[1].body = .payload(.note(text: "three"))
+    let edited = try JournalEntry(record(notes: []), events: AppliedEvents(envelopes: changed)).encoded()
+    #expect(String(decoding: edited, as: UTF8.self).contains(#"{"text":"three","id":1,"type":"note"}]"#))
     let replayed = JournalEntry.replay([entry], onto: record(notes: ["one"]), with: reducer)
     #expect(replayed.replayed == 1)
     #expect(replayed.record.state.notes == ["one", "café", "two"])
