@@ -161,7 +161,7 @@ extension EventEnvelope {
 /// Immutable: changing an envelope's body gives it a new content.
 ///
 /// Sendable unchecked only because a subclass of a non-final class cannot be checked: its property and
-/// its base class's are `let`s of `Sendable` types (`Payload: Sendable`, `EncodedMembers`, `String`), so it
+/// its base class's are `let`s of `Sendable` types (`Payload: Sendable`, `KeptBytes`, `String`), so it
 /// is never written after its initialiser returns.
 @usableFromInline package final class EventContent<Payload: EventPayload>: EventContentStorage, @unchecked Sendable {
   /// What the event carries.
