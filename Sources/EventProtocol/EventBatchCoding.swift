@@ -222,9 +222,10 @@ extension JSONValueEncoder {
             try encoder.writeArrived(arrived)
           } else if try !encoder.writeKeptEnvelope(stored) {
             let content = unsafeDowncast(stored.storage, to: EventContent<Payload>.self)
+            // Not as a whole value: that would try the kept members' merge again, which just declined.
             try encoder.encodeEnvelope(
               EventEnvelope(id: stored.id, content: content, origin: stored.origin),
-              asWholeValue: true,
+              asWholeValue: false,
               writePayload: writePayload
             )
           }
