@@ -15,7 +15,8 @@ struct Bench {
       W3   catch-up: one queue of 100,000 events drained in one poll, in process and through JSON
       W4   wake latency: 1,000 parked long-polls woken one by one, beside the same hand-over on a bare actor
       C1   client: an UpdateMachine draining 100,000 events (memory store, file store, through JSON), and
-           the save after a one-event batch when the state holds 10,000 videos
+           the save after a one-event batch when the state holds 10,000 videos, and the whole record of
+           the drained 100,000 statuses encoded (what each compaction writes)
       G1   growth: a backlog drained in polls of 1,000 and a sweep of expired queues at 10 k, 100 k and
            1 M, with the ratio between sizes (10 x is linear)
       N1   projection: 1 to 16 nodes on a log of 32 partitions, each node on its own machine, in the virtual-time

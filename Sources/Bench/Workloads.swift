@@ -281,7 +281,10 @@ struct Workloads {
     var entry = Samples()
     var entryFile = Samples()
     var fsyncOnly = Samples()
+    var statuses = Samples()
+    let drained = drainedRecord(count: quick ? 10_000 : 100_000)
     for _ in 0..<repeats {
+      statuses.values.append(seconds { _ = try? drained.encoded() } * 1000)
       whole.values.append(seconds { _ = try? InMemoryStore().save(record.encoded()) } * 1000)
       wholeFile.values.append(seconds { _ = try? store.save(record.encoded()) } * 1000)
       let memory = InMemoryStore()
@@ -302,5 +305,24 @@ struct Workloads {
     report("C1", "save_one_event_batch_10000_videos_in_memory", entry, "ms")
     report("C1", "save_one_event_batch_10000_videos_file_with_fsync", entryFile, "ms")
     report("C1", "fsync_of_an_empty_append", fsyncOnly, "ms")
+    report("C1", "encode_whole_record_\(drained.state.statuses.count)_statuses", statuses, "ms")
+  }
+
+  /// The record a drain of `count` statuses leaves (C1's state): what each compaction encodes.
+  private func drainedRecord(count: Int) -> PersistedRecord<StatusBoard.Snapshot, StatusBoard.Command> {
+    var state = StatusBoard.Snapshot()
+    for index in 0..<count { state.statuses["v\(index)"] = "viewed" }
+    return PersistedRecord(
+      clientID: "bench",
+      state: state,
+      finger: EventFinger(queueID: "q", lastEventID: count - 1),
+      lastContactAt: start,
+      dataAsOf: start,
+      queueLifetime: .seconds(3600),
+      longPollTimeout: .seconds(90),
+      outbox: [],
+      rejected: [],
+      nextMutationID: MutationID(1)
+    )
   }
 }

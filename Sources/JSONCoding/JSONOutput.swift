@@ -311,12 +311,16 @@ package final class JSONOutput {
   }
 
   /// Writes a floating-point number as `JSONEncoder` does: its shortest description without a `.0` ending.
-  package func write<Number: BinaryFloatingPoint & LosslessStringConvertible>(_ value: Number, depth: Int) throws {
+  /// - Parameter codingPath: Where the number is, for the error a non-finite one throws.
+  package func write<Number: BinaryFloatingPoint & LosslessStringConvertible>(
+    _ value: Number,
+    codingPath: @autoclosure () -> [any CodingKey]
+  ) throws {
     guard value.isFinite else {
       throw EncodingError.invalidValue(
         value,
         .init(
-          codingPath: codingPath(depth),
+          codingPath: codingPath(),
           debugDescription: "Unable to encode \(Number.self).\(value) directly in JSON."
         )
       )

@@ -36,16 +36,39 @@ extension JSONOutput {
   ///   document and inside such values only: the check is a run-time conformance lookup, too dear for every
   ///   nested value of every type).
   package func encodeValue<Value: Encodable>(_ value: Value, key: (any CodingKey)?, fields: Bool = false) throws {
+    if try writeScalar(value, key: key) { return }
+    try encodeComposite(value, key: key, fields: fields)
+  }
+
+  /// Writes `value` when it is one of the types written without an encoder (the scalars, and the types
+  /// `JSONEncoder` treats specially).
+  /// - Parameter key: The value's key, when it is not yet on the coding path (for a non-finite number's error).
+  /// - Returns: Whether it was; if not, nothing was written.
+  @inline(__always)
+  func writeScalar<Value: Encodable>(_ value: Value, key: @autoclosure () -> (any CodingKey)?) throws -> Bool {
     // Each `unsafeBitCast` below is taken only when `Value` is that very type, so it changes no bits.
-    if Value.self == String.self { return write(unsafeBitCast(value, to: String.self)) }
-    if Value.self == Int.self { return write(Int64(unsafeBitCast(value, to: Int.self))) }
-    if Value.self == Bool.self { return write(unsafeBitCast(value, to: Bool.self)) }
-    if Value.self == Double.self { return try write(unsafeBitCast(value, to: Double.self), depth: open.count) }
-    if Value.self == Data.self { return write(unsafeBitCast(value, to: Data.self).base64EncodedString()) }
-    if Value.self == URL.self { return write(unsafeBitCast(value, to: URL.self).absoluteString) }
-    if Value.self == Decimal.self {
-      return bytes.append(contentsOf: unsafeBitCast(value, to: Decimal.self).description.utf8)
+    if Value.self == String.self {
+      write(unsafeBitCast(value, to: String.self))
+    } else if Value.self == Int.self {
+      write(Int64(unsafeBitCast(value, to: Int.self)))
+    } else if Value.self == Bool.self {
+      write(unsafeBitCast(value, to: Bool.self))
+    } else if Value.self == Double.self {
+      try write(unsafeBitCast(value, to: Double.self), codingPath: codingPath(open.count) + [key()].compactMap { $0 })
+    } else if Value.self == Data.self {
+      write(unsafeBitCast(value, to: Data.self).base64EncodedString())
+    } else if Value.self == URL.self {
+      write(unsafeBitCast(value, to: URL.self).absoluteString)
+    } else if Value.self == Decimal.self {
+      bytes.append(contentsOf: unsafeBitCast(value, to: Decimal.self).description.utf8)
+    } else {
+      return false
     }
+    return true
+  }
+
+  /// Writes a value that is not a scalar through its own `encode(to:)`, at a new depth whose key is `key`.
+  func encodeComposite<Value: Encodable>(_ value: Value, key: (any CodingKey)?, fields: Bool = false) throws {
     let depth = pushValue(key: key)
     let encoder = JSONValueEncoder(output: self, depth: depth)
     if fields { try encoder.encode(value) } else { try value.encode(to: encoder) }
@@ -79,11 +102,11 @@ struct JSONObjectEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
   }
   mutating func encode(_ value: Double, forKey key: Key) throws {
     try member(key)
-    try output.write(value, depth: depth + 1)
+    try output.write(value, codingPath: codingPath + [key])
   }
   mutating func encode(_ value: Float, forKey key: Key) throws {
     try member(key)
-    try output.write(value, depth: depth + 1)
+    try output.write(value, codingPath: codingPath + [key])
   }
   mutating func encode(_ value: Int, forKey key: Key) throws {
     try member(key)
@@ -104,7 +127,16 @@ struct JSONObjectEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
   mutating func encode<Value: Encodable>(_ value: Value, forKey key: Key) throws {
     try member(key)
-    try output.encodeValue(value, key: key)
+    // A scalar needs no place on the coding path: its key is not made an existential (see `pathKey`).
+    if try output.writeScalar(value, key: Self.pathKey(key)) { return }
+    try output.encodeComposite(value, key: Self.pathKey(key))
+  }
+
+  /// `key` as the coding path holds it: itself when it fits an existential's inline buffer (three words), else
+  /// a ``JSONIndexKey`` of its name. `Dictionary`'s own key (a `String` and an `Int?`, 25 bytes) would be
+  /// copied into a heap box for each of its values; its name is what a coding path shows of it.
+  private static func pathKey(_ key: Key) -> any CodingKey {
+    MemoryLayout<Key>.size <= 3 * MemoryLayout<Int>.size ? key : JSONIndexKey(stringValue: key.stringValue)
   }
 
   mutating func nestedContainer<NestedKey: CodingKey>(
@@ -167,11 +199,11 @@ struct JSONArrayEncoder: UnkeyedEncodingContainer {
   }
   mutating func encode(_ value: Double) throws {
     try element()
-    try output.write(value, depth: depth + 1)
+    try output.write(value, codingPath: codingPath + [JSONIndexKey(intValue: count - 1)])
   }
   mutating func encode(_ value: Float) throws {
     try element()
-    try output.write(value, depth: depth + 1)
+    try output.write(value, codingPath: codingPath + [JSONIndexKey(intValue: count - 1)])
   }
   mutating func encode(_ value: Int) throws {
     try element()
@@ -238,11 +270,11 @@ struct JSONSingleValueEncoder: SingleValueEncodingContainer {
   }
   mutating func encode(_ value: Double) throws {
     try output.beginSingleValue(at: depth)
-    try output.write(value, depth: depth)
+    try output.write(value, codingPath: codingPath)
   }
   mutating func encode(_ value: Float) throws {
     try output.beginSingleValue(at: depth)
-    try output.write(value, depth: depth)
+    try output.write(value, codingPath: codingPath)
   }
   mutating func encode(_ value: Int) throws {
     try output.beginSingleValue(at: depth)

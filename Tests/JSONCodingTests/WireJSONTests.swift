@@ -201,6 +201,39 @@ struct WireJSONTests {
     #expect(throws: EncodingError.self) { try WireJSON.encode([Double.nan]) }
     #expect(throws: EncodingError.self) { try WireJSON.encode(["x": Double.infinity]) }
   }
+
+  @Test("an error inside a dictionary's value names the same coding path as Foundation's")
+  func errorPathInsideDictionary() throws {
+    /// A value whose encoding fails with its coding path, one level down.
+    struct Failing: Encodable {
+      private enum CodingKeys: CodingKey { case inner }
+      func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(Double.nan, forKey: .inner)
+      }
+    }
+    func path(_ encode: () throws -> Void) -> [String]? {
+      do {
+        try encode()
+        return nil
+      } catch EncodingError.invalidValue(_, let context) {
+        return context.codingPath.map(\.stringValue)
+      } catch {
+        return nil
+      }
+    }
+    let value = ["outer": ["a key": Failing()]]
+    let foundation = path { _ = try JSONEncoder().encode(value) }
+    #expect(foundation == ["outer", "a key", "inner"])
+    #expect(path { _ = try WireJSON.encode(value) } == foundation)
+    // A number a dictionary holds (the generic path), and one in an array.
+    let numbers = ["outer": ["a key": Double.nan]]
+    #expect(path { _ = try JSONEncoder().encode(numbers) } == ["outer", "a key"])
+    #expect(path { _ = try WireJSON.encode(numbers) } == ["outer", "a key"])
+    let inArray = [[1.0, .infinity]]
+    #expect(path { _ = try JSONEncoder().encode(inArray) } == ["Index 0", "Index 1"])
+    #expect(path { _ = try WireJSON.encode(inArray) } == ["Index 0", "Index 1"])
+  }
 }
 
 /// Any JSON value, decoded through the single-value, keyed and unkeyed containers, to compare parses.
