@@ -62,6 +62,21 @@ struct StatusReducer: UpdateReducer {
   func applyOptimistically(_ mutation: StatusBoard.Command, to state: inout StatusBoard.Snapshot) {}
 }
 
+/// The status board's client for an app whose state does not grow with the events: it keeps the latest
+/// status only, under one key (C1's second set of drains, the library's cost without the app's growing state).
+struct LatestStatusReducer: UpdateReducer {
+  /// The one key the state holds.
+  static let key = "latest"
+
+  var initialState: StatusBoard.Snapshot { StatusBoard.Snapshot() }
+
+  func apply(_ event: StatusEvent, to state: inout StatusBoard.Snapshot) throws(ReducerError) {
+    state.statuses[Self.key] = event.videoID
+  }
+
+  func applyOptimistically(_ mutation: StatusBoard.Command, to state: inout StatusBoard.Snapshot) {}
+}
+
 /// `{type: video_status, video_id: "v<i>", status: viewed}`. It writes and reads its own fields
 /// (`JSONFieldsCodable`, the opt-in beside `Codable`).
 struct StatusEvent: EventPayload, Hashable, JSONFieldsCodable {

@@ -242,13 +242,20 @@ extension JSONValueEncoder {
     try output.beginSingleValue(at: depth)
   }
 
-  /// Writes `envelope` whole, as this value, when it has kept members that merge with its own in key order
-  /// (the content's base class holds them and the event's type, so nothing here depends on the payload).
+  /// Writes `envelope` whole, as this value, when it has kept members: merged with its own in key order when
+  /// the output sorts keys (and they can be), else after them (the content's base class holds the members and
+  /// the event's type, so nothing here depends on the payload).
   /// - Returns: Whether it did; nothing is written when it did not.
   private func writeKeptEnvelope(_ envelope: StoredEnvelope) throws -> Bool {
-    guard output.sortsKeys, let encoded = envelope.storage.encodedPayload,
-      try output.writeEnvelope(encoded, id: envelope.id, type: envelope.storage.encodedType, origin: envelope.origin)
-    else { return false }
+    guard let encoded = envelope.storage.encodedPayload else { return false }
+    let type = envelope.storage.encodedType
+    if output.sortsKeys {
+      guard try output.writeEnvelope(encoded, id: envelope.id, type: type, origin: envelope.origin) else {
+        return false
+      }
+    } else {
+      try output.writeEnvelopeUnsorted(encoded, id: envelope.id, type: type, origin: envelope.origin)
+    }
     try output.beginSingleValue(at: depth)
     return true
   }

@@ -125,6 +125,32 @@ extension JSONOutput {
   /// The envelope's own keys, in their order.
   private static let envelopeKeys: [[UInt8]] = [Array("id".utf8), Array("origin".utf8), Array("type".utf8)]
 
+  /// Writes an event envelope whose payload's members were kept (``EncodedMembers``) into an output that does
+  /// not sort keys (a journal entry's): `{`, those members as they were kept, `id`, `type`, `origin`, `}`. These
+  /// are the bytes the envelope's `Codable` path writes there (the payload's members spliced, then the
+  /// envelope's own), without finding each member for a sort that will not happen.
+  package func writeEnvelopeUnsorted(
+    _ encoded: EncodedMembers,
+    id: Int,
+    type: String,
+    origin: (any Encodable)?
+  ) throws {
+    bytes.append(UInt8(ascii: "{"))
+    if !encoded.isEmpty {
+      bytes.append(contentsOf: encoded.members)
+      bytes.append(UInt8(ascii: ","))
+    }
+    bytes.append(contentsOf: #""id":"#.utf8)
+    write(Int64(id))
+    bytes.append(contentsOf: #","type":"#.utf8)
+    write(type)
+    if let origin {
+      bytes.append(contentsOf: #","origin":"#.utf8)
+      try encodeValue(origin, key: JSONIndexKey(stringValue: "origin"))
+    }
+    bytes.append(UInt8(ascii: "}"))
+  }
+
   /// Writes an event envelope (`EventProtocol`'s `EventEnvelope`: a payload's members beside `id`, `type` and an
   /// optional `origin`) whose payload's members were kept (``EncodedMembers``): `{`, those members in key
   /// order with `id`, `origin` and `type` merged in where their keys sort, `}`. These are the bytes sorting

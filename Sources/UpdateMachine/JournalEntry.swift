@@ -9,15 +9,14 @@ struct JournalEntry<Event: EventPayload, Mutation: Codable & Sendable & Equatabl
   struct NoState: Codable, Sendable, Equatable {}
 
   var record: PersistedRecord<NoState, Mutation>
-  /// The events in their wire form (which carries each one's type). Ids are their positions in the entry,
-  /// except that an event decoded from a poll's answer is copied as it arrived, with the id and origin it
-  /// came with; replay reads neither.
+  /// The events in their wire form (which carries each one's type), with the ids and origins they came with
+  /// (an event decoded from a poll's answer copied as it arrived); replay reads neither.
   var events: [EventEnvelope<Event>]
 
   /// An entry of `events` after `record`. Each envelope keeps its body and the bytes it was kept with: the
   /// members the server's size check encoded (in process) or the envelope object as it arrived in a poll's
-  /// answer (through JSON), which the package's coder copies instead of encoding the payload again. Its id
-  /// becomes its position and its origin is dropped, for the envelopes that are encoded.
+  /// answer (through JSON), which the package's coder copies instead of encoding the payload again. The
+  /// envelopes are the batch's own array, shared: nothing is copied or changed per event.
   init<State>(_ record: PersistedRecord<State, Mutation>, events: AppliedEvents<Event>) {
     self.record = PersistedRecord(
       clientID: record.clientID,
@@ -34,10 +33,6 @@ struct JournalEntry<Event: EventPayload, Mutation: Codable & Sendable & Equatabl
       deviceData: record.deviceData
     )
     self.events = events.envelopes
-    for position in self.events.indices {
-      self.events[position].id = position
-      self.events[position].origin = nil
-    }
   }
 
   private enum CodingKeys: String, CodingKey {

@@ -72,6 +72,12 @@ public struct UpdateMachineCore<
     var origins: [MutationOrigin]
     /// The events applied, in order, in their envelopes: what a journal entry records.
     var events: [EventEnvelope<Event>] = []
+
+    /// Takes `event` (applied or not) as the batch's last: its id and the mutation it came from.
+    mutating func record(_ event: EventEnvelope<Event>) {
+      if let origin = event.origin { origins.append(origin) }
+      lastEventID = event.id
+    }
   }
 
   struct Failure: Hashable, Sendable {
@@ -386,24 +392,34 @@ public struct UpdateMachineCore<
   func applyBatch(_ events: [EventEnvelope<Event>], after finger: EventFinger) -> Result<AppliedBatch, ReducerError> {
     var batch = AppliedBatch(state: confirmedState!, lastEventID: finger.lastEventID, applied: 0, origins: [])
     var previousID: Int?
-    for event in events {
+    // While every event so far is applied, the batch's events are `events` itself (the usual case: no copy,
+    // no append per event); at the first one left out, the ones before it are copied and later ones appended.
+    var appliesEvery = true
+    // By index: `enumerated()` in code not specialised for the event type looks its tuple type up per event.
+    for position in events.indices {
+      let event = events[position]
       if let previousID, event.id <= previousID {
         return .failure(ReducerError("event id \(event.id) after \(previousID) in one batch"))
       }
       previousID = event.id
-      guard event.id > finger.lastEventID else { continue }
-      if case .payload(let payload) = event.body {
-        do {
-          try reducer.reduce(payload, into: &batch.state)
-        } catch {
-          return .failure(error)
+      guard event.id > finger.lastEventID, case .payload(let payload) = event.body else {
+        if appliesEvery {
+          appliesEvery = false
+          batch.events = Array(events[..<position])
         }
-        batch.applied += 1
-        batch.events.append(event)
+        if event.id > finger.lastEventID { batch.record(event) }
+        continue
       }
-      if let origin = event.origin { batch.origins.append(origin) }
-      batch.lastEventID = event.id
+      do {
+        try reducer.reduce(payload, into: &batch.state)
+      } catch {
+        return .failure(error)
+      }
+      batch.applied += 1
+      if !appliesEvery { batch.events.append(event) }
+      batch.record(event)
     }
+    if appliesEvery { batch.events = events }
     return .success(batch)
   }
 

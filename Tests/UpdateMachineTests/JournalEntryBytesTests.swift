@@ -53,7 +53,7 @@ struct JournalEntryBytesTests {
     var changed = applied.envelopes
     changed[1].body = .payload(.note(text: "three"))
     let edited = try JournalEntry(record(notes: []), events: AppliedEvents(envelopes: changed)).encoded()
-    #expect(String(decoding: edited, as: UTF8.self).contains(#"{"text":"three","id":1,"type":"note"}]"#))
+    #expect(String(decoding: edited, as: UTF8.self).contains(#"{"text":"three","id":9,"type":"note"}]"#))
     let replayed = JournalEntry.replay([entry], onto: record(notes: ["one"]), with: reducer)
     #expect(replayed.replayed == 1)
     #expect(replayed.record.state.notes == ["one", "café", "two"])
@@ -96,7 +96,11 @@ struct JournalEntryBytesTests {
     )
     let entry = try JournalEntry(record(notes: []), events: AppliedEvents(envelopes: [envelope])).encoded()
     let text = String(decoding: entry, as: UTF8.self)
-    #expect(text.contains(#"{"text":"kept","id":0,"type":"note"}"#))
+    // With the id and origin it came with (replay reads neither), after the kept members.
+    #expect(
+      text.contains(#"{"text":"kept","id":41,"type":"note","origin":{"client_id":"device","mutation_id":2}}"#)
+    )
+    #expect(JournalEntry.replay([entry], onto: record(notes: []), with: reducer).record.state.notes == ["kept"])
 
     // Payloads given alone (a custom store's or a tool's entry) are encoded.
     let alone = try record(notes: []).journalEntry(appending: [NoteEvent.note(text: "body")])
