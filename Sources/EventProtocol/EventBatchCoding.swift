@@ -54,7 +54,7 @@ extension JSONTape {
       envelopes.reserveCapacity(capacity)
       try decodeEnvelopes(of: Payload.self, at: array, key: key, decoder: decoder, firstDisorder: &firstDisorder) {
         envelopes.append(
-          EventEnvelope(id: $0.id, content: unsafeDowncast($0.storage, to: EventContent.self), origin: $0.origin)
+          EventEnvelope(id: $0.id, storage: $0.storage, origin: $0.origin)
         )
       }
       return envelopes
@@ -116,7 +116,7 @@ extension JSONTapeDecoder {
     let envelope = try EventEnvelope<Payload>.stored(tape: tape, at: index, depth: depth, types: &types)
     return EventEnvelope(
       id: envelope.id,
-      content: unsafeDowncast(envelope.storage, to: EventContent.self),
+      storage: envelope.storage,
       origin: envelope.origin
     )
   }
@@ -155,23 +155,24 @@ extension EventEnvelope {
         && types.known.contains(type)
       types.last = (type, isPayload)
     }
-    let body: EventBody<Payload>
+    let storage: EventContentStorage
     if isPayload {
-      body = .payload(try types.readPayload(decoder))
+      let entry = tape[object]
+      storage = types.contentType.init(
+        payload: try types.readPayload(decoder),
+        kept: .arrived(ArrivedEnvelope(answer: tape.bytes, start: entry.start, end: entry.end)),
+        encodedType: ""
+      )
     } else {
       switch type {
-      case EventBody<Payload>.heartbeatType: body = .heartbeat
-      case EventBody<Payload>.restartType: body = .restart
-      default: body = .unknown(type: type)
+      case EventBody<Payload>.heartbeatType: storage = MarkerContent.heartbeat
+      case EventBody<Payload>.restartType: storage = MarkerContent.restart
+      default: storage = MarkerContent(.unknown(type: type))
       }
     }
-    let entry = tape[object]
     return StoredEnvelope(
       id: members.id,
-      storage: types.contentType.init(
-        body: body,
-        arrived: ArrivedEnvelope(answer: tape.bytes, start: entry.start, end: entry.end)
-      ),
+      storage: storage,
       origin: origin
     )
   }
@@ -221,10 +222,9 @@ extension JSONValueEncoder {
           if copiesArrived, let arrived = stored.storage.arrived {
             try encoder.writeArrived(arrived)
           } else if try !encoder.writeKeptEnvelope(stored) {
-            let content = unsafeDowncast(stored.storage, to: EventContent<Payload>.self)
             // Not as a whole value: that would try the kept members' merge again, which just declined.
             try encoder.encodeEnvelope(
-              EventEnvelope(id: stored.id, content: content, origin: stored.origin),
+              EventEnvelope<Payload>(id: stored.id, storage: stored.storage, origin: stored.origin),
               asWholeValue: false,
               writePayload: writePayload
             )
@@ -282,12 +282,11 @@ extension JSONValueEncoder {
       // Only a payload's members are kept, with its type.
       try splice(encoded)
       type = envelope.storage.encodedType
+    } else if let payload = envelope.payload {
+      if let writePayload { try writePayload(self, payload) } else { try encode(payload) }
+      type = payload.eventType
     } else {
-      let body = envelope.body
-      if case .payload(let payload) = body {
-        if let writePayload { try writePayload(self, payload) } else { try encode(payload) }
-      }
-      type = body.type
+      type = envelope.body.type
     }
     let serial = output.beginObject(at: depth)
     try output.beginMember(EnvelopeCodingKeys.id.stringValue, at: depth, serial: serial)

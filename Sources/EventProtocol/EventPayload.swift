@@ -61,8 +61,8 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
   /// The event's id within its queue.
   public var id: Int
   /// The body and its kept encoding, shared by every envelope of the same stored event (an
-  /// ``EventContent`` of this payload; stored as its base class so the envelope's layout does not depend
-  /// on the payload).
+  /// ``EventContent`` of this payload, or a ``MarkerContent`` for an event without one; stored as their base
+  /// class so the envelope's layout does not depend on the payload).
   @usableFromInline package var storage: EventContentStorage
   /// The mutation that produced the event, in the queues of the user who sent it; `nil` otherwise.
   public var origin: MutationOrigin?
@@ -71,14 +71,18 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
   public var body: EventBody<Payload> {
     // Inlinable so that a loop over envelopes in code not specialised for the payload (a client applying a
     // batch) can look the content's and body's generic types up once, not once per event.
-    @inlinable @inline(__always) get { content.body }
-    set { storage = EventContent(body: newValue, encodedPayload: nil) }
+    @inlinable @inline(__always) get {
+      // Every initialiser and setter stores an `EventContent<Payload>` or a `MarkerContent`.
+      if type(of: storage) == MarkerContent.self { return unsafeDowncast(storage, to: MarkerContent.self).body() }
+      return .payload(unsafeDowncast(storage, to: EventContent<Payload>.self).payload)
+    }
+    set { storage = EventContentStorage.of(newValue, encodedPayload: nil) }
   }
 
-  /// The shared content, as its own type.
-  @inlinable var content: EventContent<Payload> {
-    // Every initialiser and setter stores an `EventContent<Payload>`.
-    unsafeDowncast(storage, to: EventContent<Payload>.self)
+  /// The payload, when the event carries one (``body`` is `.payload`), read without making the body: for the
+  /// loops over a batch's events (applying them, writing them).
+  @inlinable @inline(__always) package var payload: Payload? {
+    type(of: storage) == MarkerContent.self ? nil : unsafeDowncast(storage, to: EventContent<Payload>.self).payload
   }
 
   /// The payload's members as the server's size check encoded them, written again verbatim when this
@@ -86,14 +90,14 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
   /// Not part of the envelope's value: equality ignores it, and changing ``body`` drops it.
   @inlinable package var encodedPayload: EncodedMembers? {
     get { storage.encodedPayload }
-    set { storage = EventContent(body: content.body, encodedPayload: newValue) }
+    set { storage = EventContentStorage.of(body, encodedPayload: newValue) }
   }
 
   /// Creates a EventEnvelope from its parts.
   @inlinable @inline(__always)
   public init(id: Int, body: EventBody<Payload>, origin: MutationOrigin? = nil) {
     self.id = id
-    self.storage = EventContent(body: body, encodedPayload: nil)
+    self.storage = EventContentStorage.of(body, encodedPayload: nil)
     self.origin = origin
   }
 
@@ -101,7 +105,7 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
   @inlinable @inline(__always)
   package init(id: Int, body: EventBody<Payload>, origin: MutationOrigin?, encodedPayload: EncodedMembers?) {
     self.id = id
-    self.storage = EventContent(body: body, encodedPayload: encodedPayload)
+    self.storage = EventContentStorage.of(body, encodedPayload: encodedPayload)
     self.origin = origin
   }
 
@@ -110,9 +114,9 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
   /// Inlinable so a server answering a poll from code not specialised for the payload builds each envelope
   /// in place: the envelope's layout does not depend on the payload, so copying one is a reference count.
   @inlinable @inline(__always)
-  package init(id: Int, content: EventContent<Payload>, origin: MutationOrigin?) {
+  package init(id: Int, storage: EventContentStorage, origin: MutationOrigin?) {
     self.id = id
-    self.storage = content
+    self.storage = storage
     self.origin = origin
   }
 
@@ -154,12 +158,17 @@ extension EventEnvelope {
   }
 }
 
-/// A stored event's body with the encoding its size check made, held by reference: every queue's envelope
-/// of one event shares one, so answering a poll copies a reference per event instead of the payload.
+/// A stored event's payload with the encoding its size check made, held by reference: every queue's
+/// envelope of one event shares one, so answering a poll copies a reference per event instead of the payload.
+/// An event without a payload (a heartbeat, a restart, a type the payload does not know) is a
+/// ``MarkerContent`` instead.
 ///
 /// An envelope of a payload type the server's code is not specialised for (another module's) then has a
 /// layout that does not depend on the payload: building, copying and dropping envelopes in a poll's answer
-/// takes no look-up of the payload's layout and no call through its value witnesses (Bench W1).
+/// takes no look-up of the payload's layout and no call through its value witnesses (Bench W1). The content
+/// holds the payload itself rather than an `EventBody<Payload>`, so that making and freeing one in code not
+/// specialised for the payload looks no derived generic type up (the payload's own type comes with the
+/// class's).
 /// Immutable: changing an envelope's body gives it a new content.
 ///
 /// Sendable unchecked only because a subclass of a non-final class cannot be checked: its property and
@@ -167,18 +176,70 @@ extension EventEnvelope {
 /// is never written after its initialiser returns.
 @usableFromInline package final class EventContent<Payload: EventPayload>: EventContentStorage, @unchecked Sendable {
   /// What the event carries.
-  @usableFromInline package let body: EventBody<Payload>
+  @usableFromInline package let payload: Payload
 
-  /// Creates the content of one event.
-  @inlinable package init(body: EventBody<Payload>, encodedPayload: EncodedMembers?) {
-    self.body = body
-    super.init(kept: encodedPayload.map(KeptBytes.members), encodedType: encodedPayload == nil ? "" : body.type)
+  /// Creates the content of an event carrying `payload`, with the bytes kept of it and, when they are the
+  /// payload's members, the event's type.
+  @inlinable package init(payload: Payload, kept: KeptBytes?, encodedType: String) {
+    self.payload = payload
+    super.init(kept: kept, encodedType: encodedType)
+  }
+}
+
+/// The content of an event without a payload: a heartbeat, a restart, or a type the payload does not know.
+/// Nothing of it is kept encoded (its envelope is written from its type alone).
+///
+/// Sendable unchecked only because a subclass of a non-final class cannot be checked: its property is a
+/// `let` of a `Sendable` type, and its base class's are `nil` and empty.
+@usableFromInline package final class MarkerContent: EventContentStorage, @unchecked Sendable {
+  /// Which event it is.
+  @usableFromInline package enum Marker: Sendable {
+    case heartbeat
+    case restart
+    case unknown(type: String)
   }
 
-  /// Creates the content of an event decoded from a poll's answer, keeping where its envelope object is.
-  @inlinable package init(body: EventBody<Payload>, arrived: ArrivedEnvelope) {
-    self.body = body
-    super.init(kept: .arrived(arrived), encodedType: "")
+  @usableFromInline package let marker: Marker
+
+  /// Every heartbeat's content.
+  @usableFromInline package static let heartbeat = MarkerContent(.heartbeat)
+  /// Every restart's content.
+  @usableFromInline package static let restart = MarkerContent(.restart)
+
+  @usableFromInline package init(_ marker: Marker) {
+    self.marker = marker
+    super.init(kept: nil, encodedType: "")
+  }
+
+  /// The event's body, for any payload type.
+  @inlinable package func body<Payload: EventPayload>() -> EventBody<Payload> {
+    switch marker {
+    case .heartbeat: .heartbeat
+    case .restart: .restart
+    case .unknown(let type): .unknown(type: type)
+    }
+  }
+}
+
+extension EventContentStorage {
+  /// The content of an event with `body`: an ``EventContent`` keeping `encodedPayload` (the payload's members
+  /// as the server's size check encoded them) when it carries a payload, else a ``MarkerContent``.
+  @inlinable @inline(__always)
+  package static func of<Payload: EventPayload>(
+    _ body: EventBody<Payload>,
+    encodedPayload: EncodedMembers?
+  ) -> EventContentStorage {
+    switch body {
+    case .payload(let payload):
+      EventContent(
+        payload: payload,
+        kept: encodedPayload.map(KeptBytes.members),
+        encodedType: encodedPayload == nil ? "" : payload.eventType
+      )
+    case .heartbeat: MarkerContent.heartbeat
+    case .restart: MarkerContent.restart
+    case .unknown(let type): MarkerContent(.unknown(type: type))
+    }
   }
 }
 

@@ -82,7 +82,7 @@ struct QueueTable<Event: EventPayload>: Sendable {
     encodedPayload: EncodedMembers? = nil
   ) -> Int {
     let entry = store.addEntry(author: author, origin: origin)
-    let content = EventContent(body: body, encodedPayload: encodedPayload)
+    let content = EventContentStorage.of(body, encodedPayload: encodedPayload)
     if entry == contents.endIndex {
       contents.append(content)
     } else {
@@ -129,7 +129,7 @@ struct QueueTable<Event: EventPayload>: Sendable {
               at: position,
               to: EventEnvelope(
                 id: id,
-                content: unsafeDowncast(contents[entry].unsafelyUnwrapped, to: EventContent<Event>.self),
+                storage: contents[entry].unsafelyUnwrapped,
                 origin: shared.origin(of: entry, for: user)
               )
             )

@@ -402,7 +402,7 @@ public struct UpdateMachineCore<
         return .failure(ReducerError("event id \(event.id) after \(previousID) in one batch"))
       }
       previousID = event.id
-      guard event.id > finger.lastEventID, case .payload(let payload) = event.body else {
+      guard event.id > finger.lastEventID, let payload = event.payload else {
         if appliesEvery {
           appliesEvery = false
           batch.events = Array(events[..<position])

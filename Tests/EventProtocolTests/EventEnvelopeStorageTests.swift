@@ -47,7 +47,10 @@ struct EventEnvelopeStorageTests {
   @Test("an envelope written as a StoredEnvelope reads back as the envelope of that content")
   func writtenThroughStoredEnvelope() {
     let origin = MutationOrigin(clientID: "phone", mutationID: MutationID(7))
-    let content = EventContent<Change>(body: .payload(.moved(from: 1, to: 2, at: 0.5)), encodedPayload: nil)
+    let content = EventContentStorage.of(
+      EventBody<Change>.payload(.moved(from: 1, to: 2, at: 0.5)),
+      encodedPayload: nil
+    )
     let envelopes = [EventEnvelope<Change>](unsafeUninitializedCapacity: 2) { buffer, count in
       buffer.withMemoryRebound(to: StoredEnvelope.self) { stored in
         stored.baseAddress!.initialize(to: StoredEnvelope(id: 41, storage: content, origin: nil))
@@ -62,6 +65,33 @@ struct EventEnvelopeStorageTests {
       ]
     )
     #expect(envelopes[0].storage === envelopes[1].storage)
+  }
+
+  @Test("every body reads back as it was made, through the payload's content or a marker's")
+  func bodiesReadBack() throws {
+    let bodies: [EventBody<Change>] = [
+      .heartbeat, .restart, .unknown(type: "zulip_other"), .payload(.renamed("x")), .payload(.cleared),
+      .payload(.moved(from: 1, to: 2, at: 0.5)),
+    ]
+    for body in bodies {
+      let envelope = EventEnvelope(id: 1, body: body)
+      #expect(envelope.body == body)
+      #expect((envelope.storage is MarkerContent) == (body.type != "change"))
+      var kept = EventEnvelope(
+        id: 1,
+        body: body,
+        origin: nil,
+        encodedPayload: try EncodedMembers.encoding(Tick(count: 1))
+      )
+      // Only a payload's members are kept.
+      #expect((kept.encodedPayload != nil) == (body.type == "change"))
+      kept.body = .heartbeat
+      #expect(kept.body == .heartbeat && kept.encodedPayload == nil)
+    }
+    // Heartbeats and restarts share one content each.
+    #expect(
+      EventEnvelope<Change>(id: 1, body: .heartbeat).storage === EventEnvelope<Tick>(id: 9, body: .heartbeat).storage
+    )
   }
 
   @Test("changing the body drops the kept encoding and leaves the other copies as they were")
