@@ -199,6 +199,7 @@ extension EventEnvelope {
     case unknown(type: String)
   }
 
+  /// Which event this is.
   @usableFromInline package let marker: Marker
 
   /// Every heartbeat's content.
@@ -206,6 +207,7 @@ extension EventEnvelope {
   /// Every restart's content.
   @usableFromInline package static let restart = MarkerContent(.restart)
 
+  /// The content of the event `marker` (heartbeats and restarts share ``heartbeat`` and ``restart``).
   @usableFromInline package init(_ marker: Marker) {
     self.marker = marker
     super.init(kept: nil, encodedType: "")
@@ -271,8 +273,9 @@ extension EventContentStorage {
   }
 }
 
-/// What an ``EventEnvelope`` stores: an ``EventContent`` of its payload, seen through this base class so
-/// that the envelope's stored properties do not mention the payload type.
+/// What an ``EventEnvelope`` stores: an ``EventContent`` of its payload (or a ``MarkerContent`` for an event
+/// without one), seen through this base class so that the envelope's stored properties do not mention the
+/// payload type.
 ///
 /// The kept encoding is here rather than in the subclass so that code not specialised for the payload (a
 /// poll's answer written by the package's coder) reads it, and the event's type, with no look-up of the
@@ -280,7 +283,8 @@ extension EventContentStorage {
 /// not.
 ///
 /// Sendable unchecked only because a non-final class cannot be checked: its properties are `let`s of
-/// `Sendable` types, and its one subclass (``EventContent``) holds `let`s of `Sendable` types only.
+/// `Sendable` types, and its two subclasses (``EventContent``, ``MarkerContent``, both final) hold `let`s of
+/// `Sendable` types only.
 @usableFromInline package class EventContentStorage: @unchecked Sendable {
   /// The bytes kept: the payload's members as the server's size check encoded them, or the envelope as it
   /// arrived in a poll's answer (one or the other, in one field, so that the content does not grow: a
