@@ -165,6 +165,19 @@ public struct UpdateMachineCore<
   var deferredPushEventID: Int?
   var saving: Saving = .saved
   var nextRequestID: UInt64 = 1
+  /// How many times the network was seen coming back: reported by the platform
+  /// (``networkBecameAvailable(now:)``) or shown by a register or poll reaching the server after a failure or
+  /// a disconnection. A request's failure to connect says something about the network only when the request
+  /// was sent after the last such return; otherwise it is news of the network as it was, and the request
+  /// goes again at once.
+  var networkReturns: UInt64 = 0
+  /// ``networkReturns`` when the register or poll in flight was sent.
+  var inFlightSentAtNetworkReturns: UInt64 = 0
+  /// ``networkReturns`` when the outbox's last request was sent.
+  var outboxSentAtNetworkReturns: UInt64 = 0
+  /// Whether the outbox waits after failing to connect (not a wait the server asked for, as a 503's or a rate
+  /// limit's): the next reconnection ends it.
+  var outboxWaitsForNetwork = false
 
   /// Creates a machine whose state is unknown until ``loaded(_:recovery:now:)``.
   ///
@@ -337,8 +350,10 @@ public struct UpdateMachineCore<
     }
     let (kind, retryAfter) = classify(error)
     let policy = kind == .protocolError ? configuration.protocolErrorBackoff : configuration.backoff
+    let outdated = isOutdatedNews(kind, sentAt: inFlightSentAtNetworkReturns)
     let attempt = noteFailure(kind, reason: error.description, now: now)
-    phase = .registerFailed(attempt: attempt, retryAt: now.advanced(by: wait(policy, attempt, retryAfter)))
+    let delay = outdated ? .zero : wait(policy, attempt, retryAfter)
+    phase = .registerFailed(attempt: attempt, retryAt: now.advanced(by: delay))
     return proceed(now: now)
   }
 
@@ -460,12 +475,10 @@ public struct UpdateMachineCore<
     }
     let (kind, retryAfter) = classify(error)
     if kind == .protocolError { return protocolFailure(error.description, now: now) }
+    let outdated = isOutdatedNews(kind, sentAt: inFlightSentAtNetworkReturns)
     let attempt = noteFailure(kind, reason: error.description, now: now)
-    phase = .pollFailed(
-      finger,
-      attempt: attempt,
-      retryAt: now.advanced(by: wait(configuration.backoff, attempt, retryAfter))
-    )
+    let delay = outdated ? .zero : wait(configuration.backoff, attempt, retryAfter)
+    phase = .pollFailed(finger, attempt: attempt, retryAt: now.advanced(by: delay))
     return proceed(now: now)
   }
 
@@ -499,8 +512,10 @@ public struct UpdateMachineCore<
     if case .api(let apiError) = error.kind, apiError.code == .unauthorized {
       return stop(.unauthorized(message: apiError.message), finger: phase.finger)
     }
+    let (kind, retryAfter) = classify(error)
+    let sentBeforeReaching = isOutdatedNews(kind, sentAt: outboxSentAtNetworkReturns)
     let attempt = (outbox?.consecutiveFailures ?? 0) + 1
-    let delay = wait(configuration.outboxBackoff, attempt, classify(error).retryAfter)
+    let delay = sentBeforeReaching ? .zero : wait(configuration.outboxBackoff, attempt, retryAfter)
     switch outbox!.failed(request, error, wait: delay, now: now) {
     case .ignored:
       return []
@@ -512,6 +527,7 @@ public struct UpdateMachineCore<
       return [persistAction()] + proceed(now: now)
     case .willRetry:
       metrics.failures += 1
+      outboxWaitsForNetwork = kind == .connection && !sentBeforeReaching
       return proceed(now: now)
     }
   }

@@ -91,9 +91,11 @@ extension UpdateMachineCore {
   }
 
   /// The platform reports a usable network path again: like coming to the foreground for connection
-  /// failures, the wait is cut short and the backoff reset (the outbox's too).
+  /// failures, the wait is cut short and the backoff reset (the outbox's too). A request sent before this
+  /// report whose failure to connect arrives after it goes again at once.
   public mutating func networkBecameAvailable(now: Timestamp) -> [Action] {
     networkReportedLost = false
+    networkReturns &+= 1
     return retryConnectionFailuresNow(now: now)
   }
 

@@ -41,6 +41,7 @@ extension UpdateMachineCore {
     let longPoll = lifecycle == .foreground && !dontBlock
     let timeout = longPoll ? longPollTimeout : configuration.shortPollTimeout
     inFlight = .poll(request, longPoll: longPoll, deadline: now.advanced(by: timeout))
+    inFlightSentAtNetworkReturns = networkReturns
     metrics.polls += 1
     return [.poll(request, finger, dontBlock: !longPoll, timeout: timeout)]
   }
@@ -49,6 +50,7 @@ extension UpdateMachineCore {
     let request = newRequestID()
     phase = .registering
     inFlight = .register(request, deadline: now.advanced(by: configuration.registerTimeout))
+    inFlightSentAtNetworkReturns = networkReturns
     metrics.registers += 1
     return [
       .register(
@@ -74,6 +76,8 @@ extension UpdateMachineCore {
       )
     else { return [] }
     metrics.submits += 1
+    outboxSentAtNetworkReturns = networkReturns
+    outboxWaitsForNetwork = false
     return [.submit(request, body, queueID: phase.finger?.queueID)]
   }
 
@@ -94,6 +98,14 @@ extension UpdateMachineCore {
   /// After a successful register or poll: take the finger, clear failures, and (in the foreground) connect.
   mutating func markSuccess(finger: EventFinger, now: Timestamp) {
     reachedServerThisSession = true
+    if failure != nil || disconnectedSince != nil {
+      // Reconnected: the network is back, and a write waiting after failing to connect goes at once.
+      networkReturns &+= 1
+      if outboxWaitsForNetwork {
+        outboxWaitsForNetwork = false
+        outbox?.retryNow()
+      }
+    }
     networkReportedLost = false
     lastContactAt = now
     dataAsOf = now
@@ -150,6 +162,12 @@ extension UpdateMachineCore {
       return max(jittered, configuration.offlineProbeInterval ?? Self.never)
     }
     return max(jittered, retryAfter ?? .zero)
+  }
+
+  /// Whether a failure of `kind` to a request sent when ``networkReturns`` was `sentAt` is news of the
+  /// network as it was: a failure to connect of a request sent before the network last came back.
+  func isOutdatedNews(_ kind: FailureKind, sentAt: UInt64) -> Bool {
+    kind == .connection && sentAt != networkReturns
   }
 
   /// A wait that does not end (a century).
