@@ -527,7 +527,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     timerDeadline = nil
     // The timer was set for a deadline that has since moved later (``rescheduleTimer()`` keeps it): nothing is
     // due yet, so no decision is taken (on a cluster node it would cost a turn); it is set again.
-    if machine.nextDeadline > timeline.now() {
+    if inPlace({ $0.nextDeadline }) > timeline.now() {
       rescheduleTimer()
       return
     }
@@ -672,7 +672,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
 
   private func afterActions() {
     if !parkedWaiters.isEmpty {
-      let parked = machine.parkedPollCount
+      let parked = inPlace { $0.parkedPollCount }
       let ready = parkedWaiters.filter { $0.count <= parked }
       parkedWaiters.removeAll { $0.count <= parked }
       for waiter in ready { waiter.continuation.resume() }
@@ -680,9 +680,14 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     rescheduleTimer()
   }
 
+  /// Reads the machine where it is stored. A plain `machine.property` copies the whole machine (and releases
+  /// the copy) in code not specialised for the application: the getter is generic, so the compiler cannot
+  /// prove it leaves the actor's storage alone. An `inout` access passes the stored machine's address.
+  private func inPlace<Value>(_ read: (inout Machine) -> Value) -> Value { read(&machine) }
+
   func rescheduleTimer() {
     guard !isShutDown else { return }
-    var deadline = machine.nextDeadline
+    var deadline = inPlace { $0.nextDeadline }
     // After a failed turn, a cluster node's timer waits until turns are tried again.
     if let until = durability?.shared?.failFastUntil { deadline = max(deadline, until) }
     // A timer set for no later than the deadline stays: if it fires before anything is due it sets itself
