@@ -263,18 +263,7 @@ struct Workloads {
     let videos = (0..<10_000).map { index in
       OutgoingVideo(id: VideoID(rawValue: "video-\(index)"), recipient: "bob", status: .uploaded)
     }
-    let record = PersistedRecord<VideoSnapshot, VideoCommand>(
-      clientID: "bench",
-      state: VideoSnapshot(outgoing: videos),
-      finger: EventFinger(queueID: "q", lastEventID: 41),
-      lastContactAt: start,
-      dataAsOf: start,
-      queueLifetime: .seconds(3600),
-      longPollTimeout: .seconds(90),
-      outbox: [],
-      rejected: [],
-      nextMutationID: MutationID(1)
-    )
+    let record = benchRecord(of: VideoSnapshot(outgoing: videos), commands: VideoCommand.self, lastEventID: 41)
     let event = VideoEvent.status(VideoStatusChanged(video: VideoID(rawValue: "video-7"), status: .viewed))
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID())")
     defer { try? FileManager.default.removeItem(at: folder) }
@@ -315,10 +304,19 @@ struct Workloads {
   private func drainedRecord(count: Int) -> PersistedRecord<StatusBoard.Snapshot, StatusBoard.Command> {
     var state = StatusBoard.Snapshot()
     for index in 0..<count { state.statuses["v\(index)"] = "viewed" }
-    return PersistedRecord(
+    return benchRecord(of: state, commands: StatusBoard.Command.self, lastEventID: count - 1)
+  }
+
+  /// A client's record holding `state`, with an empty outbox, as C1's saves write it.
+  private func benchRecord<State: Codable & Sendable & Equatable, Command: Codable & Sendable & Equatable>(
+    of state: State,
+    commands: Command.Type,
+    lastEventID: Int
+  ) -> PersistedRecord<State, Command> {
+    PersistedRecord(
       clientID: "bench",
       state: state,
-      finger: EventFinger(queueID: "q", lastEventID: count - 1),
+      finger: EventFinger(queueID: "q", lastEventID: lastEventID),
       lastContactAt: start,
       dataAsOf: start,
       queueLifetime: .seconds(3600),
