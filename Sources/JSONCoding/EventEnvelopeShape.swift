@@ -151,6 +151,84 @@ extension JSONOutput {
     bytes.append(UInt8(ascii: "}"))
   }
 
+  /// Writes the envelope of ``writeEnvelope(_:id:type:origin:)`` without an origin, when its members are in
+  /// key order with their cuts known and its type needs no escape: the same bytes, each copied once into
+  /// room made for them all, instead of a dozen appends that each check the array's capacity and uniqueness.
+  /// - Returns: `false`, having written nothing, when `type` needs an escape.
+  private func writeInPlace(
+    _ object: [UInt8],
+    cuts: (id: UInt32, origin: UInt32, type: UInt32),
+    id: Int,
+    type: String
+  ) -> Bool {
+    var type = type
+    return type.withUTF8 { type in
+      guard Self.needsNoEscape(type) else { return false }
+      let magnitude = id.magnitude
+      var digits = 1
+      var rest = magnitude / 10
+      while rest > 0 {
+        digits += 1
+        rest /= 10
+      }
+      // `{`, the members, up to three commas, `"id":`, a sign and the digits, `"type":`, the quoted type, `}`.
+      let most = object.count + 3 + 5 + 1 + digits + 7 + type.count + 2 + 1
+      let start = bytes.count
+      bytes.append(contentsOf: repeatElement(0, count: most))
+      let written = bytes.withUnsafeMutableBufferPointer { buffer in
+        object.withUnsafeBufferPointer { object in
+          var out = buffer.baseAddress! + start
+          let origin = out
+          var wroteMember = false
+          func copy(_ bytes: UnsafeBufferPointer<UInt8>) {
+            out.update(from: bytes.baseAddress!, count: bytes.count)
+            out += bytes.count
+          }
+          func put(_ byte: UInt8) {
+            out.pointee = byte
+            out += 1
+          }
+          // Members `from..<to` are the bytes up to the comma (or the brace) before `to`.
+          func run(from: Int, to: Int) {
+            guard from < to, from < object.count - 1 else { return }
+            if wroteMember { put(UInt8(ascii: ",")) }
+            copy(UnsafeBufferPointer(rebasing: object[from..<(to - 1)]))
+            wroteMember = true
+          }
+          func key(_ name: StaticString) {
+            if wroteMember { put(UInt8(ascii: ",")) }
+            put(UInt8(ascii: "\""))
+            copy(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            put(UInt8(ascii: "\""))
+            put(UInt8(ascii: ":"))
+            wroteMember = true
+          }
+          put(UInt8(ascii: "{"))
+          run(from: 1, to: Int(cuts.id))
+          key("id")
+          if id < 0 { put(UInt8(ascii: "-")) }
+          var remaining = magnitude
+          for place in stride(from: digits - 1, through: 0, by: -1) {
+            out[place] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: remaining % 10)
+            remaining /= 10
+          }
+          out += digits
+          run(from: Int(cuts.id), to: Int(cuts.origin))
+          run(from: Int(cuts.origin), to: Int(cuts.type))
+          key("type")
+          put(UInt8(ascii: "\""))
+          copy(type)
+          put(UInt8(ascii: "\""))
+          run(from: Int(cuts.type), to: object.count)
+          put(UInt8(ascii: "}"))
+          return out - origin
+        }
+      }
+      bytes.removeLast(most - written)
+      return true
+    }
+  }
+
   /// Writes an event envelope (`EventProtocol`'s `EventEnvelope`: a payload's members beside `id`, `type` and an
   /// optional `origin`) whose payload's members were kept (``EncodedMembers``): `{`, those members in key
   /// order with `id`, `origin` and `type` merged in where their keys sort, `}`. These are the bytes sorting
@@ -167,6 +245,9 @@ extension JSONOutput {
     origin: (any Encodable)?
   ) throws -> Bool {
     let object = encoded.object
+    if let cuts = encoded.envelopeCuts, origin == nil, writeInPlace(object, cuts: cuts, id: id, type: type) {
+      return true
+    }
     if let cuts = encoded.envelopeCuts {
       // The members are in key order: copy the runs between the envelope's own members.
       let cutID = Int(cuts.id)

@@ -341,6 +341,14 @@ package final class JSONOutput {
     }
   }
 
+  /// Whether ``write(_:)-(String)`` writes these UTF-8 bytes as they are, between quotes.
+  static func needsNoEscape(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+    writtenLengths.withUnsafeBufferPointer { writtenLengths in
+      for byte in utf8 where writtenLengths[Int(byte)] > 1 { return false }
+      return true
+    }
+  }
+
   /// How many bytes ``write(_:)-(String)`` writes for `value`: its UTF-8, its quotes and its escapes.
   static func quotedLength(of value: String) -> Int {
     value.utf8.reduce(2) { $0 + Int(writtenLengths[Int($1)]) }
