@@ -46,6 +46,19 @@ struct VideoClientMain {
     let events = await device.events()
     await device.start()
     let deadline = ContinuousClock.now + options.timeout
+    // Once the machine holds the server's state, its queue is registered: a script waits for this line
+    // before its faults, so that a later registration can only mean a lost queue (registers retried on a
+    // failure before the first answer are not that).
+    let registered = Task {
+      var snapshot = await device.machine.snapshot
+      while ContinuousClock.now < deadline, snapshot.confirmedState == nil {
+        try await Task.sleep(for: .milliseconds(50))
+        snapshot = await device.machine.snapshot
+      }
+      // Written at once (`print` is buffered when the output is a file).
+      let line = "\(options.user): registered after \(snapshot.metrics.registers) register requests\n"
+      FileHandle.standardOutput.write(Data(line.utf8))
+    }
     let verified = VerifiedCount()
     let viewer = Task {
       for await event in events {
@@ -73,6 +86,7 @@ struct VideoClientMain {
       try? await Task.sleep(for: .milliseconds(100))
     }
     viewer.cancel()
+    registered.cancel()
     let final = await device.machine.snapshot
     let metrics = final.metrics
     let notViewed = (final.confirmedState?.outgoing ?? []).filter { $0.status != .viewed }
