@@ -171,7 +171,9 @@ extension JSONOutput {
         digits += 1
         rest /= 10
       }
-      // `{`, the members, up to three commas, `"id":`, a sign and the digits, `"type":`, the quoted type, `}`.
+      // The runs with the commas between the parts take at most the object's bytes (each run leaves out the
+      // separator after it); then `{`, `}`, `"id":`, a sign and the digits, `"type":` and the quoted type, and
+      // two bytes to spare.
       let most = object.count + 3 + 5 + 1 + digits + 7 + type.count + 2 + 1
       let start = bytes.count
       bytes.append(contentsOf: repeatElement(0, count: most))
