@@ -19,6 +19,11 @@ struct SoakClientMain {
       print(line)
       exit(succeeded ? 0 : 1)
     }
+    if let probe = IdleCostProbe(arguments) {
+      let (line, succeeded) = await Task.detached { await probe.run() }.value
+      print(line)
+      exit(succeeded ? 0 : 1)
+    }
     if let probe = LagProbe(arguments) {
       let (line, succeeded) = await Task.detached { await probe.run() }.value
       print(line)
@@ -155,6 +160,16 @@ struct SoakClientArguments: ParsableCommand {
   var writeRate: Int?
   @Option(name: .customLong("write-seconds"), help: "How long the write-rate probe offers writes (1 to 600).")
   var writeSeconds = 5
+  @Option(
+    name: .customLong("idle-seconds"),
+    help: "Measure what an idle client costs instead: hold a long-poll this many seconds (1 to 3600)."
+  )
+  var idleSeconds: Int?
+  @Option(
+    name: .customLong("idle-cpu-limit"),
+    help: "The most processor time the idle probe may use, as a share of its wall time (0 to 1)."
+  )
+  var idleCPULimit = 0.05
   @Option(help: "The most writes the outbox sends in one request (1 to 32, the server's window).")
   var batch = UpdateMachineConfiguration().maximumMutationsPerRequest
 
@@ -177,6 +192,12 @@ struct SoakClientArguments: ParsableCommand {
     }
     if !(1...32).contains(batch) {
       throw ValidationError("--batch must be a whole number in 1...32, not \(batch)")
+    }
+    if let idleSeconds, !(1...3600).contains(idleSeconds) {
+      throw ValidationError("--idle-seconds must be a whole number in 1...3600, not \(idleSeconds)")
+    }
+    if !(0...1).contains(idleCPULimit) {
+      throw ValidationError("--idle-cpu-limit must be a number from 0 to 1, not \(idleCPULimit)")
     }
     if !(1...100_000).contains(lagSamples) {
       throw ValidationError("--lag-samples must be a whole number in 1...100000, not \(lagSamples)")

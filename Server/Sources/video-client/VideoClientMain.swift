@@ -36,7 +36,10 @@ struct VideoClientMain {
         credentials: credentials
       ),
       store: FileStore(url: options.stateDirectory.appendingPathComponent("record.json")),
-      remoteBlobs: HTTPBlobStore(endpoint: HTTPEndpoint(baseURL: options.server, credentials: credentials)),
+      remoteBlobs: FailureLoggingBlobStore(
+        user: options.user,
+        base: HTTPBlobStore(endpoint: HTTPEndpoint(baseURL: options.server, credentials: credentials))
+      ),
       localBlobs: FileBlobStore(directory: options.stateDirectory.appendingPathComponent("blobs")),
       clock: ContinuousClock(),
       configuration: configuration,
@@ -55,6 +58,7 @@ struct VideoClientMain {
         try await Task.sleep(for: .milliseconds(50))
         snapshot = await device.machine.snapshot
       }
+      guard snapshot.confirmedState != nil else { return }
       // Written at once (`print` is buffered when the output is a file).
       let line = "\(options.user): registered after \(snapshot.metrics.registers) register requests\n"
       FileHandle.standardOutput.write(Data(line.utf8))
@@ -124,6 +128,58 @@ enum Recording {
     let seed = UInt8(truncatingIfNeeded: header.reduce(0) { $0 &+ Int($1) })
     return bytes[(newline + 1)...].enumerated().allSatisfy {
       $0.element == UInt8(truncatingIfNeeded: $0.offset &* 31) &+ seed
+    }
+  }
+}
+
+/// The server's blob store, with each failure written to standard error as it happens: a soak whose
+/// transfers stall shows why in the client's log (the device itself only retries).
+struct FailureLoggingBlobStore<Base: BlobStore>: BlobStore {
+  let user: UserID
+  let base: Base
+
+  func partialLength(_ key: BlobKey) async throws(BlobStoreError) -> Int {
+    try await logged("partialLength \(key)") { () async throws(BlobStoreError) in try await base.partialLength(key) }
+  }
+
+  func append(_ bytes: Data, to key: BlobKey, at offset: Int) async throws(BlobStoreError) {
+    try await logged("append \(bytes.count) bytes to \(key) at \(offset)") { () async throws(BlobStoreError) in
+      try await base.append(bytes, to: key, at: offset)
+    }
+  }
+
+  func complete(_ key: BlobKey, at time: Timestamp) async throws(BlobStoreError) {
+    try await logged("complete \(key)") { () async throws(BlobStoreError) in try await base.complete(key, at: time) }
+  }
+
+  func size(of key: BlobKey) async throws(BlobStoreError) -> Int {
+    try await logged("size \(key)") { () async throws(BlobStoreError) in try await base.size(of: key) }
+  }
+
+  func read(_ key: BlobKey, offset: Int, length: Int) async throws(BlobStoreError) -> Data {
+    try await logged("read \(length) bytes of \(key) at \(offset)") { () async throws(BlobStoreError) in
+      try await base.read(key, offset: offset, length: length)
+    }
+  }
+
+  func delete(_ key: BlobKey) async throws(BlobStoreError) {
+    try await logged("delete \(key)") { () async throws(BlobStoreError) in try await base.delete(key) }
+  }
+
+  func list() async throws(BlobStoreError) -> [BlobInfo] {
+    try await logged("list") { () async throws(BlobStoreError) in try await base.list() }
+  }
+
+  private func logged<Value>(
+    _ operation: String,
+    _ body: () async throws(BlobStoreError) -> Value
+  ) async throws(BlobStoreError) -> Value {
+    do {
+      return try await body()
+    } catch {
+      let line = "\(Date()) \(user): blob \(operation) failed: \(error)\n"
+      FileHandle.standardError.write(Data(line.utf8))
+      throw error
     }
   }
 }

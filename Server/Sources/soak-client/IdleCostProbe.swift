@@ -1,0 +1,77 @@
+import EventProtocol
+import Foundation
+import SampleApps
+import UpdateMachine
+
+/// `soak-client --idle-seconds N`: what an idle client costs. A machine registers, then holds its long-poll
+/// open on a queue nobody writes to for `N` seconds; the probe prints the processor time the whole process
+/// used over that window, as a share of it.
+///
+/// An idle long-poll should cost next to nothing: the client waits on a socket. On Linux,
+/// FoundationNetworking's `URLSession` can instead spin while a request waits for its answer (see
+/// `HTTPEndpoint`'s poll connection), burning a processor for the whole hold. The probe fails when the share
+/// is above `--idle-cpu-limit`. The share is processor time over wall time: a busy machine can only lower it,
+/// so the verdict does not depend on the machine's speed.
+struct IdleCostProbe {
+  let server: URL
+  let user: UserID
+  let key: String
+  let stateDirectory: URL
+  let idle: Duration
+  let limit: Double
+
+  init?(_ arguments: SoakClientArguments) {
+    guard let seconds = arguments.idleSeconds else { return nil }
+    server = URL(string: arguments.server)!  // validate() checked it
+    user = UserID(arguments.user)
+    key = arguments.key
+    stateDirectory = URL(fileURLWithPath: arguments.stateDirectory)
+    idle = .seconds(seconds)
+    limit = arguments.idleCPULimit
+  }
+
+  func run() async -> (String, Bool) {
+    let machine = UpdateMachine(
+      reducer: NotesReducer(user: user),
+      transport: URLSessionTransport<NoteSnapshot, NoteEvent, NoteBoard.Command>(
+        baseURL: server,
+        credentials: HTTPCredentials(user: user, apiKey: key)
+      ),
+      store: FileStore(url: stateDirectory.appendingPathComponent("record.json"))
+    )
+    await machine.start()
+    let registeredBy = ContinuousClock.now + .seconds(30)
+    while await machine.snapshot.confirmedState == nil {
+      guard ContinuousClock.now < registeredBy else {
+        await machine.stop()
+        return ("idle-cost: FAILED (no registration within 30 s)", false)
+      }
+      try? await Task.sleep(for: .milliseconds(50))
+    }
+    // The first poll goes out once the registration is applied; a moment later it is parked on the server.
+    try? await Task.sleep(for: .milliseconds(500))
+    let before = Self.processorTime()
+    let started = ContinuousClock.now
+    try? await Task.sleep(for: idle)
+    let used = Self.processorTime() - before
+    let wall = ContinuousClock.now - started
+    let metrics = await machine.snapshot.metrics
+    await machine.stop()
+    let seconds = Double(wall / .milliseconds(1)) / 1000
+    let share = used / seconds
+    let passed = share <= limit
+    let line =
+      String(format: "idle-cost: %.2f s of processor time over %.1f s idle ", used, seconds)
+      + String(format: "(%.1f %%, limit %.1f %%); ", share * 100, limit * 100)
+      + "polls \(metrics.polls), failures \(metrics.failures) — \(passed ? "passed" : "FAILED")"
+    return (line, passed)
+  }
+
+  /// User and system processor time of this process so far, in seconds.
+  static func processorTime() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+  }
+}
