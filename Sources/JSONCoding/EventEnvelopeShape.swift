@@ -151,83 +151,71 @@ extension JSONOutput {
     bytes.append(UInt8(ascii: "}"))
   }
 
-  /// Writes the envelope of ``writeEnvelope(_:id:type:origin:)`` without an origin, when its members are in
-  /// key order with their cuts known and its type needs no escape: the same bytes, each copied once into
-  /// room made for them all, instead of a dozen appends that each check the array's capacity and uniqueness.
-  /// - Returns: `false`, having written nothing, when `type` needs an escape.
-  private func writeInPlace(
+  /// Writes the envelope of ``writeEnvelope(_:id:type:origin:)`` when its payload's members are in key order
+  /// with the cuts where `id`, `origin` and `type` go (``EncodedMembers/envelopeCuts``): the runs of members
+  /// between the cuts, copied, with the envelope's own members between them. Each part is copied once into
+  /// room made for it (``appendInPlace(of:most:wroteMember:_:)``): all of them at once in the usual case (no
+  /// origin, a type with no escape); otherwise the origin goes through `encodeValue` and an escaped type
+  /// through `write(_:)`, with the parts around them in place.
+  private func writeInKeyOrder(
     _ object: [UInt8],
     cuts: (id: UInt32, origin: UInt32, type: UInt32),
     id: Int,
-    type: String
-  ) -> Bool {
-    var type = type
-    return type.withUTF8 { type in
-      guard Self.needsNoEscape(type) else { return false }
-      let magnitude = id.magnitude
-      var digits = 1
-      var rest = magnitude / 10
-      while rest > 0 {
-        digits += 1
-        rest /= 10
-      }
-      // The runs with the commas between the parts take at most the object's bytes (each run leaves out the
-      // separator after it); then `{`, `}`, `"id":`, a sign and the digits, `"type":` and the quoted type, and
-      // two bytes to spare.
-      let most = object.count + 3 + 5 + 1 + digits + 7 + type.count + 2 + 1
-      let start = bytes.count
-      bytes.append(contentsOf: repeatElement(0, count: most))
-      let written = bytes.withUnsafeMutableBufferPointer { buffer in
-        object.withUnsafeBufferPointer { object in
-          var out = buffer.baseAddress! + start
-          let origin = out
-          var wroteMember = false
-          func copy(_ bytes: UnsafeBufferPointer<UInt8>) {
-            out.update(from: bytes.baseAddress!, count: bytes.count)
-            out += bytes.count
+    type: String,
+    origin: (any Encodable)?
+  ) throws {
+    let cutID = Int(cuts.id)
+    let cutOrigin = Int(cuts.origin)
+    let cutType = Int(cuts.type)
+    var typeBytes = type
+    try typeBytes.withUTF8 { typeBytes in
+      let plainType = Self.needsNoEscape(typeBytes)
+      try object.withUnsafeBufferPointer { object in
+        // The runs with the commas between the parts take at most the object's bytes (each run leaves out
+        // the separator after it); then `{`, `}`, each key with its quotes, colon and comma, and the values.
+        let keys = 3 + 6 + 10 + 8
+        var wroteMember = false
+        if origin == nil, plainType {
+          appendInPlace(
+            of: object,
+            most: object.count + keys + InPlaceMembers.integerRoom + typeBytes.count + 2,
+            wroteMember: &wroteMember
+          ) { members in
+            members.put(UInt8(ascii: "{"))
+            members.run(from: 1, to: cutID)
+            members.key("id")
+            members.integer(id)
+            members.run(from: cutID, to: cutOrigin)
+            members.run(from: cutOrigin, to: cutType)
+            members.key("type")
+            members.plainString(typeBytes)
+            members.run(from: cutType, to: object.count)
+            members.put(UInt8(ascii: "}"))
           }
-          func put(_ byte: UInt8) {
-            out.pointee = byte
-            out += 1
-          }
-          // Members `from..<to` are the bytes up to the comma (or the brace) before `to`.
-          func run(from: Int, to: Int) {
-            guard from < to, from < object.count - 1 else { return }
-            if wroteMember { put(UInt8(ascii: ",")) }
-            copy(UnsafeBufferPointer(rebasing: object[from..<(to - 1)]))
-            wroteMember = true
-          }
-          func key(_ name: StaticString) {
-            if wroteMember { put(UInt8(ascii: ",")) }
-            put(UInt8(ascii: "\""))
-            copy(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-            put(UInt8(ascii: "\""))
-            put(UInt8(ascii: ":"))
-            wroteMember = true
-          }
-          put(UInt8(ascii: "{"))
-          run(from: 1, to: Int(cuts.id))
-          key("id")
-          if id < 0 { put(UInt8(ascii: "-")) }
-          var remaining = magnitude
-          for place in stride(from: digits - 1, through: 0, by: -1) {
-            out[place] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: remaining % 10)
-            remaining /= 10
-          }
-          out += digits
-          run(from: Int(cuts.id), to: Int(cuts.origin))
-          run(from: Int(cuts.origin), to: Int(cuts.type))
-          key("type")
-          put(UInt8(ascii: "\""))
-          copy(type)
-          put(UInt8(ascii: "\""))
-          run(from: Int(cuts.type), to: object.count)
-          put(UInt8(ascii: "}"))
-          return out - origin
+          return
+        }
+        appendInPlace(of: object, most: object.count + keys + InPlaceMembers.integerRoom, wroteMember: &wroteMember) {
+          members in
+          members.put(UInt8(ascii: "{"))
+          members.run(from: 1, to: cutID)
+          members.key("id")
+          members.integer(id)
+          members.run(from: cutID, to: cutOrigin)
+          if origin != nil { members.key("origin") }
+        }
+        if let origin { try encodeValue(origin, key: JSONIndexKey(stringValue: "origin")) }
+        appendInPlace(of: object, most: object.count + keys + typeBytes.count + 2, wroteMember: &wroteMember) {
+          members in
+          members.run(from: cutOrigin, to: cutType)
+          members.key("type")
+          if plainType { members.plainString(typeBytes) }
+        }
+        if !plainType { write(type) }
+        appendInPlace(of: object, most: object.count + 1, wroteMember: &wroteMember) { members in
+          members.run(from: cutType, to: object.count)
+          members.put(UInt8(ascii: "}"))
         }
       }
-      bytes.removeLast(most - written)
-      return true
     }
   }
 
@@ -247,45 +235,8 @@ extension JSONOutput {
     origin: (any Encodable)?
   ) throws -> Bool {
     let object = encoded.object
-    if let cuts = encoded.envelopeCuts, origin == nil, writeInPlace(object, cuts: cuts, id: id, type: type) {
-      return true
-    }
     if let cuts = encoded.envelopeCuts {
-      // The members are in key order: copy the runs between the envelope's own members.
-      let cutID = Int(cuts.id)
-      let cutOrigin = Int(cuts.origin)
-      let cutType = Int(cuts.type)
-      var written = false
-      func run(from start: Int, to end: Int) {
-        // Members `start..<end` are the bytes up to the comma (or the brace) before `end`.
-        guard start < end, start < object.count - 1 else { return }
-        if written { bytes.append(UInt8(ascii: ",")) }
-        object.withUnsafeBufferPointer {
-          bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[start..<(end - 1)]))
-        }
-        written = true
-      }
-      func key(_ name: StaticString) {
-        if written { bytes.append(UInt8(ascii: ",")) }
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
-        written = true
-      }
-      bytes.append(UInt8(ascii: "{"))
-      run(from: 1, to: cutID)
-      key("id")
-      write(Int64(id))
-      run(from: cutID, to: cutOrigin)
-      if let origin {
-        key("origin")
-        try encodeValue(origin, key: JSONIndexKey(stringValue: "origin"))
-      }
-      run(from: cutOrigin, to: cutType)
-      key("type")
-      write(type)
-      run(from: cutType, to: object.count)
-      bytes.append(UInt8(ascii: "}"))
+      try writeInKeyOrder(object, cuts: cuts, id: id, type: type, origin: origin)
       return true
     }
     var members = mergingMembers
