@@ -55,21 +55,46 @@ final class CannedHTTPServer: Sendable {
       let connection = accept(listener, nil, nil)
       guard connection >= 0 else { return }
       var received: [UInt8] = []
+      var body: [UInt8] = []
       var buffer = [UInt8](repeating: 0, count: 4096)
       while !received.ends(with: Array("\r\n\r\n".utf8)) {
         let count = read(connection, &buffer, buffer.count)
         guard count > 0 else { break }
         received += buffer[0..<count]
         if let end = received.firstRange(of: Array("\r\n\r\n".utf8)) {
+          body = Array(received[end.upperBound...])
           received = Array(received[..<end.upperBound])
           break
         }
       }
       let head = String(decoding: received, as: UTF8.self)
       heads.withLock { $0.append(head) }
+      Self.readBody(of: head, from: connection, after: body)
       let bytes = Array(respond(head).utf8)
       _ = bytes.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
       close(connection)
+    }
+  }
+
+  /// Reads the request's body to its end (`already` is what came with the head) before the answer: a socket
+  /// closed with unread bytes sends a reset, which can reach the client before the answer does. A streamed
+  /// body comes in parts after the head (`Transfer-Encoding: chunked`), so on a busy machine it often arrived
+  /// after the head was read ("Connection reset by peer" in `TransportBatchTests`). Reads wait at most 10 s.
+  private static func readBody(of head: String, from connection: Int32, after already: [UInt8]) {
+    let fields = head.lowercased()
+    let chunked = fields.contains("\r\ntransfer-encoding: chunked")
+    let length = fields.components(separatedBy: "\r\n")
+      .first { $0.hasPrefix("content-length:") }
+      .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+    guard chunked || (length ?? 0) > 0 else { return }
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var body = already
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while chunked ? !body.ends(with: Array("0\r\n\r\n".utf8)) : body.count < length! {
+      let count = read(connection, &buffer, buffer.count)
+      guard count > 0 else { return }
+      body += buffer[0..<count]
     }
   }
 
