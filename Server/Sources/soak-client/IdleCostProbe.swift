@@ -15,31 +15,26 @@ import UpdateMachine
 /// is above `--idle-cpu-limit`. The share is processor time over wall time: a busy machine can only lower it,
 /// so the verdict does not depend on the machine's speed.
 struct IdleCostProbe {
-  let server: URL
-  let user: UserID
-  let key: String
-  let stateDirectory: URL
+  /// The server, the user and key, and the state folder (`SoakClientMain`'s options).
+  let client: Options
   let idle: Duration
   let limit: Double
 
   init?(_ arguments: SoakClientArguments) {
     guard let seconds = arguments.idleSeconds else { return nil }
-    server = URL(string: arguments.server)!  // validate() checked it
-    user = UserID(arguments.user)
-    key = arguments.key
-    stateDirectory = URL(fileURLWithPath: arguments.stateDirectory)
+    client = Options(arguments)
     idle = .seconds(seconds)
     limit = arguments.idleCPULimit
   }
 
   func run() async -> (String, Bool) {
     let machine = UpdateMachine(
-      reducer: NotesReducer(user: user),
+      reducer: NotesReducer(user: client.user),
       transport: URLSessionTransport<NoteSnapshot, NoteEvent, NoteBoard.Command>(
-        baseURL: server,
-        credentials: HTTPCredentials(user: user, apiKey: key)
+        baseURL: client.server,
+        credentials: HTTPCredentials(user: client.user, apiKey: client.key)
       ),
-      store: FileStore(url: stateDirectory.appendingPathComponent("record.json"))
+      store: FileStore(url: client.stateDirectory.appendingPathComponent("record.json"))
     )
     await machine.start()
     let registeredBy = ContinuousClock.now + .seconds(30)

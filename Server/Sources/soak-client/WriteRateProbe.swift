@@ -10,38 +10,33 @@ import UpdateMachine
 /// acknowledged per second over the run (first submit to last acknowledgement), p50, p99 and the largest
 /// latency. `--batch 1` sends one write per round trip (as before batches).
 final class WriteRateProbe: Sendable {
-  let server: URL
-  let user: UserID
-  let key: String
+  /// The server, the user and key, and the state folder (`SoakClientMain`'s options).
+  let client: Options
   let rate: Int
   let seconds: Int
   let batch: Int
-  let stateDirectory: URL
 
   init?(_ arguments: SoakClientArguments) {
     guard let rate = arguments.writeRate else { return nil }
-    server = URL(string: arguments.server)!  // validate() checked it
-    user = UserID(arguments.user)
-    key = arguments.key
+    client = Options(arguments)
     self.rate = rate
     seconds = arguments.writeSeconds
     batch = arguments.batch
-    stateDirectory = URL(fileURLWithPath: arguments.stateDirectory)
   }
 
   func run() async -> (String, Bool) {
     let transport = URLSessionTransport<NoteSnapshot, NoteEvent, NoteBoard.Command>(
-      baseURL: server,
-      credentials: HTTPCredentials(user: user, apiKey: key)
+      baseURL: client.server,
+      credentials: HTTPCredentials(user: client.user, apiKey: client.key)
     )
     let acknowledgedAt = Mutex<[MutationID: ContinuousClock.Instant]>([:])
     var configuration = UpdateMachineConfiguration()
     configuration.maximumMutationsPerRequest = batch
-    try? FileManager.default.createDirectory(at: stateDirectory, withIntermediateDirectories: true)
+    try? FileManager.default.createDirectory(at: client.stateDirectory, withIntermediateDirectories: true)
     let machine = UpdateMachine(
-      reducer: NotesReducer(user: user),
+      reducer: NotesReducer(user: client.user),
       transport: transport,
-      store: FileStore(url: stateDirectory.appendingPathComponent("write-rate.json")),
+      store: FileStore(url: client.stateDirectory.appendingPathComponent("write-rate.json")),
       configuration: configuration,
       log: { event in
         // Every write of a successful batch was decided: `--batch` is at most the server's window (32).
@@ -66,7 +61,7 @@ final class WriteRateProbe: Sendable {
       let due = started + .nanoseconds(Int64(number) * 1_000_000_000 / Int64(rate))
       if due > ContinuousClock.now { try? await Task.sleep(until: due, clock: .continuous) }
       let submitted = ContinuousClock.now
-      let id = await machine.submit(.post("rate-\(number)", to: [user]))
+      let id = await machine.submit(.post("rate-\(number)", to: [client.user]))
       submittedAt[id] = submitted
     }
     let deadline = ContinuousClock.now + .seconds(30)
