@@ -228,7 +228,14 @@ extension JSONTape {
     let bytes: UnsafeBufferPointer<UInt8>
     var position: Int
 
+    @inline(__always)
     mutating func skipWhitespace(allowingEnd: Bool = false) throws(JSONTapeError) {
+      // Most values follow their separator directly: one comparison decides.
+      if position < bytes.count && bytes[position] > 0x20 { return }
+      try skipWhitespaceRun(allowingEnd: allowingEnd)
+    }
+
+    mutating func skipWhitespaceRun(allowingEnd: Bool) throws(JSONTapeError) {
       while position < bytes.count {
         switch bytes[position] {
         case 0x20, 0x0A, 0x0D, 0x09: position += 1
@@ -246,6 +253,7 @@ extension JSONTape {
       position += count
     }
 
+    @inline(__always)
     mutating func parseValue(into entries: inout [Entry], depth: Int) throws(JSONTapeError) {
       let start = position
       let index = UInt32(entries.count)
@@ -323,6 +331,7 @@ extension JSONTape {
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    @inline(__always)
     mutating func parseNumber(into entries: inout [Entry]) throws(JSONTapeError) {
       let start = position
       var fractional = false
@@ -359,11 +368,13 @@ extension JSONTape {
     }
 
     /// A string from its opening quote: control characters refused, escapes checked, UTF-8 validated.
+    @inline(__always)
     mutating func parseString(into entries: inout [Entry]) throws(JSONTapeError) {
       position += 1
       let start = position
       var escaped = false
       while true {
+        position = Self.firstSpecialByte(in: bytes, from: position)
         guard position < bytes.count else { throw JSONTapeError(offset: position, "a string is not closed") }
         let byte = bytes[position]
         if byte == UInt8(ascii: "\"") { break }
@@ -373,11 +384,7 @@ extension JSONTape {
           continue
         }
         if byte < 0x20 { throw JSONTapeError(offset: position, "a control character in a string") }
-        if byte < 0x80 {
-          position += 1
-        } else {
-          try skipUTF8Sequence()
-        }
+        try skipUTF8Sequence()
       }
       let raw = UnsafeBufferPointer(rebasing: bytes[start..<position])
       if escaped {
@@ -388,6 +395,37 @@ extension JSONTape {
         Entry(kind: .string, flag: escaped, start: UInt32(start), end: UInt32(position), next: index + 1, count: 0)
       )
       position += 1
+    }
+
+    /// The index of the first byte at or after `position` that a string's scan must look at (a quote, a
+    /// backslash, a control character or a byte of a multi-byte sequence), or `bytes.count`.
+    ///
+    /// Eight bytes at a time while eight remain. Each test below sets the high bit of a byte that matches,
+    /// and may also set it in bytes after a match (a borrow carries upwards), never before one; so the lowest
+    /// set bit, in the little-endian word, is the first match.
+    @inline(__always)
+    static func firstSpecialByte(in bytes: UnsafeBufferPointer<UInt8>, from position: Int) -> Int {
+      let ones: UInt64 = 0x0101_0101_0101_0101
+      let highs: UInt64 = 0x8080_8080_8080_8080
+      var position = position
+      let base = UnsafeRawPointer(bytes.baseAddress!)
+      while position + 8 <= bytes.count {
+        let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+        let quotes = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+        let backslashes = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+        let matches =
+          ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)
+          | ((word &- ones &* 0x20) & ~word) | word
+        let found = matches & highs
+        if found != 0 { return position + found.trailingZeroBitCount / 8 }
+        position += 8
+      }
+      while position < bytes.count {
+        let byte = bytes[position]
+        if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { return position }
+        position += 1
+      }
+      return position
     }
 
     /// Steps over one multi-byte UTF-8 sequence, refusing overlong forms, surrogates and values over U+10FFFF.

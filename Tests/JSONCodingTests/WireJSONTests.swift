@@ -113,6 +113,27 @@ struct WireJSONTests {
     #expect(try WireJSON.decode([String].self, from: Array("[\"é€😀\"]".utf8)) == ["é€😀"])
   }
 
+  @Test("each byte a string's scan stops at, at each place of the eight-byte words it reads: Foundation's verdict")
+  func specialBytesInEveryPlace() throws {
+    // The parser reads a string eight bytes at a time and must stop at the first quote, backslash, control
+    // character or byte of a multi-byte sequence wherever it sits in the word, and after earlier matches.
+    let specials: [[UInt8]] = [
+      Array("\"".utf8), Array("\\n".utf8), Array("\\u00e9".utf8), [0x1F], [0x00], [0x0A], [0x20], [0x7F],
+      Array("é".utf8), Array("😀".utf8), [0xC3], [0xFF], [0x80], Array("\\".utf8) + [0x1F],
+    ]
+    for special in specials {
+      for place in 0..<20 {
+        for trailer in ["", "x", "\u{1}", "é"] {
+          let string = Array(String(repeating: "a", count: place).utf8) + special + Array(trailer.utf8)
+          let document = Array("[\"".utf8) + string + Array("bcdefghijklmnop\"]".utf8)
+          let reference = try? JSONDecoder().decode([String].self, from: Data(document))
+          let ours = try? WireJSON.decode([String].self, from: document)
+          #expect(ours == reference, "\(special) at \(place), then \(trailer.utf8.map { $0 })")
+        }
+      }
+    }
+  }
+
   @Test("integers written with a fraction or an exponent decode when whole, as Foundation's do")
   func wholeNumbersInOtherForms() throws {
     for text in ["[1.0]", "[1e2]", "[-0]", "[0.1e1]", "[1.5]", "[300]", "[9223372036854775808]", "[-1]"] {
