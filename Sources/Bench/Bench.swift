@@ -1,11 +1,11 @@
 import Foundation
 
-/// `swift run -c release Bench [W1|W2|W3|W4|C1|G1|N1|all] [--quick]`: the performance issue's workloads on today's
-/// code, printing `workload metric value unit` lines after a header naming the machine.
+/// `swift run -c release Bench [W1|W2|W3|W4|C1|G1|N1|all] [--quick] [--repeats N]`: the performance issue's
+/// workloads on today's code, printing `workload metric value unit` lines after a header naming the machine.
 @main
 struct Bench {
   static let usage = """
-    Usage: swift run -c release Bench [W1|W2|W3|W4|C1|G1|N1|all] [--quick]
+    Usage: swift run -c release Bench [W1|W2|W3|W4|C1|G1|N1|all] [--quick] [--repeats N]
 
     Runs the performance workloads and prints `workload metric value unit (range)` lines. Each workload checks
     its own result and exits non-zero when it is wrong.
@@ -22,17 +22,27 @@ struct Bench {
       N1   projection: 1 to 16 nodes on a log of 32 partitions, each node on its own machine, in the virtual-time
            model with the costs measured here (docs/scaling.md)
       --quick   small sizes and one repetition (what CI runs)
+      --repeats N   rounds of each measured workload, whose median is printed (default 5). The first
+                    rounds run on memory the process has not touched yet; more rounds show the steady state
     """
 
   static func main() async {
     var selected: Set<String> = []
     var quick = false
-    for argument in CommandLine.arguments.dropFirst() {
+    var repeats: Int?
+    var arguments = CommandLine.arguments.dropFirst()
+    while let argument = arguments.popFirst() {
       switch argument {
       case "--help", "-h":
         print(usage)
         return
       case "--quick": quick = true
+      case "--repeats":
+        guard let text = arguments.popFirst(), let count = Int(text), (1...1_000).contains(count) else {
+          FileHandle.standardError.write(Data("Bench: --repeats needs a whole number from 1 to 1000\n".utf8))
+          exit(2)
+        }
+        repeats = count
       case "W1", "W2", "W3", "W4", "C1", "G1", "N1": selected.insert(argument)
       case "all": selected = ["W1", "W2", "W3", "W4", "C1", "G1", "N1"]
       default:
@@ -42,7 +52,7 @@ struct Bench {
     }
     if selected.isEmpty { selected = ["W1", "W2", "W3", "W4", "C1", "G1", "N1"] }
     print("# Bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(quick ? "quick sizes" : "full sizes")")
-    let workloads = Workloads(quick: quick, repeats: quick ? 1 : 5)
+    let workloads = Workloads(quick: quick, repeats: repeats ?? (quick ? 1 : 5))
     await Task.detached {
       if selected.contains("W1") { workloads.fanOut() }
       if selected.contains("W2") { workloads.idleQueues() }

@@ -18,12 +18,23 @@ extension JSONTapeDecoder {
       throw JSONTape.keyNotFound(EventsReplyCodingKeys.events, path: codingPath)
     }
     var disorder: (previous: Int, next: Int)?
-    let events: [EventEnvelope<Payload>] = try tape.decodeEnvelopes(
-      at: eventsIndex,
-      key: EventsReplyCodingKeys.events,
-      decoder: self,
-      firstDisorder: &disorder
-    )
+    let events: [EventEnvelope<Payload>]
+    if tape[eventsIndex].isStreamed {
+      // Decoded as the body was parsed (`WireFormat.decode`); its first failure is thrown here, where the
+      // array's own decoding would have thrown it.
+      guard let streamed = tape.streamer as? StreamedEnvelopes<Payload> else {
+        throw tape.streamedArrayRead(path: codingPath + [EventsReplyCodingKeys.events])
+      }
+      events = try streamed.takeEvents()
+      disorder = streamed.firstDisorder
+    } else {
+      events = try tape.decodeEnvelopes(
+        at: eventsIndex,
+        key: EventsReplyCodingKeys.events,
+        decoder: self,
+        firstDisorder: &disorder
+      )
+    }
     if let disorder {
       throw EventAPIError.malformedResponse(
         "event id \(disorder.next) after \(disorder.previous): ids must strictly increase"
@@ -96,7 +107,7 @@ extension JSONTape {
 
 /// What the envelopes' `type`s make of them, the last one remembered: a batch's events are mostly of one or a
 /// few types, so most envelopes need neither their type's text nor a lookup in the payload's known types.
-private struct EnvelopeTypes<Payload: EventPayload> {
+struct EnvelopeTypes<Payload: EventPayload> {
   /// The payload's `knownEventTypes`, read once per batch.
   let known: Set<String>
   /// How the batch's payloads are read (through their fields or their `Codable`), decided once per batch.
@@ -124,7 +135,7 @@ extension JSONTapeDecoder {
 
 extension EventEnvelope {
   /// Decodes the envelope at `object`, whose coding path is the tape's first `depth` keys.
-  fileprivate static func stored(
+  static func stored(
     tape: JSONTape,
     at object: UInt32,
     depth: Int,

@@ -53,12 +53,26 @@ public enum WireFormat {
 
   /// ``decode(_:from:)-(_,Data)`` for a body already in bytes.
   public static func decode<Reply: Decodable>(_ type: Reply.Type, from bytes: [UInt8]) throws(EventAPIError) -> Reply {
+    try decode(type, from: bytes, streamingEvents: true)
+  }
+
+  /// ``decode(_:from:)-(_,[UInt8])``, an ``EventsReply``'s events decoded as the body is parsed or not (the
+  /// tests compare the two).
+  static func decode<Reply: Decodable>(
+    _ type: Reply.Type,
+    from bytes: [UInt8],
+    streamingEvents: Bool
+  ) throws(EventAPIError) -> Reply {
     guard bytes.count <= maximumBodySize else {
       throw .malformedResponse("body of \(bytes.count) bytes is over the \(maximumBodySize)-byte limit")
     }
     let body: Body<Reply>
     do {
-      body = try WireJSON.decode(Body<Reply>.self, from: bytes)
+      if streamingEvents, let streams = Reply.self as? any StreamsEvents.Type {
+        body = try WireJSON.decode(Body<Reply>.self, from: bytes, streaming: streams.eventsStreamer())
+      } else {
+        body = try WireJSON.decode(Body<Reply>.self, from: bytes)
+      }
     } catch let error as EventAPIError {
       throw error
     } catch {

@@ -33,6 +33,7 @@ extension JSONTape {
     path.append(key)
     defer { path.removeLast() }
     guard self[array].kind == .array else { throw mismatch([Int].self, at: array, path: Array(path)) }
+    guard !self[array].isStreamed else { throw streamedArrayRead(path: Array(path)) }
     var entry = array + 1
     for position in 0..<Int(self[array].count) {
       path.append(JSONIndexKey(intValue: position))

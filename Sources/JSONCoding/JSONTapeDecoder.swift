@@ -30,6 +30,7 @@ package struct JSONTapeDecoder: Decoder {
 
   package func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
     guard tape[index].kind == .array else { throw tape.mismatch([Int].self, at: index, path: codingPath) }
+    guard !tape[index].isStreamed else { throw tape.streamedArrayRead(path: codingPath) }
     return JSONArrayDecoder(decoder: self)
   }
 

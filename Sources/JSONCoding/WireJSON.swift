@@ -44,6 +44,16 @@ package enum WireJSON {
     try WireJSONDocument(bytes).decode(type)
   }
 
+  /// Decodes a value of `type` from JSON bytes, the elements of one array member of the root object decoded
+  /// by `streamer` as they are parsed (``JSONArrayStreamer``).
+  package static func decode<Value: Decodable>(
+    _ type: Value.Type,
+    from bytes: [UInt8],
+    streaming streamer: any JSONArrayStreamer
+  ) throws -> Value {
+    try JSONTape(bytes, streaming: streamer).decodeRoot(type)
+  }
+
   /// Decodes a value of `type` from JSON ``Data``; see ``decode(_:from:)-([UInt8])``.
   package static func decode<Value: Decodable>(_ type: Value.Type, from data: Data) throws -> Value {
     try decode(type, from: [UInt8](data))

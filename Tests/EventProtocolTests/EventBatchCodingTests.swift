@@ -31,10 +31,10 @@ private struct Surrounded: Encodable {
 }
 
 /// What a decoding came to, in terms both coders share.
-private func outcome(_ decode: () throws -> some Any) -> String { JSONFieldsParity.outcome(decode) }
+func outcome(_ decode: () throws -> some Any) -> String { JSONFieldsParity.outcome(decode) }
 
 /// One random edit of a reply's JSON tree: a member dropped, a value of the wrong kind, ids out of order.
-private func edit(_ tree: inout [String: Any], _ draw: inout Draw) {
+func edit(_ tree: inout [String: Any], _ draw: inout Draw) {
   let wrongValues: [Any] = [NSNull(), "text", 7, 1.5, [Any](), [String: Any](), true]
   var events = tree["events"] as? [Any] ?? []
   let target = events.isEmpty ? nil : draw.int(0...events.count - 1)
