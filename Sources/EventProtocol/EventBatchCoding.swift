@@ -190,17 +190,38 @@ extension EventEnvelope {
 }
 
 extension JSONValueEncoder {
-  /// Writes `reply` as this value: the members `EventsReply.encode(to:)` writes, in the same order.
+  /// Writes `reply` as this value: the members `EventsReply.encode(to:)` writes, in the same order, or in
+  /// key order when the output sorts keys.
+  ///
+  /// In key order (`events`, `msg`, `queue_id`, `result`) the object closes as written. In `encode(to:)`'s
+  /// order, closing it sorted its members by copying them out and back whole, the events included: 12 % of
+  /// a 100,000-event answer's encode, most of it on pages touched for the first time.
   func encodeEventsReply<Payload: EventPayload>(_ reply: EventsReply<Payload>) throws {
     let serial = output.beginObject(at: depth)
-    try output.beginMember(EventsReplyCodingKeys.result.stringValue, at: depth, serial: serial)
-    output.write("success")
-    try output.beginMember(EventsReplyCodingKeys.message.stringValue, at: depth, serial: serial)
-    output.write("")
-    try encodeEnvelopes(reply.events, member: EventsReplyCodingKeys.events, serial: serial)
-    if let queueID = reply.queueID {
+    func result() throws {
+      try output.beginMember(EventsReplyCodingKeys.result.stringValue, at: depth, serial: serial)
+      output.write("success")
+    }
+    func message() throws {
+      try output.beginMember(EventsReplyCodingKeys.message.stringValue, at: depth, serial: serial)
+      output.write("")
+    }
+    func events() throws { try encodeEnvelopes(reply.events, member: EventsReplyCodingKeys.events, serial: serial) }
+    func queueID() throws {
+      guard let queueID = reply.queueID else { return }
       try output.beginMember(EventsReplyCodingKeys.queueID.stringValue, at: depth, serial: serial)
       try output.encodeValue(queueID, key: EventsReplyCodingKeys.queueID)
+    }
+    if output.sortsKeys {
+      try events()
+      try message()
+      try queueID()
+      try result()
+    } else {
+      try result()
+      try message()
+      try events()
+      try queueID()
     }
   }
 
