@@ -247,13 +247,25 @@ extension JSONValueEncoder {
       }
       return
     }
+    let output = output
     try events.withUnsafeBufferPointer { typed in
       try typed.withMemoryRebound(to: StoredEnvelope.self) { envelopes in
-        try output.writeArrayMember(key, at: depth, serial: serial, count: envelopes.count) { position, encoder in
+        try output.writeArrayMember(key, at: depth, serial: serial, count: envelopes.count) { position in
+          // Most envelopes are copies: as they arrived, or their kept members with the envelope's own.
           let stored = envelopes[position]
           if copiesArrived, let arrived = stored.storage.arrived {
-            try encoder.writeArrived(arrived)
-          } else if try !encoder.writeKeptEnvelope(stored) {
+            arrived.answer.withUnsafeBufferPointer { answer in
+              output.bytes.append(
+                contentsOf: UnsafeBufferPointer(rebasing: answer[Int(arrived.start)..<Int(arrived.end)])
+              )
+            }
+            return true
+          }
+          guard stored.origin == nil, let encoded = stored.storage.encodedPayload else { return false }
+          return output.writePlainEnvelope(encoded, id: stored.id, type: stored.storage.encodedType)
+        } _: { position, encoder in
+          let stored = envelopes[position]
+          if try !encoder.writeKeptEnvelope(stored) {
             // Not as a whole value: that would try the kept members' merge again, which just declined.
             try encoder.encodeEnvelope(
               EventEnvelope<Payload>(id: stored.id, storage: stored.storage, origin: stored.origin),
@@ -264,14 +276,6 @@ extension JSONValueEncoder {
         }
       }
     }
-  }
-
-  /// Writes the envelope object `arrived` as this value, its bytes as they came.
-  private func writeArrived(_ arrived: ArrivedEnvelope) throws {
-    arrived.answer.withUnsafeBufferPointer { answer in
-      output.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: answer[Int(arrived.start)..<Int(arrived.end)]))
-    }
-    try output.beginSingleValue(at: depth)
   }
 
   /// Writes `envelope` whole, as this value, when it has kept members: merged with its own in key order when

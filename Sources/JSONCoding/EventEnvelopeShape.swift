@@ -104,11 +104,15 @@ private enum EnvelopeKey: String {
 extension JSONOutput {
   /// Writes the member `key` of the object `serial` at `depth` as an array of `count` elements, each written
   /// by `element` through the encoder of its own value (closed after it), as an `Array`'s `encode(to:)` would.
+  /// - Parameter writtenWhole: Writes the element at `position` whole, straight into ``bytes``, when it can
+  ///   without an encoder (nothing in it can fail or needs a coding path), and says whether it did; `element`
+  ///   writes the others. Opening and closing a value for an element costs more than copying a small one.
   package func writeArrayMember(
     _ key: some CodingKey,
     at depth: Int,
     serial: UInt32,
     count: Int,
+    writtenWhole: (_ position: Int) -> Bool = { _ in false },
     _ element: (_ position: Int, _ encoder: JSONValueEncoder) throws -> Void
   ) throws {
     try beginMember(key.stringValue, at: depth, serial: serial)
@@ -116,6 +120,7 @@ extension JSONOutput {
     let arraySerial = beginArray(at: arrayDepth)
     for position in 0..<count {
       _ = try beginElement(at: arrayDepth, serial: arraySerial)
+      if writtenWhole(position) { continue }
       let elementDepth = pushValue(key: JSONIndexKey(intValue: position))
       try element(position, JSONValueEncoder(output: self, depth: elementDepth))
       closeValues(downTo: elementDepth)
@@ -152,6 +157,60 @@ extension JSONOutput {
     bytes.append(UInt8(ascii: "}"))
   }
 
+  /// Writes an event envelope with no origin whose payload's members were kept, whole and in one copy, as
+  /// ``writeEnvelope(_:id:type:origin:)`` (sorted keys) or ``writeEnvelopeUnsorted(_:id:type:origin:)`` writes
+  /// it, when that needs nothing but copies: its type needs no escape and, for sorted keys, the members are in
+  /// key order (``EncodedMembers/envelopeCuts``). Nothing in it can fail, so it needs no open value (a poll's
+  /// answer and a journal entry write their envelopes through it, ``writeArrayMember(_:at:serial:count:writtenWhole:_:)``).
+  /// - Returns: Whether it wrote the envelope; nothing is written when it did not.
+  package func writePlainEnvelope(_ encoded: EncodedMembers, id: Int, type: String) -> Bool {
+    // Unsorted, the envelope's own members go after the payload's: where cuts at the end put them.
+    let end = UInt32(encoded.object.count)
+    guard let cuts = sortsKeys ? encoded.envelopeCuts : (end, end, end) else { return false }
+    var typeBytes = type
+    return typeBytes.withUTF8 { typeBytes in
+      guard Self.needsNoEscape(typeBytes) else { return false }
+      encoded.object.withUnsafeBufferPointer { object in
+        writePlainInCutOrder(object, cuts: cuts, id: id, type: typeBytes)
+      }
+      return true
+    }
+  }
+
+  /// The room an envelope's own keys take besides their values: `{`, `}`, and each key with its quotes, colon
+  /// and comma.
+  private static let envelopeKeysRoom = 3 + 6 + 10 + 8
+
+  /// Writes an envelope with no origin and a type that needs no escape: its payload's members with `id` and
+  /// `type` at the cuts given for `id`, `origin` and `type`, in one copy into room made for it.
+  private func writePlainInCutOrder(
+    _ object: UnsafeBufferPointer<UInt8>,
+    cuts: (id: UInt32, origin: UInt32, type: UInt32),
+    id: Int,
+    type typeBytes: UnsafeBufferPointer<UInt8>
+  ) {
+    let cutID = Int(cuts.id)
+    let cutOrigin = Int(cuts.origin)
+    let cutType = Int(cuts.type)
+    var wroteMember = false
+    appendInPlace(
+      of: object,
+      most: object.count + Self.envelopeKeysRoom + InPlaceMembers.integerRoom + typeBytes.count + 2,
+      wroteMember: &wroteMember
+    ) { members in
+      members.put(UInt8(ascii: "{"))
+      members.run(from: 1, to: cutID)
+      members.key("id")
+      members.integer(id)
+      members.run(from: cutID, to: cutOrigin)
+      members.run(from: cutOrigin, to: cutType)
+      members.key("type")
+      members.plainString(typeBytes)
+      members.run(from: cutType, to: object.count)
+      members.put(UInt8(ascii: "}"))
+    }
+  }
+
   /// Writes the envelope of ``writeEnvelope(_:id:type:origin:)`` when its payload's members are in key order
   /// with the cuts where `id`, `origin` and `type` go (``EncodedMembers/envelopeCuts``): the runs of members
   /// between the cuts, copied, with the envelope's own members between them. Each part is copied once into
@@ -172,29 +231,14 @@ extension JSONOutput {
     try typeBytes.withUTF8 { typeBytes in
       let plainType = Self.needsNoEscape(typeBytes)
       try object.withUnsafeBufferPointer { object in
-        // The runs with the commas between the parts take at most the object's bytes (each run leaves out
-        // the separator after it); then `{`, `}`, each key with its quotes, colon and comma, and the values.
-        let keys = 3 + 6 + 10 + 8
-        var wroteMember = false
         if origin == nil, plainType {
-          appendInPlace(
-            of: object,
-            most: object.count + keys + InPlaceMembers.integerRoom + typeBytes.count + 2,
-            wroteMember: &wroteMember
-          ) { members in
-            members.put(UInt8(ascii: "{"))
-            members.run(from: 1, to: cutID)
-            members.key("id")
-            members.integer(id)
-            members.run(from: cutID, to: cutOrigin)
-            members.run(from: cutOrigin, to: cutType)
-            members.key("type")
-            members.plainString(typeBytes)
-            members.run(from: cutType, to: object.count)
-            members.put(UInt8(ascii: "}"))
-          }
+          writePlainInCutOrder(object, cuts: cuts, id: id, type: typeBytes)
           return
         }
+        // The runs with the commas between the parts take at most the object's bytes (each run leaves out
+        // the separator after it); then the envelope's keys and the values.
+        let keys = Self.envelopeKeysRoom
+        var wroteMember = false
         appendInPlace(of: object, most: object.count + keys + InPlaceMembers.integerRoom, wroteMember: &wroteMember) {
           members in
           members.put(UInt8(ascii: "{"))

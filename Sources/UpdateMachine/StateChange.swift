@@ -13,14 +13,17 @@ public enum StateChange<Event: EventPayload>: Equatable, Sendable {
   /// whole record describes it.
   case replaced
 
-  /// The change after `events` were applied on top of this one.
-  func appending(_ events: AppliedEvents<Event>) -> StateChange {
-    switch self {
-    case .applied(var earlier):
-      earlier.envelopes.append(contentsOf: events.envelopes)
-      return .applied(earlier)
-    case .replaced: return .replaced
+  /// Makes this the change after `events` were applied on top of it. After a save (no events yet) it shares
+  /// `events`' array; otherwise it appends to its own without copying it first.
+  mutating func append(_ events: AppliedEvents<Event>) {
+    guard case .applied(var earlier) = self else { return }
+    if earlier.envelopes.isEmpty {
+      self = .applied(events)
+      return
     }
+    self = .replaced  // lets go of `earlier`'s array, so that appending to it does not copy it
+    earlier.envelopes.append(contentsOf: events.envelopes)
+    self = .applied(earlier)
   }
 }
 

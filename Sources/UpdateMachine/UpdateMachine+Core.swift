@@ -72,12 +72,6 @@ public struct UpdateMachineCore<
     var origins: [MutationOrigin]
     /// The events applied, in order, in their envelopes: what a journal entry records.
     var events: [EventEnvelope<Event>] = []
-
-    /// Takes `event` (applied or not) as the batch's last: its id and the mutation it came from.
-    mutating func record(_ event: EventEnvelope<Event>) {
-      if let origin = event.origin { origins.append(origin) }
-      lastEventID = event.id
-    }
   }
 
   struct Failure: Hashable, Sendable {
@@ -405,44 +399,62 @@ public struct UpdateMachineCore<
   /// Applies `events` after `finger` to a copy of the confirmed state: events at or below the finger are
   /// skipped; ids must strictly increase; a reducer failure fails the whole batch.
   func applyBatch(_ events: [EventEnvelope<Event>], after finger: EventFinger) -> Result<AppliedBatch, ReducerError> {
-    var batch = AppliedBatch(state: confirmedState!, lastEventID: finger.lastEventID, applied: 0, origins: [])
+    var state = confirmedState!
+    var lastEventID = finger.lastEventID
+    var applied = 0
+    var origins: [MutationOrigin] = []
     var previousID: Int?
     // While every event so far is applied, the batch's events are `events` itself (the usual case: no copy,
     // no append per event); at the first one left out, the ones before it are copied and later ones appended.
-    var appliesEvery = true
-    // By index: `enumerated()` in code not specialised for the event type looks its tuple type up per event.
-    for position in events.indices {
-      let event = events[position]
-      if let previousID, event.id <= previousID {
-        return .failure(ReducerError("event id \(event.id) after \(previousID) in one batch"))
-      }
-      previousID = event.id
-      guard event.id > finger.lastEventID, let payload = event.payload else {
-        if appliesEvery {
-          appliesEvery = false
-          batch.events = Array(events[..<position])
+    var leftOut: [EventEnvelope<Event>]?
+    // Through the buffer, by index, each envelope read in place, into variables of their own: in code not
+    // specialised for the event type (an app's default build), copying an envelope or its payload goes
+    // through the type's value witnesses, a field of a generic struct (the batch) is found through its
+    // metadata, and `enumerated()` looked its tuple type up, each once per event.
+    let failure: ReducerError? = events.withUnsafeBufferPointer { envelopes in
+      for position in envelopes.indices {
+        let id = envelopes[position].id
+        if let previousID, id <= previousID {
+          return ReducerError("event id \(id) after \(previousID) in one batch")
         }
-        if event.id > finger.lastEventID { batch.record(event) }
-        continue
+        previousID = id
+        guard id > finger.lastEventID, let content = envelopes[position].content else {
+          if leftOut == nil { leftOut = Array(envelopes[..<position]) }
+          if id > finger.lastEventID {
+            if let origin = envelopes[position].origin { origins.append(origin) }
+            lastEventID = id
+          }
+          continue
+        }
+        do throws(ReducerError) {
+          try reducer.reduce(content.payload, into: &state)
+        } catch {
+          return error
+        }
+        applied += 1
+        leftOut?.append(envelopes[position])
+        if let origin = envelopes[position].origin { origins.append(origin) }
+        lastEventID = id
       }
-      do {
-        try reducer.reduce(payload, into: &batch.state)
-      } catch {
-        return .failure(error)
-      }
-      batch.applied += 1
-      if !appliesEvery { batch.events.append(event) }
-      batch.record(event)
+      return nil
     }
-    if appliesEvery { batch.events = events }
-    return .success(batch)
+    if let failure { return .failure(failure) }
+    return .success(
+      AppliedBatch(
+        state: state,
+        lastEventID: lastEventID,
+        applied: applied,
+        origins: origins,
+        events: leftOut ?? events
+      )
+    )
   }
 
   /// Makes an applied batch the confirmed state, retiring the outbox entries its events came from.
   mutating func adopt(_ batch: AppliedBatch) {
     confirmedState = batch.state
     if partial != nil, batch.applied > 0 { enforcePartialLimits() }
-    unsavedChange = unsavedChange.appending(AppliedEvents(envelopes: batch.events))
+    unsavedChange.append(AppliedEvents(envelopes: batch.events))
     fetches.record(batch.events)
     metrics.eventsApplied += batch.applied
     if !batch.origins.isEmpty { outbox?.eventsApplied(batch.origins) }

@@ -49,3 +49,28 @@ struct UpdateMachineCoreBatchTests {
     #expect(harness.core.confirmedState?.notes == expectedNotes, "seed \(seed)")
   }
 }
+
+@Suite("StateChange: the events applied since the last save, batch after batch")
+struct StateChangeTests {
+  @Test("appending keeps earlier batches, shares the first one's array, and leaves a replaced state replaced")
+  func appendingBatches() {
+    let first = AppliedEvents<NoteEvent>(envelopes: [note(1, "a"), note(2, "b")])
+    let second = AppliedEvents<NoteEvent>(envelopes: [note(3, "c")])
+    var change = StateChange<NoteEvent>.applied([])
+    change.append(first)
+    #expect(change == .applied(first))
+    let held = change
+    change.append(second)
+    guard case .applied(let applied) = change else {
+      Issue.record("appending to applied events gave \(change)")
+      return
+    }
+    #expect(applied.envelopes.map(\.id) == [1, 2, 3])
+    #expect(Array(applied) == [.note(text: "a"), .note(text: "b"), .note(text: "c")])
+    // A copy taken before the append is not changed by it.
+    #expect(held == .applied(first))
+    var replaced = StateChange<NoteEvent>.replaced
+    replaced.append(second)
+    #expect(replaced == .replaced)
+  }
+}
