@@ -10,23 +10,31 @@ extension Workloads {
   func wakeLatency() async {
     let count = quick ? 200 : 1_000
     var server = (p50: Samples(), p99: Samples())
+    var command = (p50: Samples(), p99: Samples())
     var floor = (p50: Samples(), p99: Samples())
     for _ in 0..<repeats {
-      let woken = percentiles(await serverWakes(count: count))
+      let round = await serverWakes(count: count)
+      let woken = percentiles(round.woken)
       server.p50.values.append(woken.p50)
       server.p99.values.append(woken.p99)
-      let bare = percentiles(await floorWakes(count: count))
+      let commands = percentiles(round.commands)
+      command.p50.values.append(commands.p50)
+      command.p99.values.append(commands.p99)
+      let bare = percentiles(await floorWakes(count: count).woken)
       floor.p50.values.append(bare.p50)
       floor.p99.values.append(bare.p99)
     }
     report("W4", "wake_p50", server.p50, "µs")
     report("W4", "wake_p99", server.p99, "µs (target <= 10)")
+    report("W4", "command_p50", command.p50, "µs")
+    report("W4", "command_p99", command.p99, "µs")
     report("W4", "floor_wake_p50", floor.p50, "µs")
     report("W4", "floor_wake_p99", floor.p99, "µs")
   }
 
-  /// One round on the server: the microseconds from each command to its poller resuming.
-  private func serverWakes(count: Int) async -> [Double] {
+  /// One round on the server: the microseconds from each command to its poller resuming, and to the
+  /// command's own return (the server's work for it, with the hop onto the actor and back).
+  private func serverWakes(count: Int) async -> (woken: [Double], commands: [Double]) {
     let server = EventServer(application: StatusBoard(users: count), configuration: .init(), clock: ContinuousClock())
     var queues: [QueueID] = []
     for index in 0..<count { queues.append((try! await server.register(user: UserID("u\(index)"))).queueID) }
@@ -50,7 +58,7 @@ extension Workloads {
   }
 
   /// One round of the floor: the same hand-over through a minimal actor.
-  private func floorWakes(count: Int) async -> [Double] {
+  private func floorWakes(count: Int) async -> (woken: [Double], commands: [Double]) {
     let lot = ParkingLot()
     let (resumed, continuation) = AsyncStream.makeStream(of: (Int, ContinuousClock.Instant).self)
     for index in 0..<count {
@@ -64,21 +72,24 @@ extension Workloads {
   }
 
   /// Wakes parked task 0, 1, 2… in turn with `wake`; each reports its index and the time it ran on `resumed`.
-  /// - Returns: The microseconds from each `wake` call to its task running.
+  /// - Returns: The microseconds from each `wake` call to its task running, and to the call's return.
   private func timeWakes(
     count: Int,
     reportedBy resumed: AsyncStream<(Int, ContinuousClock.Instant)>,
     wake: (Int) async -> Void
-  ) async -> [Double] {
+  ) async -> (woken: [Double], commands: [Double]) {
     var latencies: [Double] = []
+    var commands: [Double] = []
     var iterator = resumed.makeAsyncIterator()
     for index in 0..<count {
       let pushed = ContinuousClock.now
       await wake(index)
+      let returned = ContinuousClock.now
       guard let (woken, at) = await iterator.next(), woken == index else { fail("W4: the wrong task woke") }
       latencies.append((at - pushed).inSeconds * 1_000_000)
+      commands.append((returned - pushed).inSeconds * 1_000_000)
     }
-    return latencies
+    return (latencies, commands)
   }
 
   private func percentiles(_ latencies: [Double]) -> (p50: Double, p99: Double) {
