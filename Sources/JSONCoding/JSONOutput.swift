@@ -52,6 +52,8 @@ package final class JSONOutput {
   /// The members of a payload being merged into its envelope (`writeEnvelope`; reused): where each starts,
   /// ends and where its key ends, in key order.
   @exclusivity(unchecked) package var mergingMembers: [(start: Int, end: Int, keyEnd: Int)] = []
+  /// The last type ``stringKeyedDictionary(_:)`` found not to be a dictionary with `String` keys.
+  @exclusivity(unchecked) var lastTypeNotStringKeyed: ObjectIdentifier?
   /// False when the top-level value asked for no container (`JSONEncoder` refuses such a value).
   @exclusivity(unchecked) private(set) var askedForContainer = true
 
@@ -161,7 +163,8 @@ package final class JSONOutput {
     try enter(depth, serial)
     if open[depth].count > 0 { bytes.append(UInt8(ascii: ",")) }
     open[depth].count += 1
-    memberStarts.append(bytes.count)
+    // Only a sort reads where members start.
+    if sortsKeys { memberStarts.append(bytes.count) }
     write(key)
     bytes.append(UInt8(ascii: ":"))
   }
@@ -184,7 +187,7 @@ package final class JSONOutput {
 
   /// Registers a spliced member whose key's opening quote is at `offset`, for the object's key sort.
   func registerMember(at offset: Int) {
-    memberStarts.append(offset)
+    if sortsKeys { memberStarts.append(offset) }
   }
 
   /// Starts an element of the array `serial` at `depth` and returns its index.

@@ -70,8 +70,12 @@ extension JSONOutput {
   /// Writes a value that is not a scalar through its own `encode(to:)`, at a new depth whose key is `key`.
   func encodeComposite<Value: Encodable>(_ value: Value, key: (any CodingKey)?, fields: Bool = false) throws {
     let depth = pushValue(key: key)
-    let encoder = JSONValueEncoder(output: self, depth: depth)
-    if fields { try encoder.encode(value) } else { try value.encode(to: encoder) }
+    if let dictionary = stringKeyedDictionary(value) {
+      try dictionary.writeMembers(into: self, at: depth)
+    } else {
+      let encoder = JSONValueEncoder(output: self, depth: depth)
+      if fields { try encoder.encode(value) } else { try value.encode(to: encoder) }
+    }
     closeValues(downTo: depth)
   }
 }
