@@ -85,15 +85,15 @@ public struct EventEnvelope<Payload: EventPayload>: Sendable, Equatable, Codable
     type(of: storage) == MarkerContent.self ? nil : unsafeDowncast(storage, to: EventContent<Payload>.self).payload
   }
 
-  /// The payload's members as the server's size check encoded them, written again verbatim when this
-  /// envelope is encoded by the package's own coder (``WireJSON``) instead of encoding the payload again.
-  /// Not part of the envelope's value: equality ignores it, and changing ``body`` drops it.
   /// The content holding the payload, `nil` for an event without one: code not specialised for the payload
   /// reads the payload from it in place (`content.payload`) where reading ``payload`` copies it.
   @inlinable @inline(__always) package var content: EventContent<Payload>? {
     type(of: storage) == MarkerContent.self ? nil : unsafeDowncast(storage, to: EventContent<Payload>.self)
   }
 
+  /// The payload's members as the server's size check encoded them, written again verbatim when this
+  /// envelope is encoded by the package's own coder (``WireJSON``) instead of encoding the payload again.
+  /// Not part of the envelope's value: equality ignores it, and changing ``body`` drops it.
   @inlinable package var encodedPayload: EncodedMembers? {
     get { storage.encodedPayload }
     set { storage = EventContentStorage.of(body, encodedPayload: newValue) }
