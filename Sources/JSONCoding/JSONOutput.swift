@@ -169,6 +169,17 @@ package final class JSONOutput {
     bytes.append(UInt8(ascii: ":"))
   }
 
+  /// Counts a member of the object `serial` at `depth` that its caller writes whole, separator first, with a key
+  /// that needs no escape (so a sort finds its key after the separator).
+  /// - Returns: Whether a separator goes before it.
+  func beginPlainMember(at depth: Int, serial: UInt32) throws -> Bool {
+    try enter(depth, serial)
+    let separated = open[depth].count > 0
+    open[depth].count += 1
+    if sortsKeys { memberStarts.append(bytes.count + (separated ? 1 : 0)) }
+    return separated
+  }
+
   /// Starts members written at once into the object `serial` at `depth` (``splice(_:at:serial:)``): the
   /// separator before them. Each must then be registered with ``registerMember(at:)``, and their number given
   /// to ``endSplice(at:count:)``.

@@ -13,6 +13,14 @@ protocol JSONStringKeyedDictionary {
 extension Dictionary: JSONStringKeyedDictionary where Key == String, Value: Encodable {
   func writeMembers(into output: JSONOutput, at depth: Int) throws {
     let serial = output.beginObject(at: depth)
+    if Value.self == String.self {
+      // Taken only when `Value` is `String`, so the cast changes no bits. Iterated as its concrete type:
+      // the generic loop moved each entry through the value type's witnesses.
+      for (key, value) in unsafeBitCast(self, to: [String: String].self) {
+        try output.writeStringMember(key, value, at: depth, serial: serial)
+      }
+      return
+    }
     for (key, value) in self {
       try output.beginMember(key, at: depth, serial: serial)
       if try output.writeScalar(value, key: JSONIndexKey(stringValue: key)) { continue }
@@ -30,5 +38,31 @@ extension JSONOutput {
     if let dictionary = value as? any JSONStringKeyedDictionary { return dictionary }
     lastTypeNotStringKeyed = type
     return nil
+  }
+}
+
+extension JSONOutput {
+  /// Writes the member `key` with the string `value` into the object `serial` at `depth`, as ``beginMember(_:at:serial:)``
+  /// and ``write(_:)-(String)`` would: in one copy into room made for it when neither needs an escape.
+  func writeStringMember(_ key: String, _ value: String, at depth: Int, serial: UInt32) throws {
+    var key = key
+    var value = value
+    let written = try key.withUTF8 { key in
+      try value.withUTF8 { value in
+        guard Self.needsNoEscape(key), Self.needsNoEscape(value) else { return false }
+        let separated = try beginPlainMember(at: depth, serial: serial)
+        var wroteMember = false
+        appendInPlace(of: key, most: key.count + value.count + 6, wroteMember: &wroteMember) { member in
+          if separated { member.put(UInt8(ascii: ",")) }
+          member.plainString(key)
+          member.put(UInt8(ascii: ":"))
+          member.plainString(value)
+        }
+        return true
+      }
+    }
+    if written { return }
+    try beginMember(key, at: depth, serial: serial)
+    write(value)
   }
 }

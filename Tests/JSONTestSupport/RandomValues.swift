@@ -75,6 +75,9 @@ public struct Sample: Codable, Equatable, Sendable {
   public var inners: [Inner]
   public var byKey: [String: Int]
   public var byInt: [Int: String]
+  /// Written by the coder's own path for `String`-keyed dictionaries of strings (a member in one copy when
+  /// neither side needs an escape); keys and values here often do.
+  public var labels: [String: String]
   public var shapes: [Shape]
   public var data: Data
   public var date: Date
@@ -101,6 +104,10 @@ public struct Sample: Codable, Equatable, Sendable {
     )
     byInt = Dictionary(
       (0..<draw.int(0...6)).map { _ in (draw.int(-50...50), draw.string()) },
+      uniquingKeysWith: { first, _ in first }
+    )
+    labels = Dictionary(
+      (0..<draw.int(0...6)).map { _ in (draw.key(), draw.chance(50) ? draw.key() : draw.string()) },
       uniquingKeysWith: { first, _ in first }
     )
     shapes = (0..<draw.int(0...4)).map { _ in
