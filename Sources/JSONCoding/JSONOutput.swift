@@ -160,22 +160,19 @@ package final class JSONOutput {
 
   /// Starts a member of the object `serial` at `depth`: its separator and key.
   package func beginMember(_ key: String, at depth: Int, serial: UInt32) throws {
-    try enter(depth, serial)
-    if open[depth].count > 0 { bytes.append(UInt8(ascii: ",")) }
-    open[depth].count += 1
-    // Only a sort reads where members start.
-    if sortsKeys { memberStarts.append(bytes.count) }
+    if try countMember(at: depth, serial: serial) { bytes.append(UInt8(ascii: ",")) }
     write(key)
     bytes.append(UInt8(ascii: ":"))
   }
 
-  /// Counts a member of the object `serial` at `depth` that its caller writes whole, separator first, with a key
-  /// that needs no escape (so a sort finds its key after the separator).
+  /// Counts a member of the object `serial` at `depth` whose separator and key its caller then writes (a sort
+  /// finds the key's opening quote after the separator).
   /// - Returns: Whether a separator goes before it.
-  func beginPlainMember(at depth: Int, serial: UInt32) throws -> Bool {
+  func countMember(at depth: Int, serial: UInt32) throws -> Bool {
     try enter(depth, serial)
     let separated = open[depth].count > 0
     open[depth].count += 1
+    // Only a sort reads where members start.
     if sortsKeys { memberStarts.append(bytes.count + (separated ? 1 : 0)) }
     return separated
   }

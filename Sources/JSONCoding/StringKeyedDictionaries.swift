@@ -39,9 +39,7 @@ extension JSONOutput {
     lastTypeNotStringKeyed = type
     return nil
   }
-}
 
-extension JSONOutput {
   /// Writes the member `key` with the string `value` into the object `serial` at `depth`, as ``beginMember(_:at:serial:)``
   /// and ``write(_:)-(String)`` would: in one copy into room made for it when neither needs an escape.
   func writeStringMember(_ key: String, _ value: String, at depth: Int, serial: UInt32) throws {
@@ -50,7 +48,7 @@ extension JSONOutput {
     let written = try key.withUTF8 { key in
       try value.withUTF8 { value in
         guard Self.needsNoEscape(key), Self.needsNoEscape(value) else { return false }
-        let separated = try beginPlainMember(at: depth, serial: serial)
+        let separated = try countMember(at: depth, serial: serial)
         var wroteMember = false
         appendInPlace(of: key, most: key.count + value.count + 6, wroteMember: &wroteMember) { member in
           if separated { member.put(UInt8(ascii: ",")) }
