@@ -1,6 +1,7 @@
 import EventProtocol
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 
@@ -8,7 +9,7 @@ import UpdateMachineTesting
 
 @Suite(
   "A cluster node whose turn's outcome it cannot learn rebuilds itself from the log and serves again",
-  .timeLimit(.minutes(1))
+  .hangGuard
 )
 struct ClusterNodeRejoinTests {
   typealias Node = NoteNode

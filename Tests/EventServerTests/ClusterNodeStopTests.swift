@@ -2,6 +2,7 @@ import EventProtocol
 import Foundation
 import SampleApps
 import Synchronization
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 
@@ -51,7 +52,7 @@ final class HeldTurnsLog: SharedServerLog, Sendable {
   }
 }
 
-@Suite("A cluster node that stops answers its parked polls at once", .timeLimit(.minutes(1)))
+@Suite("A cluster node that stops answers its parked polls at once", .hangGuard)
 struct ClusterNodeStopTests {
   /// A stopping node's parked polls are answered before its last turn, which records their
   /// acknowledgements: were they answered by that turn, a turn held by a slow database would strand them

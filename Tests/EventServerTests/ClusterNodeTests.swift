@@ -1,6 +1,7 @@
 import EventProtocol
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 
@@ -8,7 +9,7 @@ import UpdateMachineTesting
 
 @Suite(
   "Cluster nodes on one shared log: any node answers any queue; a node's death loses nothing",
-  .timeLimit(.minutes(1))
+  .hangGuard
 )
 struct ClusterNodeTests {
   typealias Node = NoteNode

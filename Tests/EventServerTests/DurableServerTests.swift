@@ -2,6 +2,7 @@ import EventProtocol
 import Foundation
 import SampleApps
 import Synchronization
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 
@@ -75,7 +76,7 @@ final class Finished: Sendable {
   func set() { flag.withLock { $0 = true } }
 }
 
-@Suite("A durable server: answers wait for the log; a crash loses nothing acknowledged", .timeLimit(.minutes(1)))
+@Suite("A durable server: answers wait for the log; a crash loses nothing acknowledged", .hangGuard)
 struct DurableServerTests {
   typealias Server = EventServer<NoteBoard, ManualClock>
 

@@ -1,6 +1,7 @@
 import EventProtocol
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 
@@ -8,7 +9,7 @@ import UpdateMachineTesting
 
 /// Several writes of one client in one request (`POST /api/v1/mutation_batches`): decided in order, each at
 /// most once, answered together once durable.
-@Suite("Batches of mutations", .timeLimit(.minutes(1)))
+@Suite("Batches of mutations", .hangGuard)
 struct MutationBatchTests {
   private func batch(
     _ commands: [NoteBoard.Command],

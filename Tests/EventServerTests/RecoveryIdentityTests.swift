@@ -2,6 +2,7 @@ import EventProtocol
 import Foundation
 import JSONCoding
 import SampleApps
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 
@@ -9,7 +10,7 @@ import UpdateMachineTesting
 
 /// Event ids are never handed out twice with different events, whatever happened to the storage: each
 /// recovery skips a random distance, and a client that saw a lost incarnation's ids is told to re-register.
-@Suite("Recovery: no event id reused after storage went back", .timeLimit(.minutes(1)))
+@Suite("Recovery: no event id reused after storage went back", .hangGuard)
 struct RecoveryIdentityTests {
   typealias Server = EventServer<NoteBoard, ManualClock>
 

@@ -1,10 +1,11 @@
 import EventProtocol
 import EventServer
 import Foundation
+import TestScheduling
 import Testing
 import UpdateMachine
 
-@Suite("Documentation examples", .timeLimit(.minutes(1)))
+@Suite("Documentation examples", .hangGuard)
 struct DocumentationExampleTests {
   @Test("the embedding example runs: the write is applied once and confirmed by its event")
   func exampleRuns() async throws {
@@ -32,7 +33,7 @@ struct DocumentationExampleTests {
   }
 }
 
-@Suite("Documentation: the networked example", .timeLimit(.minutes(1)))
+@Suite("Documentation: the networked example", .hangGuard)
 struct NetworkExampleTests {
   @Test("the README's networked example compiles, and with no server it reports connection failures, no crash")
   func networkedExample() async throws {

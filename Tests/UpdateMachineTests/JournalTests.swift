@@ -2,6 +2,7 @@ import EventProtocol
 import Foundation
 import SampleApps
 import Synchronization
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 
@@ -15,7 +16,7 @@ private struct Folder {
   func remove() { try? FileManager.default.removeItem(at: url) }
 }
 
-@Suite("Journaled saves: small appends after a whole record, torn tails dropped", .timeLimit(.minutes(1)))
+@Suite("Journaled saves: small appends after a whole record, torn tails dropped", .hangGuard)
 struct JournalTests {
   let record = Data(#"{"version":2,"record":"the whole thing"}"#.utf8)
   let entries = (1...3).map { Data("entry \($0) \(String(repeating: "x", count: $0 * 7))".utf8) }
@@ -158,7 +159,7 @@ struct JournalTests {
   }
 }
 
-@Suite("The snapshot says whether the confirmed state came from the server this session", .timeLimit(.minutes(1)))
+@Suite("The snapshot says whether the confirmed state came from the server this session", .hangGuard)
 struct ConfirmedThisSessionTests {
   @Test("false on a restart from the file, also while the server cannot be reached; true once it answers")
   func confirmedThisSession() async throws {

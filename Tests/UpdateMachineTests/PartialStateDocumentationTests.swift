@@ -1,10 +1,11 @@
 import EventProtocol
 import EventServer
 import Foundation
+import TestScheduling
 import Testing
 import UpdateMachine
 
-@Suite("Documentation: the partial-state example", .timeLimit(.minutes(1)))
+@Suite("Documentation: the partial-state example", .hangGuard)
 struct PartialStateDocumentationTests {
   @Test("the help desk example runs: a fetched narrow, then a new ticket arrives live in it")
   func exampleRuns() async throws {

@@ -1,6 +1,7 @@
 import EventProtocol
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 
 @testable import UpdateMachine
@@ -9,7 +10,7 @@ import Testing
 /// sent on it, libcurl retries the request on a fresh connection and asks FoundationNetworking to rewind the
 /// body; for an `httpBody` FoundationNetworking answers "rewound" without rewinding, so the retry announced
 /// `Content-Length` and sent no body, and the server waited for it until the request's deadline.
-@Suite("URLSessionTransport: a request retried on a fresh connection sends its body again", .timeLimit(.minutes(1)))
+@Suite("URLSessionTransport: a request retried on a fresh connection sends its body again", .hangGuard)
 struct RetriedBodyTests {
   @Test("a mutation whose keep-alive connection is dropped is sent whole on the next connection")
   func mutationRetriedWithItsBody() async throws {

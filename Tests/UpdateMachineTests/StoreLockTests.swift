@@ -1,12 +1,13 @@
 import EventProtocol
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 import UpdateMachine
 
 /// One machine per store: a second user of the file, in another process or this one, is refused before it
 /// reads or writes anything (two engines on one record would take each other's mutation ids).
-@Suite("FileStore: one machine per file", .timeLimit(.minutes(1)))
+@Suite("FileStore: one machine per file", .hangGuard)
 struct StoreLockTests {
   @Test("a second machine on the same file stops as storeInUse, reads nothing; once the first stops, a new one runs")
   func secondMachineRefused() async throws {
@@ -113,7 +114,7 @@ struct StoreLockTests {
   }
 }
 
-@Suite("Waiting for the machine", .timeLimit(.minutes(1)))
+@Suite("Waiting for the machine", .hangGuard)
 struct WaitingTests {
   @Test(
     "waitUntilLive and waitUntilSettled return once live and once the write is confirmed; a stopped machine returns"

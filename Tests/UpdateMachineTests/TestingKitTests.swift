@@ -2,11 +2,12 @@ import EventProtocol
 import EventServer
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
 
-@Suite("The testing kit: manual clock, fault-injecting transport, loopback world", .timeLimit(.minutes(1)))
+@Suite("The testing kit: manual clock, fault-injecting transport, loopback world", .hangGuard)
 struct TestingKitTests {
   @Test("sleepers wake only when time reaches their deadline; a passed deadline returns at once")
   func clockWakesAtDeadlines() async throws {

@@ -1,11 +1,12 @@
 import EventProtocol
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 
 @testable import UpdateMachine
 
-@Suite("URLSessionTransport: batches of writes", .timeLimit(.minutes(1)))
+@Suite("URLSessionTransport: batches of writes", .hangGuard)
 struct TransportBatchTests {
   private typealias Transport = URLSessionTransport<NoteSnapshot, NoteEvent, NoteBoard.Command>
 

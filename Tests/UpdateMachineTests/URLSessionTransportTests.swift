@@ -2,6 +2,7 @@ import EventProtocol
 import Foundation
 import SampleApps
 import Synchronization
+import TestScheduling
 import Testing
 
 @testable import UpdateMachine
@@ -14,7 +15,7 @@ private func transport(_ server: CannedHTTPServer) -> NotesTransport {
 
 private let finger = EventFinger(queueID: "q1", lastEventID: 4)
 
-@Suite("URLSessionTransport: HTTP answers become replies or typed errors", .timeLimit(.minutes(1)))
+@Suite("URLSessionTransport: HTTP answers become replies or typed errors", .hangGuard)
 struct URLSessionTransportTests {
   @Test("a poll sends the query and basic credentials, and decodes the events")
   func pollRoundTrip() async throws {

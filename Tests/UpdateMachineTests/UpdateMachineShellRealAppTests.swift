@@ -3,6 +3,7 @@ import EventServer
 import Foundation
 import SampleApps
 import Synchronization
+import TestScheduling
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
@@ -34,7 +35,7 @@ private final class FlakyReadStore: JournalingUpdateStore {
   func loadJournal(after record: Data) throws(PersistenceError) -> [Data]? { try base.loadJournal(after: record) }
 }
 
-@Suite("UpdateMachine shell: what real apps hit", .timeLimit(.minutes(1)))
+@Suite("UpdateMachine shell: what real apps hit", .hangGuard)
 struct UpdateMachineShellRealAppTests {
   @Test("a write whose answer is lost shows once, and its own event retires it before any retry")
   func lostAnswerOwnEventRetires() async throws {

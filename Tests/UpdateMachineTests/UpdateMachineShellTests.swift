@@ -4,6 +4,7 @@ import Foundation
 import Observation
 import SampleApps
 import Synchronization
+import TestScheduling
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
@@ -99,7 +100,7 @@ func isLive(_ snapshot: NotesSnapshot) -> Bool {
   return false
 }
 
-@Suite("UpdateMachine shell on a manual clock against the in-process server", .timeLimit(.minutes(1)))
+@Suite("UpdateMachine shell on a manual clock against the in-process server", .hangGuard)
 struct UpdateMachineShellTests {
   @Test("register, events, a dropped connection with backoff, and recovery")
   func registerEventsFailureRecovery() async throws {

@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 import VideoMessaging
@@ -66,7 +67,7 @@ struct BlobStoreTests {
   }
 }
 
-@Suite("Blob stores: a slow store", .timeLimit(.minutes(1)))
+@Suite("Blob stores: a slow store", .hangGuard)
 struct SlowBlobStoreTests {
   @Test("a slow in-memory store answers only once its latency has passed on the clock")
   func slowStore() async throws {

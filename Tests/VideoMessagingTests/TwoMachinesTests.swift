@@ -1,6 +1,7 @@
 import EventProtocol
 import EventServer
 import Foundation
+import TestScheduling
 import Testing
 import UpdateMachine
 import VideoMessaging
@@ -8,7 +9,7 @@ import VideoMessaging
 /// One app, two update machines with different properties (seed 003's TODO): the durable video machine
 /// (saved in a file, a day-long queue) and the ephemeral presence machine (held in memory, a two-minute
 /// queue, no background polls), side by side.
-@Suite("VideoMessaging: a durable machine and an ephemeral one in one app", .timeLimit(.minutes(1)))
+@Suite("VideoMessaging: a durable machine and an ephemeral one in one app", .hangGuard)
 struct TwoMachinesTests {
   typealias VideoMachine = UpdateMachine<VideoSnapshot, VideoEvent, VideoCommand>
   typealias PresenceMachine = UpdateMachine<PresenceSnapshot, PresenceEvent, PresenceCommand>

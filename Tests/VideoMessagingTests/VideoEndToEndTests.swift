@@ -1,6 +1,7 @@
 import EventProtocol
 import EventServer
 import Foundation
+import TestScheduling
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
@@ -18,7 +19,7 @@ private func waitFor(
 
 @Suite(
   "VideoMessaging end to end: two users, in process, with a lost push and a failed download",
-  .timeLimit(.minutes(1))
+  .hangGuard
 )
 struct VideoEndToEndTests {
   @Test("record → upload → uploaded → download (after a lost push and a failure) → downloaded → view → viewed")

@@ -1,12 +1,13 @@
 import EventProtocol
 import EventServer
 import Foundation
+import TestScheduling
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
 import VideoMessaging
 
-@Suite("VideoMessaging: downloads resume from their offset, and each video is delivered once", .timeLimit(.minutes(1)))
+@Suite("VideoMessaging: downloads resume from their offset, and each video is delivered once", .hangGuard)
 struct VideoResumeTests {
   struct Rig {
     let clock = ManualClock()
