@@ -12,7 +12,8 @@ struct Bench {
       W1   fan-out: 1,000 queues, 100,000 events to 10 queues each, drained every 1,000 events; then
            1,000 events each to all 1,000 queues, to a list the application keeps and to one built per event
       W2   idle queues: 100,000 registrations, bytes per queue, sweeps
-      W3   catch-up: one queue of 100,000 events drained in one poll, in process and through JSON
+      W3   catch-up: one queue of 100,000 events drained in one poll, in process and through JSON, after
+           warm-up rounds (printed apart, with their page faults); then in polls of 1,000
       W4   wake latency: 1,000 parked long-polls woken one by one, beside the same hand-over on a bare actor;
            and the command's own round trip (the server's work for one wake)
       C1   client: an UpdateMachine draining 100,000 events (memory store, file store, through JSON), and
