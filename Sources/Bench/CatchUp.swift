@@ -13,7 +13,7 @@ extension Workloads {
   /// it, which depends on what the process freed before. On this machine, with glibc's defaults, every
   /// round here faults (about 6,800 times, the encode 17–18 ms instead of 9); with the thresholds fixed
   /// (`GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=134217728`, as
-  /// docs/performance.md suggests for a server) the first two rounds fault and none after.
+  /// docs/deploying.md's systemd unit sets them) the first two rounds fault and none after.
   func catchUp() {
     let count = quick ? 10_000 : 100_000
     var (server, queue) = backlog(of: count, seed: 3, workload: "W3")
