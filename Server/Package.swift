@@ -228,6 +228,7 @@ let package = Package(
       dependencies: [
         "EventHTTPServer",
         "PushSenders",
+        .product(name: "TestScheduling", package: root),
         .product(name: "Crypto", package: "swift-crypto"),
         .product(name: "_CryptoExtras", package: "swift-crypto"),
         .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -4,11 +4,12 @@ import EventServer
 import Foundation
 import PostgresServerLog
 import Synchronization
+import TestScheduling
 import Testing
 import UpdateMachine
 import VideoMessaging
 
-@Suite("Blobs over HTTP: resumable uploads, ranged downloads, readers checked", .serialized, .timeLimit(.minutes(1)))
+@Suite("Blobs over HTTP: resumable uploads, ranged downloads, readers checked", .serialized, .hangGuard)
 struct BlobTests {
   private func store(_ live: LiveServer, _ user: UserID) -> HTTPBlobStore {
     let key = testKeyByUser[user] ?? "no-such-key"

@@ -1,5 +1,6 @@
 import EventProtocol
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import EventHTTPServer
@@ -9,7 +10,7 @@ import Testing
 #endif
 
 /// The connection caps as pure decisions (``ConnectionTable``), then one user against a live server.
-@Suite("Connections: one user cannot hold every place", .serialized, .timeLimit(.minutes(1)))
+@Suite("Connections: one user cannot hold every place", .serialized, .hangGuard)
 struct ConnectionTableTests {
   func limits(total: Int, perUser: Int) -> ConnectionLimits {
     var limits = ConnectionLimits()

@@ -1,6 +1,7 @@
 import EventProtocol
 import EventServer
 import Foundation
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 import VideoMessaging
@@ -8,7 +9,7 @@ import VideoMessaging
 /// The blob store in the database's tables, on SQLite and (when a server is given) PostgreSQL: the same
 /// promises as the file store (resumable, atomic, ranged), kept across a restart of the process, and two
 /// appends racing at one offset never both landing.
-@Suite("DatabaseBlobStore: blobs in the database, resumable and atomic", .serialized, .timeLimit(.minutes(3)))
+@Suite("DatabaseBlobStore: blobs in the database, resumable and atomic", .serialized, .hangGuard)
 struct DatabaseBlobStoreTests {
   private let t0 = Timestamp(secondsSinceEpoch: 1_700_000_000)
   private static let bytes = Data((0..<1_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })

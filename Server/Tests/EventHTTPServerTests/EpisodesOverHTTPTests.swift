@@ -3,11 +3,12 @@ import EventHTTPServer
 import EventProtocol
 import Foundation
 import Logging
+import TestScheduling
 import Testing
 import UpdateMachine
 
 /// The same HTTP server with another application plugged in: the podcast episode queue.
-@Suite("Live HTTP server with the episode-queue application", .timeLimit(.minutes(1)))
+@Suite("Live HTTP server with the episode-queue application", .hangGuard)
 struct EpisodesOverHTTPTests {
   typealias Machine = UpdateMachine<EpisodeProjection, EpisodeEvent, EpisodeCommand>
 

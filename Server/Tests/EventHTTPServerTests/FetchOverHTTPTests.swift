@@ -2,6 +2,7 @@ import EventHTTPServer
 import EventProtocol
 import EventServer
 import Foundation
+import TestScheduling
 import Testing
 import UpdateMachine
 import VideoMessaging
@@ -12,7 +13,7 @@ import VideoMessaging
 
 /// `GET /api/v1/fetch` on the real HTTP server: a conversation's history fetched by page through
 /// `URLSessionTransport` and kept live; bad requests answered with typed errors.
-@Suite("Live HTTP server: partial state fetched by page", .serialized, .timeLimit(.minutes(1)))
+@Suite("Live HTTP server: partial state fetched by page", .serialized, .hangGuard)
 struct FetchOverHTTPTests {
   @Test("bob fetches the newest two videos from alice, then older ones; a new one arrives live")
   func historyByPage() async throws {

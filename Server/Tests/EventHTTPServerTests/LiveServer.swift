@@ -23,7 +23,7 @@ enum VideoServerKind: String, CaseIterable, Sendable, CustomTestStringConvertibl
 }
 
 /// An `EventHTTPServer` serving the video domain on 127.0.0.1 and a port the system picks, in this process,
-/// stopped by ``stop()`` (every test bounds its time with `.timeLimit`).
+/// stopped by ``stop()`` (every test bounds its time with `.hangGuard`).
 struct LiveServer {
   /// The server, of either kind.
   enum Host {

@@ -2,6 +2,7 @@ import EventHTTPServer
 import EventProtocol
 import EventServer
 import Foundation
+import TestScheduling
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
@@ -12,7 +13,7 @@ import VideoMessaging
 #endif
 
 /// The real client engine, through `URLSessionTransport`, against the HTTP server on 127.0.0.1.
-@Suite("Live HTTP server: the engine over a real network", .serialized, .timeLimit(.minutes(1)))
+@Suite("Live HTTP server: the engine over a real network", .serialized, .hangGuard)
 struct LiveServerTests {
   @Test("register, a parked poll woken by another user's write, and the write's own status coming back")
   func parkedPollWoken() async throws {

@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import TestScheduling
 import Testing
 import UpdateMachine
 
@@ -18,7 +19,7 @@ import UpdateMachine
 #endif
 
 /// The admin listener: health, readiness and Prometheus metrics on loopback, apart from the API.
-@Suite("Operations: /healthz, /readyz, /metrics", .serialized, .timeLimit(.minutes(1)))
+@Suite("Operations: /healthz, /readyz, /metrics", .serialized, .hangGuard)
 struct OperationsTests {
   @Test("readiness answers 503 once the input log failed (writes refused) and while shutting down; health stays 200")
   func readinessFails() async throws {

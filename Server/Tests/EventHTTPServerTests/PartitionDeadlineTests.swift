@@ -4,6 +4,7 @@ import Foundation
 import PostgresServerLog
 import SampleApps
 import Synchronization
+import TestScheduling
 import Testing
 
 /// A stored application's deadlines on a partitioned log run on partition 0's node only, and reach users of
@@ -14,7 +15,7 @@ import Testing
   "Deadlines on partitions",
   .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
   .serialized,
-  .timeLimit(.minutes(5))
+  .hangGuard
 )
 struct PartitionDeadlineTests {
   typealias Host = PartitionHost<StoredRelay<ScheduledNotes>, ContinuousClock>

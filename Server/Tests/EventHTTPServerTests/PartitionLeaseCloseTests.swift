@@ -2,6 +2,7 @@ import EventServer
 import Foundation
 import PostgresNIO
 import PostgresServerLog
+import TestScheduling
 import Testing
 
 /// A node stopping lets its partitions go at once. Found by the video partition soak: under load a survey of
@@ -11,7 +12,7 @@ import Testing
   "Partition leases: closing them does not wait for the session",
   .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
   .serialized,
-  .timeLimit(.minutes(3))
+  .hangGuard
 )
 struct PartitionLeaseCloseTests {
   @Test("closing the leases lets them go while the session still waits on the database")

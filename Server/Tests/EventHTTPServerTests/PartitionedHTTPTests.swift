@@ -4,6 +4,7 @@ import EventServer
 import Foundation
 import PostgresServerLog
 import SampleApps
+import TestScheduling
 import Testing
 import UpdateMachine
 import UpdateMachineTesting
@@ -12,7 +13,7 @@ import UpdateMachineTesting
   "Partitioned nodes over HTTP: any node serves any client (forwarding to the partition's node), and a node's partitions move when it stops",
   .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
   .serialized,
-  .timeLimit(.minutes(3))
+  .hangGuard
 )
 struct PartitionedHTTPTests {
   typealias Node = PartitionedEventHTTPServer<StoredNoteBoard>

@@ -4,6 +4,7 @@ import EventServer
 import Foundation
 import PostgresServerLog
 import SampleApps
+import TestScheduling
 import Testing
 import UpdateMachine
 
@@ -13,7 +14,7 @@ import UpdateMachine
   "The lean poll listener on partitioned nodes: polls forwarded to the partition's node",
   .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
   .serialized,
-  .timeLimit(.minutes(3))
+  .hangGuard
 )
 struct PartitionedPollListenerTests {
   typealias Cluster = PartitionedHTTPTests.TwoNodes<StoredNoteBoard>

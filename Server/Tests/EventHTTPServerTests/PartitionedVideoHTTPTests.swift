@@ -3,6 +3,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import PostgresServerLog
+import TestScheduling
 import Testing
 import UpdateMachine
 import VideoBlobRoutes
@@ -15,7 +16,7 @@ import VideoMessaging
   "The video service on partitioned nodes: uploads and ranged downloads through either node",
   .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
   .serialized,
-  .timeLimit(.minutes(3))
+  .hangGuard
 )
 struct PartitionedVideoHTTPTests {
   typealias Cluster = PartitionedHTTPTests.TwoNodes<StoredVideoServer>

@@ -2,6 +2,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import PostgresServerLog
+import TestScheduling
 import Testing
 import VideoMessaging
 
@@ -12,7 +13,7 @@ import VideoMessaging
   "The video service's rules across partitions racing",
   .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
   .serialized,
-  .timeLimit(.minutes(5))
+  .hangGuard
 )
 struct PartitionedVideoRaceTests {
   typealias Host = PartitionHost<StoredRelay<StoredVideoServer>, ContinuousClock>

@@ -2,6 +2,7 @@ import EventHTTPServer
 import EventProtocol
 import EventServer
 import Foundation
+import TestScheduling
 import Testing
 
 #if canImport(Glibc)
@@ -10,7 +11,7 @@ import Testing
 
 /// The lean poll listener (`pollPort`): the events route below Hummingbird answers as the main listener does,
 /// behind the same gate, and a parked poll there ends with its client or with the server.
-@Suite("The lean poll listener", .serialized, .timeLimit(.minutes(2)))
+@Suite("The lean poll listener", .serialized, .hangGuard)
 struct PollListenerTests {
   private static func startWithPolls() async throws -> (LiveServer, RawHTTP, RawHTTP) {
     let live = try await LiveServer.start { $0.pollPort = 0 }

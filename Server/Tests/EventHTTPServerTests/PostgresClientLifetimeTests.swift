@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PostgresServerLog
 import ServiceLifecycle
+import TestScheduling
 import Testing
 
 /// A log's connections live until the log is closed, whatever task opened it. PostgresNIO's client stops
@@ -13,7 +14,7 @@ import Testing
 @Suite(
   "PostgreSQL log lifetime: connections outlive a service group's graceful shutdown until closed",
   .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
-  .timeLimit(.minutes(1))
+  .hangGuard
 )
 struct PostgresClientLifetimeTests {
   /// Opens a partition inside a service, then, once the group is stopping, appends to it.

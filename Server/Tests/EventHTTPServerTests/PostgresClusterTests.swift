@@ -3,13 +3,14 @@ import EventServer
 import Foundation
 import PostgresServerLog
 import SampleApps
+import TestScheduling
 import Testing
 
 /// Cluster nodes on a real PostgreSQL: each node has its own connections, as separate processes would.
 @Suite(
   "PostgreSQL cluster: nodes on one log answer any queue, wake each other's polls, and agree",
   .enabled(if: testPostgresURL != nil, "set EVENT_SERVER_TEST_POSTGRES_URL (Server/scripts/postgres-tests.sh does)"),
-  .timeLimit(.minutes(2))
+  .hangGuard
 )
 struct PostgresClusterTests {
   typealias Node = EventServer<NoteBoard, ContinuousClock>

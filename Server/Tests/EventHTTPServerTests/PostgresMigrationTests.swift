@@ -1,6 +1,7 @@
 import EventServer
 import Foundation
 import PostgresNIO
+import TestScheduling
 import Testing
 
 @testable import PostgresServerLog
@@ -9,7 +10,7 @@ import Testing
   "PostgreSQL migrations: once across nodes starting together; a newer or failing one changes nothing",
   .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
   .serialized,
-  .timeLimit(.minutes(5))
+  .hangGuard
 )
 struct PostgresMigrationTests {
   @Test("three nodes migrating at once apply each migration once; a failing one rolls back; newer is refused")

@@ -4,6 +4,7 @@ import Foundation
 import PostgresServerLog
 import SampleApps
 import Synchronization
+import TestScheduling
 import Testing
 
 private func frame(_ text: String) -> Data { ServerLogCodec.frame(Data(text.utf8)) }
@@ -12,7 +13,7 @@ private func frame(_ text: String) -> Data { ServerLogCodec.frame(Data(text.utf8
   "PostgreSQL log partitions: a count fixed at creation, commit order per partition, no lock over the log, leases",
   .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
   .serialized,
-  .timeLimit(.minutes(5))
+  .hangGuard
 )
 struct PostgresPartitionTests {
   @Test("the partition count is fixed when the log is created: another count is refused, nothing changed")

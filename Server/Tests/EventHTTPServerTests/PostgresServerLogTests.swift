@@ -5,6 +5,7 @@ import Logging
 import PostgresServerLog
 import SampleApps
 import Synchronization
+import TestScheduling
 import Testing
 
 /// The PostgreSQL server these tests use: `Server/scripts/postgres-tests.sh` starts one on loopback and sets
@@ -44,7 +45,7 @@ var quietLogger: Logger {
   "PostgreSQL log: fenced appends, snapshots, schema versions, gap-free positions under races",
   .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
   .serialized,
-  .timeLimit(.minutes(5))
+  .hangGuard
 )
 struct PostgresServerLogTests {
   @Test("records and the snapshot survive a reconnect; a snapshot drops what it covers; truncate cuts the tail")

@@ -9,6 +9,7 @@ import NIOSSL
 import PushSenders
 import SampleApps
 import Synchronization
+import TestScheduling
 import Testing
 import UpdateMachine
 import _CryptoExtras
@@ -134,7 +135,7 @@ struct PushSenderFixture {
 
 /// The APNs and FCM senders against a local HTTP/2 fake of each platform that checks every request (JWT
 /// signatures and claims, headers, payloads) and answers with the platforms' own error bodies.
-@Suite("Push senders over HTTP/2: APNs and FCM against local fakes", .timeLimit(.minutes(2)))
+@Suite("Push senders over HTTP/2: APNs and FCM against local fakes", .hangGuard)
 struct PushSenderLiveTests {
   @Test("APNs: a push goes over HTTP/2 with a verified ES256 provider token, reused for the next push")
   func apnsAccepted() async throws {

@@ -2,6 +2,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import SQLiteNIO
+import TestScheduling
 import Testing
 
 @testable import EventHTTPServer
@@ -226,7 +227,7 @@ struct SQLiteServerLogTests {
   }
 }
 
-@Suite("One server per data directory and database", .serialized, .timeLimit(.minutes(1)))
+@Suite("One server per data directory and database", .serialized, .hangGuard)
 struct ExclusiveStorageTests {
   @Test("a second log on the same database is refused in one line while the first is open; free once it closes")
   func secondLogRefused() async throws {

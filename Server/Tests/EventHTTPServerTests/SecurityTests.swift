@@ -2,12 +2,13 @@ import EventHTTPServer
 import EventProtocol
 import EventServer
 import Foundation
+import TestScheduling
 import Testing
 import VideoMessaging
 
 /// One named test per promise of `docs/security.md`, each against a live server on 127.0.0.1, each sending
 /// what an attacker holding a valid key of their own (or no key) would send.
-@Suite("Security: no user reaches or harms another", .serialized, .timeLimit(.minutes(2)))
+@Suite("Security: no user reaches or harms another", .serialized, .hangGuard)
 struct SecurityTests {
   private static let secret = Data("alice's secret video".utf8)
 

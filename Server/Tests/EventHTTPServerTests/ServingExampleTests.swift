@@ -1,6 +1,7 @@
 import EventHTTPServer
 import EventProtocol
 import Foundation
+import TestScheduling
 import Testing
 import UpdateMachine
 
@@ -8,7 +9,7 @@ import UpdateMachine
   import FoundationNetworking
 #endif
 
-@Suite("docs/serving.md: a custom domain over HTTP", .serialized, .timeLimit(.minutes(1)))
+@Suite("docs/serving.md: a custom domain over HTTP", .serialized, .hangGuard)
 struct ServingExampleTests {
   @Test("the example serves: two clients on URLSessionTransport see each other's moves; a bad move is refused")
   func exampleServes() async throws {

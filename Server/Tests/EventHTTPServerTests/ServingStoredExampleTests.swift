@@ -3,6 +3,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import SQLiteNIO
+import TestScheduling
 import Testing
 import UpdateMachine
 
@@ -10,7 +11,7 @@ import UpdateMachine
   import FoundationNetworking
 #endif
 
-@Suite("docs/serving.md: a stored application over HTTP, end to end", .serialized, .timeLimit(.minutes(1)))
+@Suite("docs/serving.md: a stored application over HTTP, end to end", .serialized, .hangGuard)
 struct ServingStoredExampleTests {
   typealias KanbanTransport = URLSessionTransport<Board, CardMoved, CardMoved>
 

@@ -2,6 +2,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 
 /// A stored notes board whose post of "boom" writes its row, then fails in the database: the transaction
@@ -32,7 +33,7 @@ struct FailingStoredNoteBoard: StoredApplication {
 @Suite(
   "Stored applications: a command's rows, its events and its decision commit together, on SQLite and PostgreSQL",
   .serialized,
-  .timeLimit(.minutes(5))
+  .hangGuard
 )
 struct StoredApplicationTests {
   typealias Server = EventServer<StoredRelay<StoredNoteBoard>, ContinuousClock>

@@ -2,6 +2,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 import UpdateMachineTesting
 
@@ -86,7 +87,7 @@ struct ScheduledNotes: StoredApplication {
 @Suite(
   "A stored application's time-driven work: run when the clock reaches it, committed like a command",
   .serialized,
-  .timeLimit(.minutes(2))
+  .hangGuard
 )
 struct StoredDeadlineTests {
   typealias Server = EventServer<StoredRelay<ScheduledNotes>, ManualClock>

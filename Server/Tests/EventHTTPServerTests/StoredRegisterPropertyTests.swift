@@ -2,6 +2,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 
 /// Registrations racing commands against a stored application: for every seed, every registration's snapshot
@@ -11,7 +12,7 @@ import Testing
 @Suite(
   "Atomic register against a database: snapshot plus events equals the tables' truth",
   .serialized,
-  .timeLimit(.minutes(5))
+  .hangGuard
 )
 struct StoredRegisterPropertyTests {
   static let users: [UserID] = ["alice", "bob", "carol"]

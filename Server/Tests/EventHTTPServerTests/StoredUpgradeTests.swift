@@ -2,6 +2,7 @@ import EventProtocol
 import EventServer
 import Foundation
 import SampleApps
+import TestScheduling
 import Testing
 
 /// Version 2 of the stored notes board: each note records who posted it (a column added with a default, so
@@ -77,7 +78,7 @@ struct BrokenStoredNoteBoardV2: StoredApplication {
 @Suite(
   "Upgrading a stored application: version 2 migrates the tables and every client keeps its queue",
   .serialized,
-  .timeLimit(.minutes(5))
+  .hangGuard
 )
 struct StoredUpgradeTests {
   static func texts(_ events: [EventEnvelope<NoteEvent>]) -> [String] {

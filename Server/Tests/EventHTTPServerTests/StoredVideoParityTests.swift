@@ -1,6 +1,7 @@
 import EventProtocol
 import EventServer
 import Foundation
+import TestScheduling
 import Testing
 import VideoMessaging
 
@@ -10,7 +11,7 @@ import VideoMessaging
 /// histories and forgotten keys all happen. After every step the two must agree on everything a client or
 /// the blob routes can see: the events or the refusal, every user's snapshot, pages of every narrow, every
 /// key's binding and readers, every user's bytes and uploads, the next deadline and the blobs to delete.
-@Suite("StoredVideoServer equals VideoServer on random histories", .serialized, .timeLimit(.minutes(5)))
+@Suite("StoredVideoServer equals VideoServer on random histories", .serialized, .hangGuard)
 struct StoredVideoParityTests {
   static let users: [UserID] = ["ann", "ben", "cy"]
   static var limits: VideoServerLimits {

@@ -3,13 +3,14 @@ import EventServer
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import TestScheduling
 import Testing
 
 @testable import EventHTTPServer
 
 /// What the wire says when the server cannot do something, how queries are read, and what needs no key
 /// (`docs/protocol.md`, "Errors"; `docs/security.md`).
-@Suite("Wire integrity: 5xx codes, server_settings, form-encoded queries", .serialized, .timeLimit(.minutes(1)))
+@Suite("Wire integrity: 5xx codes, server_settings, form-encoded queries", .serialized, .hangGuard)
 struct WireIntegrityTests {
   @Test("a write the store cannot make durable is 503 SERVICE_UNAVAILABLE with Retry-After, never a code that drops it")
   func failingStoreIsRetry() async throws {
