@@ -17,8 +17,8 @@ extension JSONTapeDecoder {
     guard let eventsIndex = tape.member(named: EventsReplyCodingKeys.events.stringValue, of: index) else {
       throw JSONTape.keyNotFound(EventsReplyCodingKeys.events, path: codingPath)
     }
-    var disorder: (previous: Int, next: Int)?
     let events: [EventEnvelope<Payload>]
+    let disorder: (previous: Int, next: Int)?
     if tape[eventsIndex].isStreamed {
       // Decoded as the body was parsed (`WireFormat.decode`); its first failure is thrown here, where the
       // array's own decoding would have thrown it.
@@ -26,14 +26,16 @@ extension JSONTapeDecoder {
         throw tape.streamedArrayRead(path: codingPath + [EventsReplyCodingKeys.events])
       }
       events = try streamed.takeEvents()
-      disorder = streamed.firstDisorder
+      disorder = streamed.order.firstDisorder
     } else {
+      var order = EnvelopeIDOrder()
       events = try tape.decodeEnvelopes(
         at: eventsIndex,
         key: EventsReplyCodingKeys.events,
         decoder: self,
-        firstDisorder: &disorder
+        order: &order
       )
+      disorder = order.firstDisorder
     }
     if let disorder {
       throw EventAPIError.malformedResponse(
@@ -52,18 +54,18 @@ extension JSONTapeDecoder {
 
 extension JSONTape {
   /// Decodes the array at `array`, the value of `decoder`'s member `key`, as envelopes, with the coding path
-  /// an `Array`'s `init(from:)` would give each, and notes the first id that does not increase.
+  /// an `Array`'s `init(from:)` would give each, noting their ids in `order`.
   fileprivate func decodeEnvelopes<Payload: EventPayload>(
     at array: UInt32,
     key: some CodingKey,
     decoder: JSONTapeDecoder,
-    firstDisorder: inout (previous: Int, next: Int)?
+    order: inout EnvelopeIDOrder
   ) throws -> [EventEnvelope<Payload>] {
     let capacity = self[array].kind == .array ? Int(self[array].count) : 0
     guard capacity > 0, StoredEnvelope.hasEnvelopeLayout(Payload.self) else {
       var envelopes: [EventEnvelope<Payload>] = []
       envelopes.reserveCapacity(capacity)
-      try decodeEnvelopes(of: Payload.self, at: array, key: key, decoder: decoder, firstDisorder: &firstDisorder) {
+      try decodeEnvelopes(of: Payload.self, at: array, key: key, decoder: decoder, order: &order) {
         envelopes.append(
           EventEnvelope(id: $0.id, storage: $0.storage, origin: $0.origin)
         )
@@ -74,7 +76,7 @@ extension JSONTape {
     // append ran the array's unspecialised code, with its look-ups of the element type, per envelope.
     return try [EventEnvelope<Payload>](unsafeUninitializedCapacity: capacity) { buffer, count in
       try buffer.withMemoryRebound(to: StoredEnvelope.self) { buffer in
-        try decodeEnvelopes(of: Payload.self, at: array, key: key, decoder: decoder, firstDisorder: &firstDisorder) {
+        try decodeEnvelopes(of: Payload.self, at: array, key: key, decoder: decoder, order: &order) {
           (envelope: StoredEnvelope) in
           buffer.initializeElement(at: count, to: envelope)
           count += 1
@@ -89,19 +91,30 @@ extension JSONTape {
     at array: UInt32,
     key: some CodingKey,
     decoder: JSONTapeDecoder,
-    firstDisorder: inout (previous: Int, next: Int)?,
+    order: inout EnvelopeIDOrder,
     add: (StoredEnvelope) -> Void
   ) throws {
-    var previousID: Int?
     var types = EnvelopeTypes(known: Payload.knownEventTypes, readPayload: reader(of: Payload.self))
     try forEachElement(of: array, key: key, decoder: decoder) { element, depth in
       let envelope = try EventEnvelope<Payload>.stored(tape: self, at: element, depth: depth, types: &types)
-      if let previousID, envelope.id <= previousID, firstDisorder == nil {
-        firstDisorder = (previousID, envelope.id)
-      }
-      previousID = envelope.id
+      order.note(envelope.id)
       add(envelope)
     }
+  }
+}
+
+/// The ids of a batch's envelopes in the order they are read: the first one that does not increase is kept,
+/// with the one before it, for the error that refuses the batch once it is read.
+struct EnvelopeIDOrder {
+  private var previous: Int?
+  /// The first id that did not increase, after the one before it.
+  private(set) var firstDisorder: (previous: Int, next: Int)?
+
+  mutating func note(_ id: Int) {
+    if let previous, id <= previous, firstDisorder == nil {
+      firstDisorder = (previous, id)
+    }
+    previous = id
   }
 }
 

@@ -11,9 +11,8 @@ final class StreamedEnvelopes<Payload: EventPayload>: JSONArrayStreamer {
   // `@exclusivity(unchecked)`: a streamer is not `Sendable` and is used by the one parse that made it, on
   // one thread, and no access to these properties spans another (the envelope's decoding takes `types`
   // in and out, and nothing it calls can reach this streamer). The checks were 3 % of a poll's decode.
-  /// The first id that did not increase, after the one before it.
-  @exclusivity(unchecked) private(set) var firstDisorder: (previous: Int, next: Int)?
-  @exclusivity(unchecked) private var previousID: Int?
+  /// The envelopes' ids so far, and the first that did not increase.
+  @exclusivity(unchecked) private(set) var order = EnvelopeIDOrder()
   @exclusivity(unchecked) private var types: EnvelopeTypes<Payload>?
   @exclusivity(unchecked) private var failure: (any Error)?
   /// The envelopes so far, in storage this streamer owns: moved, not copied, into the events' array.
@@ -37,10 +36,7 @@ final class StreamedEnvelopes<Payload: EventPayload>: JSONArrayStreamer {
         depth: decoder.depth,
         types: &types!
       )
-      if let previousID, envelope.id <= previousID, firstDisorder == nil {
-        firstDisorder = (previousID, envelope.id)
-      }
-      previousID = envelope.id
+      order.note(envelope.id)
       append(envelope)
       return true
     } catch {
