@@ -84,6 +84,8 @@ public actor VideoDevice {
   ///   - seed: Seeds video ids, backoff jitter and the engine's randomness.
   ///   - chunkSize: The most bytes a transfer moves per step (and so how much a failure can lose); steps
   ///     start smaller and grow with the link's measured speed (``TransferPacer``).
+  ///   - log: Receives the engine's structured events (``UpdateMachineLogEvent``); nothing is logged when
+  ///     `nil`.
   public init<Transport: EventTransport, C: Clock>(
     user: UserID,
     transport: Transport,
@@ -94,7 +96,8 @@ public actor VideoDevice {
     anchor: Timestamp? = nil,
     configuration: UpdateMachineConfiguration = .init(),
     seed: UInt64,
-    chunkSize: Int = 64 << 10
+    chunkSize: Int = 64 << 10,
+    log: (@Sendable (UpdateMachineLogEvent) -> Void)? = nil
   )
   where
     Transport.State == VideoSnapshot, Transport.Event == VideoEvent, Transport.Mutation == VideoCommand,
@@ -109,7 +112,8 @@ public actor VideoDevice {
       clock: clock,
       anchor: anchor,
       configuration: configuration,
-      random: SeededRandomNumberGenerator(seed: seed)
+      random: SeededRandomNumberGenerator(seed: seed),
+      log: log
     )
     self.remoteBlobs = remoteBlobs
     self.localBlobs = localBlobs

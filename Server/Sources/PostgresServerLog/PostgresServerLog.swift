@@ -8,7 +8,8 @@ import Synchronization
 /// The input log and the newest snapshot in PostgreSQL: `event-server --postgres URL`.
 ///
 /// Tables (schema ``schemaVersion``, created and upgraded at start under an advisory lock, so several nodes
-/// starting at once do not race):
+/// starting at once do not race; a schema found current is only read, so a node starting beside running
+/// ones never waits for their appends nor makes them wait):
 /// - `event_log_meta(id = 1, schema_version, last_position, partition_count)`: the one row that orders
 ///   appends (of partition 0), and how many partitions the log has;
 /// - `event_log(position bigint PRIMARY KEY, record bytea)`: the framed records (``ServerLogCodec``);
@@ -234,110 +235,6 @@ public final class PostgresServerLog: SharedServerLog {
       running.cancel()
       await running.value
     }
-  }
-
-  /// Creates or upgrades the schema and the partitions' tables; answers the log's partition count.
-  private func setUp(partitions asked: PartitionMap?) async throws(ServerLogError) -> PartitionMap {
-    let found = try await transaction { connection -> (version: Int, partitions: Int) in
-      try await connection.query("SELECT pg_advisory_xact_lock(\(Self.setUpLockKey))", logger: self.logger)
-      try await connection.query(
-        """
-        CREATE TABLE IF NOT EXISTS event_log_meta (
-          id integer PRIMARY KEY CHECK (id = 1), schema_version integer NOT NULL, last_position bigint NOT NULL)
-        """,
-        logger: self.logger
-      )
-      let rows = try await connection.query(
-        "SELECT schema_version FROM event_log_meta WHERE id = 1",
-        logger: self.logger
-      )
-      var version: Int?
-      for try await (value) in rows.decode(Int32.self) { version = Int(value) }
-      if let version, version > Self.schemaVersion { return (version, 0) }
-      // Version 2: the partition count (a log of version 1 has one partition).
-      try await connection.query(
-        "ALTER TABLE event_log_meta ADD COLUMN IF NOT EXISTS partition_count integer NOT NULL DEFAULT 1",
-        logger: self.logger
-      )
-      let current = Int32(Self.schemaVersion)
-      let count = Int32(asked?.count ?? 1)
-      try await connection.query(
-        """
-        INSERT INTO event_log_meta (id, schema_version, last_position, partition_count)
-        VALUES (1, \(current), 0, \(count))
-        ON CONFLICT (id) DO UPDATE SET schema_version = \(current)
-        """,
-        logger: self.logger
-      )
-      var partitions = 1
-      let counted = try await connection.query(
-        "SELECT partition_count FROM event_log_meta WHERE id = 1",
-        logger: self.logger
-      )
-      for try await value in counted.decode(Int32.self) { partitions = Int(value) }
-      if let asked, asked.count != partitions { return (Self.schemaVersion, partitions) }
-      for partition in 0..<partitions {
-        try await Self.createTables(LogTables(partition: partition), on: connection, logger: self.logger)
-      }
-      try await connection.query(
-        """
-        CREATE TABLE IF NOT EXISTS event_inbox (
-          id bigserial PRIMARY KEY, partition integer NOT NULL, message bytea NOT NULL)
-        """,
-        logger: self.logger
-      )
-      try await connection.query(
-        "CREATE INDEX IF NOT EXISTS event_inbox_by_partition ON event_inbox (partition, id)",
-        logger: self.logger
-      )
-      // Where each node holding leases answers HTTP (its lease session's backend pid, its address).
-      try await connection.query(
-        "CREATE TABLE IF NOT EXISTS partition_node (pid integer PRIMARY KEY, address text NOT NULL)",
-        logger: self.logger
-      )
-      return (Self.schemaVersion, partitions)
-    }
-    if found.version > Self.schemaVersion { throw .newerFormat(found: found.version, supported: Self.schemaVersion) }
-    guard let map = PartitionMap(count: found.partitions) else {
-      throw .storage("\(location): the log records \(found.partitions) partitions, which is not a partition count")
-    }
-    if let asked, asked != map { throw .partitionCount(found: map.count, asked: asked.count) }
-    return map
-  }
-
-  /// Creates a partition's tables when missing (partition 0's counter row exists already).
-  private static func createTables(
-    _ tables: LogTables,
-    on connection: PostgresConnection,
-    logger: Logger
-  ) async throws {
-    if tables.partition > 0 {
-      try await connection.query(
-        """
-        CREATE TABLE IF NOT EXISTS \(unescaped: tables.meta) (
-          id integer PRIMARY KEY CHECK (id = 1), last_position bigint NOT NULL)
-        """,
-        logger: logger
-      )
-      try await connection.query(
-        "INSERT INTO \(unescaped: tables.meta) (id, last_position) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
-        logger: logger
-      )
-    }
-    try await connection.query(
-      """
-      CREATE TABLE IF NOT EXISTS \(unescaped: tables.records) (
-        position bigint PRIMARY KEY, record bytea NOT NULL)
-      """,
-      logger: logger
-    )
-    try await connection.query(
-      """
-      CREATE TABLE IF NOT EXISTS \(unescaped: tables.snapshot) (
-        id integer PRIMARY KEY CHECK (id = 1), position bigint NOT NULL, state bytea NOT NULL)
-      """,
-      logger: logger
-    )
   }
 
   // MARK: - ServerLog
@@ -733,7 +630,7 @@ public final class PostgresServerLog: SharedServerLog {
   /// answer (stopped, unreachable, a pool waiting for a connection) fails the call instead of holding the
   /// request for ever. A transaction that commits after its deadline passed is harmless: its write was
   /// never answered, and the restart that follows the failure reads it back.
-  private func transaction<Result: Sendable>(
+  func transaction<Result: Sendable>(
     _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
   ) async throws(ServerLogError) -> Result {
     try await withDeadline {

@@ -44,7 +44,8 @@ struct VideoClientMain {
       clock: ContinuousClock(),
       configuration: configuration,
       seed: UInt64.random(in: 0...UInt64.max),
-      chunkSize: 16 << 10
+      chunkSize: 16 << 10,
+      log: EngineLog(user: options.user).write
     )
     let events = await device.events()
     await device.start()
@@ -109,6 +110,25 @@ struct VideoClientMain {
           : "; writes pending \(final.pendingMutations.count), not viewed: \(notViewed.joined(separator: ", "))"),
       succeeded: succeeded
     )
+  }
+}
+
+/// The engine's register requests, failed requests and phase changes, one line each on the standard error
+/// with the seconds since start: what a soak that finds a second registration prints to say why.
+struct EngineLog: Sendable {
+  let user: UserID
+  let start = ContinuousClock.now
+
+  @Sendable func write(_ event: UpdateMachineLogEvent) {
+    switch event {
+    case .requestSent(_, .register), .requestFailed, .phaseChanged, .clientIDChanged:
+      let elapsed = (ContinuousClock.now - start).components
+      let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+      let line = "\(user) engine \(String(format: "%.3f", seconds)) s: \(event)\n"
+      FileHandle.standardError.write(Data(line.utf8))
+    default:
+      return
+    }
   }
 }
 
