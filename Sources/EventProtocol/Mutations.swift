@@ -20,7 +20,7 @@ public struct ClientID: RawRepresentable, Hashable, Codable, Sendable, Expressib
     self.rawValue = rawValue
   }
 
-  /// A new random id (128 bits).
+  /// A new random id: 15 characters from `[0-9A-Za-z]`, 89 random bits (``QueueID/random(using:)``).
   public static func random(using generator: inout some RandomNumberGenerator) -> ClientID {
     ClientID(rawValue: QueueID.random(using: &generator).rawValue)
   }

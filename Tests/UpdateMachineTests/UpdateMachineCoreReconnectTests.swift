@@ -22,9 +22,16 @@ struct UpdateMachineCoreReconnectTests {
   }
 
   /// Offline from the start: the register and the first write are both sent, and both fail to connect.
+  ///
+  /// The register retries after exactly a nanosecond and the outbox at a random moment of the next minute, so
+  /// the register's retry comes first whatever the draws (with the same policy for both, which came first
+  /// depended on the seed's draws).
   /// - Returns: The harness with the network back and the register retried, and the requests in flight.
   private func offlineStart() -> (harness: CoreHarness, register: RequestID, write: RequestID)? {
-    var harness = CoreHarness()
+    var harness = CoreHarness {
+      $0.backoff = BackoffPolicy(base: .nanoseconds(1), cap: .nanoseconds(1))
+      $0.outboxBackoff = BackoffPolicy(base: .seconds(60), cap: .seconds(120))
+    }
     let started = harness.acknowledgingSaves(harness.core.loaded(nil, now: t0), now: t0)
     let (_, submitted) = harness.submit(.post("written offline", to: [alice]), now: t0)
     guard let register = request(of: "register", in: started), let write = request(of: "submit", in: submitted)
