@@ -1,6 +1,7 @@
 import EventProtocol
 import EventServer
 import Foundation
+import Synchronization
 import TestScheduling
 import Testing
 import UpdateMachine
@@ -132,5 +133,32 @@ struct VideoEndToEndTests {
     #expect(applied?.metrics.pushesApplied == 1)
     #expect(applied?.metrics.polls == polls)
     await bob.stop()
+  }
+
+  @Test("the engine's events reach the log the device was given (video-client prints them)")
+  func engineLog() async throws {
+    let clock = ManualClock()
+    let server = EventServer(application: VideoServer(), clock: clock, anchor: clock.now)
+    let logged = Mutex<[UpdateMachineLogEvent]>([])
+    let bob = VideoDevice(
+      user: "bob",
+      transport: InProcessTransport(server: server, user: "bob"),
+      store: InMemoryStore(),
+      remoteBlobs: InMemoryBlobStore(),
+      localBlobs: InMemoryBlobStore(),
+      clock: clock,
+      anchor: clock.now,
+      seed: 6,
+      log: { event in logged.withLock { $0.append(event) } }
+    )
+    await bob.start()
+    await waitFor(bob) { $0.freshness.freshness == .live }
+    await bob.stop()
+    let events = logged.withLock { $0 }
+    let registers = events.filter {
+      if case .requestSucceeded(_, .register) = $0 { return true }
+      return false
+    }
+    #expect(registers.count == 1, "\(events)")
   }
 }
