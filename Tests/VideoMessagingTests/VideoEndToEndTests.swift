@@ -109,16 +109,7 @@ struct VideoEndToEndTests {
     let clock = ManualClock()
     let gateway = InMemoryPushGateway()
     let server = EventServer(application: VideoServer(), clock: clock, anchor: clock.now, pushGateway: gateway)
-    let bob = VideoDevice(
-      user: "bob",
-      transport: InProcessTransport(server: server, user: "bob"),
-      store: InMemoryStore(),
-      remoteBlobs: InMemoryBlobStore(),
-      localBlobs: InMemoryBlobStore(),
-      clock: clock,
-      anchor: clock.now,
-      seed: 5
-    )
+    let bob = Self.bob(on: server, clock: clock, seed: 5)
     await bob.start()
     await waitFor(bob) { $0.freshness.freshness == .live }
     try await server.registerPushToken("bob-phone", user: "bob", clientID: try #require(await bob.machine.clientID))
@@ -140,17 +131,7 @@ struct VideoEndToEndTests {
     let clock = ManualClock()
     let server = EventServer(application: VideoServer(), clock: clock, anchor: clock.now)
     let logged = Mutex<[UpdateMachineLogEvent]>([])
-    let bob = VideoDevice(
-      user: "bob",
-      transport: InProcessTransport(server: server, user: "bob"),
-      store: InMemoryStore(),
-      remoteBlobs: InMemoryBlobStore(),
-      localBlobs: InMemoryBlobStore(),
-      clock: clock,
-      anchor: clock.now,
-      seed: 6,
-      log: { event in logged.withLock { $0.append(event) } }
-    )
+    let bob = Self.bob(on: server, clock: clock, seed: 6) { event in logged.withLock { $0.append(event) } }
     await bob.start()
     await waitFor(bob) { $0.freshness.freshness == .live }
     await bob.stop()
@@ -160,5 +141,25 @@ struct VideoEndToEndTests {
       return false
     }
     #expect(registers.count == 1, "\(events)")
+  }
+
+  /// Bob's device on `server` in process, on stores of its own, its engine's events given to `log`.
+  private static func bob(
+    on server: EventServer<VideoServer, ManualClock>,
+    clock: ManualClock,
+    seed: UInt64,
+    log: (@Sendable (UpdateMachineLogEvent) -> Void)? = nil
+  ) -> VideoDevice {
+    VideoDevice(
+      user: "bob",
+      transport: InProcessTransport(server: server, user: "bob"),
+      store: InMemoryStore(),
+      remoteBlobs: InMemoryBlobStore(),
+      localBlobs: InMemoryBlobStore(),
+      clock: clock,
+      anchor: clock.now,
+      seed: seed,
+      log: log
+    )
   }
 }
