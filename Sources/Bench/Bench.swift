@@ -14,8 +14,9 @@ struct Bench {
       W2   idle queues: 100,000 registrations, bytes per queue, sweeps
       W3   catch-up: one queue of 100,000 events drained in one poll, in process and through JSON, after
            warm-up rounds (printed apart, with their page faults); then in polls of 1,000
-      W4   wake latency: 1,000 parked long-polls woken one by one, beside the same hand-over on a bare actor;
-           and the command's own round trip (the server's work for one wake)
+      W4   wake latency: 1,000 parked long-polls woken one by one, beside the same hand-over on a bare actor
+           (and on one kept busy as long as the server's median command); and the command's own round trip
+           (the server's work for one wake)
       C1   client: an UpdateMachine draining 100,000 events (memory store, file store, through JSON), and
            the save after a one-event batch when the state holds 10,000 videos, and the whole record of
            the drained 100,000 statuses encoded (what each compaction writes)
