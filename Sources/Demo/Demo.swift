@@ -33,9 +33,12 @@ struct Demo {
       return
     }
     if options.scripted {
-      try await ScriptedServerSession(seed: options.scenario.seed).run()
-      try await ScriptedClientSession(seed: options.scenario.seed).run()
-      try await ScriptedVideoSession(seed: options.scenario.seed).run()
+      do {
+        try await runScriptedSessions(seed: options.scenario.seed)
+      } catch {
+        FileHandle.standardError.write(Data("Demo: a scripted session stopped: \(error)\n".utf8))
+        exit(1)
+      }
       print("Done (seed \(options.scenario.seed); run again with the same seed for the same ids).")
       return
     }
@@ -46,5 +49,15 @@ struct Demo {
     }
     let ok = try await Task.detached { try SimulationDemo(options: options).run() }.value
     if !ok { exit(1) }
+  }
+
+  /// `--scripted`: the server's contract, the engine and the video domain, each session run to its end.
+  static func runScriptedSessions(
+    seed: UInt64,
+    output: @escaping ScriptedSessionOutput = { print($0) }
+  ) async throws {
+    try await ScriptedServerSession(seed: seed, output: output).run()
+    try await ScriptedClientSession(seed: seed, output: output).run()
+    try await ScriptedVideoSession(seed: seed, output: output).run()
   }
 }

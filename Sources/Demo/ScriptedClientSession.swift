@@ -17,9 +17,11 @@ struct ScriptedClientSession {
   let store = InMemoryStore()
   let start: Timestamp
   let seed: UInt64
+  let output: ScriptedSessionOutput
 
-  init(seed: UInt64) {
+  init(seed: UInt64, output: @escaping ScriptedSessionOutput = { print($0) }) {
     self.seed = seed
+    self.output = output
     start = clock.now
     server = EventServer(
       application: NoteBoard(),
@@ -50,19 +52,19 @@ struct ScriptedClientSession {
   }
 
   func run() async throws {
-    print("\nScripted session of alice's UpdateMachine (manual clock, seeded jitter)\n")
+    output("\nScripted session of alice's UpdateMachine (manual clock, seeded jitter)\n")
     var machine = makeMachine()
     await machine.start()
-    show(await waitFor(machine, "registered and long-polling", isLive))
+    show(try await waitFor(machine, "registered and long-polling", isLive))
 
     try await post("Hi Alice!")
-    show(await waitFor(machine, "bob's note arrives through the long-poll") { $0.state?.notes.count == 1 })
+    show(try await waitFor(machine, "bob's note arrives through the long-poll") { $0.state?.notes.count == 1 })
 
     say("the network drops: the next three requests fail")
     transport.failNext(.connectionFailed("no route to host"), .connectionFailed("no route to host"), .timedOut)
     try await post("Are you there?")
     for attempt in 1...3 {
-      let failed = await waitFor(machine, "poll failed (attempt \(attempt))") { snapshot in
+      let failed = try await waitFor(machine, "poll failed (attempt \(attempt))") { snapshot in
         if case .pollFailed(_, attempt, _) = snapshot.phase { true } else { false }
       }
       show(failed)
@@ -74,7 +76,7 @@ struct ScriptedClientSession {
       }
     }
     show(
-      await waitFor(machine, "recovered: a dontBlock poll catches up at once") {
+      try await waitFor(machine, "recovered: a dontBlock poll catches up at once") {
         isLive($0) && $0.state?.notes.count == 2
       }
     )
@@ -82,13 +84,13 @@ struct ScriptedClientSession {
     say("alice writes while the server answers 503")
     transport.failNext(.serverError(status: 503))
     _ = await machine.submit(.post("On my way", to: ["alice", "bob"]))
-    let pending = await waitFor(machine, "the write waits in the outbox, shown optimistically") {
+    let pending = try await waitFor(machine, "the write waits in the outbox, shown optimistically") {
       $0.metrics.failures == 4
     }
     show(pending)
     clock.advance(by: .milliseconds(100))  // the outbox's first backoff is at most 100 ms
     show(
-      await waitFor(machine, "acknowledged, then confirmed by its own event") {
+      try await waitFor(machine, "acknowledged, then confirmed by its own event") {
         $0.pendingMutations.isEmpty && isLive($0)
       }
     )
@@ -104,19 +106,19 @@ struct ScriptedClientSession {
     say("a push arrives in the background: the engine knows its queue must have expired and re-registers")
     await machine.pushReceived()
     show(
-      await waitFor(machine, "re-registered in the background (no doomed poll)") {
+      try await waitFor(machine, "re-registered in the background (no doomed poll)") {
         $0.metrics.registers == 2 && $0.state?.notes.count == 4
       }
     )
     await machine.enteredForeground()
-    show(await waitFor(machine, "back in the foreground", isLive))
+    show(try await waitFor(machine, "back in the foreground", isLive))
 
     say("the app is killed and started again from its persisted file")
     await machine.stop()
     machine = makeMachine()
     await machine.start()
     try await post("Welcome back")
-    let resumed = await waitFor(machine, "resumed with the stored finger: no new registration") {
+    let resumed = try await waitFor(machine, "resumed with the stored finger: no new registration") {
       isLive($0) && $0.state?.notes.count == 5
     }
     show(resumed)
@@ -135,18 +137,18 @@ struct ScriptedClientSession {
     _ machine: Machine,
     _ label: String,
     _ condition: @Sendable (Machine.Snapshot) -> Bool
-  ) async -> Machine.Snapshot {
+  ) async throws -> Machine.Snapshot {
     for await snapshot in await machine.snapshots() where condition(snapshot) {
       say(label)
       return snapshot
     }
-    fatalError("the machine stopped before: \(label)")
+    throw ScriptedSessionError(description: "the machine stopped before: \(label)")
   }
 
   private func show(_ snapshot: Machine.Snapshot) {
     let notes = snapshot.state?.notes ?? []
     let pending = snapshot.pendingMutations.isEmpty ? "" : ", sending: \(snapshot.pendingMutations.count)"
-    print(
+    output(
       "           phase \(snapshot.phase.kind), freshness \(describe(snapshot.freshness.freshness)), notes \(notes)\(pending)"
     )
   }
@@ -166,7 +168,7 @@ struct ScriptedClientSession {
   }
 
   private func say(_ line: String) {
-    print("[t=\(String(format: "%7.3f", elapsed(clock.now)))s] \(line)")
+    output("[t=\(String(format: "%7.3f", elapsed(clock.now)))s] \(line)")
   }
 
   private func elapsed(_ time: Timestamp) -> Double {

@@ -13,8 +13,10 @@ struct ScriptedServerSession {
   let start: Timestamp
   let alice: UserID = "alice"
   let bob: UserID = "bob"
+  let output: ScriptedSessionOutput
 
-  init(seed: UInt64) {
+  init(seed: UInt64, output: @escaping ScriptedSessionOutput = { print($0) }) {
+    self.output = output
     start = clock.now
     server = EventServer(
       application: NoteBoard(),
@@ -25,7 +27,7 @@ struct ScriptedServerSession {
   }
 
   func run() async throws {
-    print("Scripted session against the in-process EventServer (manual clock, seeded ids)\n")
+    output("Scripted session against the in-process EventServer (manual clock, seeded ids)\n")
 
     say("alice registers for all event types")
     let registration = try await server.register(user: alice)
@@ -68,6 +70,7 @@ struct ScriptedServerSession {
     say("alice polls the expired queue")
     do {
       _ = try await poll(registration.queueID, after: 3)
+      throw ScriptedSessionError(description: "the expired queue answered a poll")
     } catch let error as EventAPIError {
       show(try WireFormat.encode(error))
       say("the client matches code BAD_EVENT_QUEUE_ID and registers again:")
@@ -84,10 +87,10 @@ struct ScriptedServerSession {
 
   private func say(_ line: String) {
     let elapsed = start.duration(to: clock.now).components.seconds
-    print("[t=\(String(format: "%4d", elapsed))s] \(line)")
+    output("[t=\(String(format: "%4d", elapsed))s] \(line)")
   }
 
   private func show(_ json: Data) {
-    print("           \(String(decoding: json, as: UTF8.self))\n")
+    output("           \(String(decoding: json, as: UTF8.self))\n")
   }
 }

@@ -13,12 +13,13 @@ import VideoMessaging
 struct ScriptedVideoSession {
   let clock = ManualClock()
   let seed: UInt64
+  var output: ScriptedSessionOutput = { print($0) }
 
   func run() async throws {
-    print("\nScripted session of the video domain (two users, in process, manual clock)\n")
+    output("\nScripted session of the video domain (two users, in process, manual clock)\n")
     let start = clock.now
     func say(_ line: String) {
-      print("[t=\(String(format: "%7.3f", start.duration(to: clock.now).inSeconds))s] \(line)")
+      output("[t=\(String(format: "%7.3f", start.duration(to: clock.now).inSeconds))s] \(line)")
     }
     let gateway = InMemoryPushGateway()
     let server = EventServer(
@@ -46,8 +47,8 @@ struct ScriptedVideoSession {
     let bob = device("bob", seed: seed &+ 20)
     await alice.start()
     await bob.start()
-    await waitFor(alice) { $0.freshness.freshness == .live }
-    await waitFor(bob) { $0.freshness.freshness == .live }
+    try await waitFor(alice) { $0.freshness.freshness == .live }
+    try await waitFor(bob) { $0.freshness.freshness == .live }
     say("alice and bob are live (registered, long-polling)")
     try await server.registerPushToken("bob-phone", user: "bob", clientID: await bob.machine.clientID!)
     await bob.machine.enteredBackground()
@@ -57,7 +58,7 @@ struct ScriptedVideoSession {
     let recording = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
     let video = await alice.send(recording, to: "bob")
     say("alice records video \(video.rawValue.prefix(13))… (300 kB): shown as sending")
-    await waitFor(alice) { $0.confirmedState?.outgoing.first?.status == .uploaded }
+    try await waitFor(alice) { $0.confirmedState?.outgoing.first?.status == .uploaded }
     say("the file is in blob storage and the notice went through her outbox: alice sees uploaded")
     await gateway.waitForPushes(count: 1)
     say("the server pushes to bob's phone (\(gateway.sent[0].payload.count) bytes) — and the push is lost")
@@ -66,20 +67,24 @@ struct ScriptedVideoSession {
     clock.advance(by: .seconds(15 * 60))
     say("15 minutes later bob's background poll finds the video and starts downloading it")
     var events = bobEvents.makeAsyncIterator()
-    guard case .retrying(_, let retryAt)? = await events.next() else { fatalError("no failure") }
+    guard case .retrying(_, let retryAt) = try await nextTransferOutcome(&events) else {
+      throw ScriptedSessionError(description: "bob's download did not fail after two chunks")
+    }
     let wait = Int(clock.now.duration(to: retryAt).inSeconds * 1000)
     say("blob storage fails after two 64 kB chunks; the download retries in \(wait) ms from its offset")
     clock.advance(to: retryAt)
-    guard case .delivered(let delivered)? = await events.next() else { fatalError("not delivered") }
+    guard case .delivered(let delivered) = try await nextTransferOutcome(&events) else {
+      throw ScriptedSessionError(description: "bob's resumed download was not delivered")
+    }
     say(
       "resumed and complete: \(delivered.video.size / 1000) kB handed to bob's app, \(blobStorage.bytesRead / 1000) kB read in all"
     )
-    await waitFor(alice) { $0.confirmedState?.outgoing.first?.status == .downloaded }
+    try await waitFor(alice) { $0.confirmedState?.outgoing.first?.status == .downloaded }
     say("bob's `downloaded` went through his outbox: alice's long-poll shows downloaded")
 
     await bob.machine.enteredForeground()
     await bob.markViewed(video)
-    await waitFor(alice) { $0.confirmedState?.outgoing.first?.status == .viewed }
+    try await waitFor(alice) { $0.confirmedState?.outgoing.first?.status == .viewed }
     say("bob opens the app and watches it: alice sees viewed")
     let deleted = try await VideoBlobJanitor().run(server: server, blobs: blobStorage, now: clock.now)
     say(
@@ -95,8 +100,20 @@ struct ScriptedVideoSession {
   private func waitFor(
     _ device: VideoDevice,
     _ condition: @Sendable (UpdateMachineSnapshot<VideoSnapshot, VideoCommand>) -> Bool
-  ) async -> UpdateMachineSnapshot<VideoSnapshot, VideoCommand> {
+  ) async throws -> UpdateMachineSnapshot<VideoSnapshot, VideoCommand> {
     for await snapshot in await device.machine.snapshots() where condition(snapshot) { return snapshot }
-    fatalError("the device stopped before the condition held")
+    throw ScriptedSessionError(description: "\(await device.user)'s machine stopped before the session's next step")
+  }
+
+  /// The next event that ends a download try (a retry, a delivery or an abandon), past the progress reports
+  /// each chunk makes.
+  private func nextTransferOutcome(
+    _ events: inout AsyncStream<VideoDeviceEvent>.Iterator
+  ) async throws -> VideoDeviceEvent {
+    while let event = await events.next() {
+      if case .progressed = event { continue }
+      return event
+    }
+    throw ScriptedSessionError(description: "bob's device stopped reporting its transfers")
   }
 }
