@@ -56,10 +56,21 @@ public struct EpisodeDownloads: Codable, Sendable, Equatable {
 
   /// What to do now that the confirmed projection is `confirmed` and these of the device's writes are not
   /// yet confirmed (oldest first).
+  ///
+  /// Every start and every deletion follows the device's shown state, the confirmed projection with
+  /// `pending` on top: an episode this device finished or dismissed in a write still in its outbox is never
+  /// started, and its file goes.
+  /// - Parameters:
+  ///   - confirmed: The engine's confirmed state.
+  ///   - isConfirmedThisSession: Whether that state came from the server since launch
+  ///     (`UpdateMachineSnapshot.isConfirmedThisSession`); nothing starts otherwise.
+  ///   - pending: The engine's pending writes, oldest first (`pendingMutations.map(\.mutation)`). It has
+  ///     no default, so a caller cannot leave them out by accident.
+  /// - Returns: The downloads to start, cancel and delete, in order.
   public mutating func update(
     confirmed: EpisodeProjection,
     isConfirmedThisSession: Bool,
-    pending: [EpisodeCommand] = []
+    pending: [EpisodeCommand]
   ) -> [Action] {
     var actions: [Action] = []
     let ended = Self.endedHere(pending)

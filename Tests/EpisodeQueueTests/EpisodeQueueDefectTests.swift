@@ -54,7 +54,7 @@ struct EpisodeQueueDefectTests {
     projection.queue = [QueueItem(episode: "E", key: 1, position: nil, rev: 1)]
     projection.meta["E"] = meta
     var downloads = EpisodeDownloads(keep: 5)
-    let first = downloads.update(confirmed: projection, isConfirmedThisSession: true)
+    let first = downloads.update(confirmed: projection, isConfirmedThisSession: true, pending: [])
     #expect(first == [.start("E", mediaVersion: 1, url: "u")])
     downloads.downloadFinished("E", mediaVersion: 1)
     // The poll brings a media replacement before the device's finish is confirmed.
@@ -62,7 +62,7 @@ struct EpisodeQueueDefectTests {
     projection.meta["E"] = meta
     var control = downloads
     #expect(
-      control.update(confirmed: projection, isConfirmedThisSession: true)
+      control.update(confirmed: projection, isConfirmedThisSession: true, pending: [])
         == [.delete("E"), .start("E", mediaVersion: 2, url: "u")]
     )
     let finished = downloads.update(
@@ -110,6 +110,49 @@ struct EpisodeQueueDefectTests {
     #expect(listeners.started.map(\.episode) == ["E"], "the replacement audio was downloaded")
     #expect(listeners.downloads[0].files["E"] == nil, "the finished episode's file was kept")
     #expect(listeners.confirmed(0).terminal("E") != nil)
+  }
+
+  /// The same with a second device of the same user, online throughout: the phone finishes the episode
+  /// offline, the broadcaster replaces the audio, the tablet downloads the new version; when the phone comes
+  /// back, the tablet's file goes once the finish is confirmed, and the phone, whose shown state says
+  /// finished at every step, never starts the new version.
+  @Test(
+    "a finish in the phone's outbox: the tablet's replacement download goes, and the phone never starts one",
+    arguments: [3_600.0, 30 * 3_600.0]
+  )
+  func pendingFinishOnPhoneWhileTabletDownloads(offlineSeconds: Double) {
+    let phone = 0
+    let tablet = 1
+    var listeners = Listeners(["ann", "ann"])
+    listeners.publish("E", "s")
+    listeners.world.submit(.favorite("s"), on: phone)
+    listeners.world.submit(.fetchNew(shows: nil), on: phone)
+    listeners.settle()
+    #expect(listeners.started.map(\.device).sorted() == [phone, tablet])
+    // The phone is offline: its finish waits in the outbox while the audio is replaced; the tablet's
+    // download of the new audio is still under way when the phone comes back.
+    listeners.holding = ["E"]
+    listeners.world.submit(.markFinished("E", at: listeners.now), on: phone)
+    listeners.admin(.editMeta("E", title: "s E", url: "https://media.example/E-v2.mp3", newMedia: true))
+    listeners.settle(online: [tablet])
+    #expect(listeners.started.dropFirst(2).map(\.device) == [tablet], "the tablet downloads the new audio")
+    #expect(listeners.downloads[tablet].inFlight["E"] == 2 && listeners.downloads[tablet].files["E"] == nil)
+    listeners.world.advance(to: listeners.now.advanced(by: .seconds(offlineSeconds)))
+    var steps = 0
+    while !listeners.world.runUntilSettled(online: [phone, tablet], maximumSteps: 1), steps < 20_000 {
+      listeners.syncDownloads(phone)
+      listeners.syncDownloads(tablet)
+      steps += 1
+    }
+    listeners.syncDownloads(phone)
+    listeners.syncDownloads(tablet)
+    #expect(listeners.world.isSettled(phone) && listeners.world.isSettled(tablet))
+    let phoneStarts = listeners.started.filter { $0.device == phone }.map(\.episode)
+    #expect(phoneStarts == ["E"], "the phone downloaded the audio of an episode it finished")
+    #expect(listeners.downloads[phone].files["E"] == nil, "the phone kept the finished episode's file")
+    #expect(listeners.downloads[tablet].files["E"] == nil, "the tablet kept the finished episode's file")
+    #expect(listeners.downloads[tablet].inFlight.isEmpty, "the tablet's download of the new audio went on")
+    #expect(listeners.confirmed(phone).terminal("E") != nil && listeners.confirmed(tablet).terminal("E") != nil)
   }
 
   @Test("a day offline: the outbox keeps one unsent position per episode, and the server gets the latest")
