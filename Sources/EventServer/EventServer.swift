@@ -460,10 +460,21 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// acknowledgements in a turn. Were the polls answered by that turn, a turn that cannot finish (a database
   /// too slow for the log's deadline while the node's partition moves) would strand them until their
   /// heartbeat: a partition host gives up on a stopping node after twice the log's deadline.
-  public func shutdown() {
+  ///
+  /// A server with a log returns once what the shutdown recorded (the polls' acknowledgements) is durable,
+  /// so a server recovering from the same log next finds it all and announces its restart to every queue
+  /// (docs/protocol.md, "Restart"). A log that fails meanwhile is reported by ``logFailure``; the restart
+  /// then recovers from what is durable.
+  public func shutdown() async {
     isShutDown = true
     if durability?.shared == nil {
       finish(machine.connectionsDropped(now: timeline.now()))
+      timer?.cancel()
+      timer = nil
+      timerDeadline = nil
+      // Every record given to the log, the acknowledgements too (a poll's answer does not wait for those).
+      if let appended = durability?.commit.appended { try? await waitUntilDurable(appended) }
+      return
     } else {
       failParkedPolls(with: .storage("this node is stopping: poll again"))
       stopFollowing()

@@ -105,6 +105,9 @@ struct StoredApplicationTests {
     )
     let resumed = try await server.events(queueID: alice.queueID, user: "alice", lastEventID: lastSeen, dontBlock: true)
     #expect(Self.texts(resumed) == ["after"], "the queue resumed after the restart with nothing lost")
+    // docs/protocol.md, "Restart": the ids jump, and the restart event comes before what followed it.
+    #expect(resumed.map(\.body).first == .restart, "no restart event: \(resumed.map(\.body))")
+    #expect((resumed.first?.id ?? 0) >= lastSeen + (1 << 20), "no jump in ids: \(resumed.map(\.id))")
     #expect(try await Self.notes(of: "alice", on: server) == ["hi", "after"])
     let fresh = try await server.register(user: "alice")
     #expect(fresh.snapshot == NoteSnapshot(notes: ["hi", "after"]))
