@@ -12,9 +12,9 @@ import UpdateMachineTesting
 @Suite("EpisodeQueue randomized: devices, broadcaster churn and engine faults", .serialized)
 struct EpisodeQueueSimulationTests {
   @Test(
-    "1,000 seeds: converged, nothing resurrected, nothing downloaded from stale state",
+    "200 seeds (1,000 in a full run): converged, nothing resurrected, nothing downloaded from stale state",
     .cpuBound,
-    arguments: 0..<1_000 as Range<UInt64>
+    arguments: TestSeeds.first(200, of: 1_000) as Range<UInt64>
   )
   func randomized(seed: UInt64) {
     var random = SeededRandomNumberGenerator(seed: seed)

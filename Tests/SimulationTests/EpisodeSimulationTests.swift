@@ -8,9 +8,9 @@ import Testing
 @Suite("The episode queue in the simulated world", .serialized)
 struct EpisodeSimulationTests {
   @Test(
-    "1,000 seeds: 1-4 devices per listener, broadcaster churn, every fault; every invariant holds",
+    "200 seeds (1,000 in a full run): 1-4 devices per listener, broadcaster churn, every fault; every invariant holds",
     .cpuBound,
-    arguments: 0..<1_000 as Range<UInt64>
+    arguments: TestSeeds.first(200, of: 1_000) as Range<UInt64>
   )
   func seeds(seed: UInt64) {
     var scenario = EpisodeSimulation.Scenario(seed: seed)
@@ -22,9 +22,9 @@ struct EpisodeSimulationTests {
   }
 
   @Test(
-    "200 seeds on a cluster of 3 nodes: requests go to any node, nodes are killed; every invariant holds",
+    "40 seeds (200 in a full run) on a cluster of 3 nodes: requests go to any node, nodes are killed; every invariant holds",
     .cpuBound,
-    arguments: 0..<200 as Range<UInt64>
+    arguments: TestSeeds.first(40, of: 200) as Range<UInt64>
   )
   func clusterSeeds(seed: UInt64) {
     var scenario = EpisodeSimulation.Scenario(seed: seed)
@@ -38,9 +38,9 @@ struct EpisodeSimulationTests {
   }
 
   @Test(
-    "60 seeds on 3 nodes and 8 partitions: each user served by its partition's holder, leases move when nodes die",
+    "20 seeds (60 in a full run) on 3 nodes and 8 partitions: each user served by its partition's holder, leases move when nodes die",
     .cpuBound,
-    arguments: 0..<60 as Range<UInt64>
+    arguments: TestSeeds.first(20, of: 60) as Range<UInt64>
   )
   func partitionedClusterSeeds(seed: UInt64) {
     var scenario = EpisodeSimulation.Scenario(seed: seed)

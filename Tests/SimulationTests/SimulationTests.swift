@@ -47,9 +47,9 @@ private func scenario(seed: UInt64) -> (Scenario, String) {
 @Suite("Simulation: every invariant holds and every device converges, over thousands of schedules", .serialized)
 struct SimulationPropertyTests {
   @Test(
-    "2,000 seeds across strategies and fault mixes converge with every invariant held",
+    "400 seeds (2,000 in a full run) across strategies and fault mixes converge with every invariant held",
     .cpuBound,
-    arguments: 0..<2_000 as Range<UInt64>
+    arguments: TestSeeds.first(400, of: 2_000) as Range<UInt64>
   )
   func converges(seed: UInt64) {
     let (scenario, mix) = scenario(seed: seed)
@@ -70,7 +70,7 @@ struct SimulationBehaviourTests {
   @Test(
     "videos on 3 nodes and 8 partitions, nodes killed: every user served by its partition's holder, all converge",
     .cpuBound,
-    arguments: 0..<30 as Range<UInt64>
+    arguments: TestSeeds.first(10, of: 30) as Range<UInt64>
   )
   func partitionedCluster(seed: UInt64) {
     var scenario = Scenario(seed: seed)
@@ -164,9 +164,9 @@ struct PresenceSimulationTests {
 @Suite("Simulation: conversation histories under faults", .serialized)
 struct HistorySimulationTests {
   @Test(
-    "200 seeds browsing histories converge; no known item ever differs from the server",
+    "40 seeds (200 in a full run) browsing histories converge; no known item ever differs from the server",
     .cpuBound,
-    arguments: 0..<200 as Range<UInt64>
+    arguments: TestSeeds.first(40, of: 200) as Range<UInt64>
   )
   func historiesHold(seed: UInt64) {
     var scenario = Scenario(seed: seed)
