@@ -27,10 +27,10 @@ nodes=${NODES:-3}
 partitions=${PARTITIONS:-}
 notes=${2:-150}
 lag_samples=${3:-200}
-configuration=${CONFIGURATION:-debug}
-swift build -c "$configuration" --product event-server
-swift build -c "$configuration" --product soak-client
-bin=$(swift build -c "$configuration" --show-bin-path)
+source scripts/build-flags.sh
+swift build "${build_flags[@]}" --product event-server
+swift build "${build_flags[@]}" --product soak-client
+bin=$(swift build "${build_flags[@]}" --show-bin-path)
 source scripts/cluster-common.sh
 start_postgres
 echo "cluster-soak: PostgreSQL on 127.0.0.1:$postgres_port (pid $postgres_pid)"

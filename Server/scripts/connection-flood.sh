@@ -8,9 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 flood=${1:-20000}
 seconds=${2:-20}
-configuration=${CONFIGURATION:-debug}
-swift build -c "$configuration" --product event-server
-bin=$(swift build -c "$configuration" --show-bin-path)
+source scripts/build-flags.sh
+swift build "${build_flags[@]}" --product event-server
+bin=$(swift build "${build_flags[@]}" --show-bin-path)
 
 source scripts/live-server.sh
 start_server env EVENT_SERVER_API_KEYS="alice:alice-key-1" "$bin/event-server" --port "$port" \

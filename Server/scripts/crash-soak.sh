@@ -14,10 +14,10 @@ cd "$(dirname "$0")/.."
 kills=${1:-20}
 clients=${2:-4}
 notes=${3:-150}
-configuration=${CONFIGURATION:-debug}
-swift build -c "$configuration" --product event-server
-swift build -c "$configuration" --product soak-client
-bin=$(swift build -c "$configuration" --show-bin-path)
+source scripts/build-flags.sh
+swift build "${build_flags[@]}" --product event-server
+swift build "${build_flags[@]}" --product soak-client
+bin=$(swift build "${build_flags[@]}" --show-bin-path)
 
 work=$(mktemp -d)
 pids=()

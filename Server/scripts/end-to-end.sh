@@ -5,10 +5,10 @@
 # Everything listens on 127.0.0.1, every wait is bounded, every process is stopped by its pid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-configuration=${CONFIGURATION:-debug}
-swift build -c "$configuration" --product event-server
-swift build -c "$configuration" --product video-client
-bin=$(swift build -c "$configuration" --show-bin-path)
+source scripts/build-flags.sh
+swift build "${build_flags[@]}" --product event-server
+swift build "${build_flags[@]}" --product video-client
+bin=$(swift build "${build_flags[@]}" --show-bin-path)
 
 work=$(mktemp -d)
 pids=()

@@ -12,10 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
 limit=${LIMIT:-0.05}
-configuration=${CONFIGURATION:-debug}
-swift build -c "$configuration" --product event-server
-swift build -c "$configuration" --product soak-client
-bin=$(swift build -c "$configuration" --show-bin-path)
+source scripts/build-flags.sh
+swift build "${build_flags[@]}" --product event-server
+swift build "${build_flags[@]}" --product soak-client
+bin=$(swift build "${build_flags[@]}" --show-bin-path)
 
 work=$(mktemp -d)
 server_pid=""

@@ -12,10 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 clients=${1:-4}
 notes=${2:-150}
-configuration=${CONFIGURATION:-debug}
-swift build -c "$configuration" --product event-server
-swift build -c "$configuration" --product soak-client
-bin=$(swift build -c "$configuration" --show-bin-path)
+source scripts/build-flags.sh
+swift build "${build_flags[@]}" --product event-server
+swift build "${build_flags[@]}" --product soak-client
+bin=$(swift build "${build_flags[@]}" --show-bin-path)
 
 source scripts/live-server.sh
 source scripts/nginx.sh

@@ -7,10 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 examples=${1:-40}
-configuration=${CONFIGURATION:-debug}
+source scripts/build-flags.sh
 command -v schemathesis >/dev/null || python3 -m pip install --quiet "schemathesis>=4,<5"
-swift build -c "$configuration" --product event-server
-bin=$(swift build -c "$configuration" --show-bin-path)
+swift build "${build_flags[@]}" --product event-server
+bin=$(swift build "${build_flags[@]}" --show-bin-path)
 
 source scripts/live-server.sh
 # A short heartbeat: a generated long-poll on a real queue ends in a second, not in 45.

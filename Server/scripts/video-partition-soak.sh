@@ -21,10 +21,10 @@ pairs=${1:-3}
 videos=${2:-8}
 nodes=${NODES:-2}
 partitions=${PARTITIONS:-8}
-configuration=${CONFIGURATION:-debug}
-swift build -c "$configuration" --product event-server
-swift build -c "$configuration" --product video-client
-bin=$(swift build -c "$configuration" --show-bin-path)
+source scripts/build-flags.sh
+swift build "${build_flags[@]}" --product event-server
+swift build "${build_flags[@]}" --product video-client
+bin=$(swift build "${build_flags[@]}" --show-bin-path)
 source scripts/cluster-common.sh
 start_postgres
 echo "video-partition-soak: PostgreSQL on 127.0.0.1:$postgres_port (pid $postgres_pid)"

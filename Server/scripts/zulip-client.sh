@@ -4,10 +4,10 @@
 # and is stopped by its pid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-configuration=${CONFIGURATION:-debug}
+source scripts/build-flags.sh
 python3 -c 'import zulip' 2>/dev/null || python3 -m pip install --quiet "zulip>=0.9,<1"
-swift build -c "$configuration" --product event-server
-bin=$(swift build -c "$configuration" --show-bin-path)
+swift build "${build_flags[@]}" --product event-server
+bin=$(swift build "${build_flags[@]}" --show-bin-path)
 
 source scripts/live-server.sh
 start_server env EVENT_SERVER_API_KEYS="alice:alice-key-1,bob:bob-key-22" timeout 300 "$bin/event-server" \
