@@ -40,8 +40,7 @@ run_swift_test() {
   if [ "$status" -ne 0 ]; then tail -60 "$log"; return "$status"; fi
 }
 
-# busy_while PID: two CPU-bound processes for as long as PID runs (the root's tests), so they run on a
-# busy machine; stopped by their pids.
+# Two CPU-bound processes started by the caller put their pids here, so the root's tests run on a busy
+# machine; stop_busy stops them by pid.
 busy_pids=()
-start_busy() { yes >/dev/null & busy_pids+=($!); yes >/dev/null & busy_pids+=($!); }
 stop_busy() { local pid; for pid in "${busy_pids[@]}"; do kill "$pid" 2>/dev/null || true; done; busy_pids=(); }
