@@ -469,12 +469,6 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     isShutDown = true
     if durability?.shared == nil {
       finish(machine.connectionsDropped(now: timeline.now()))
-      timer?.cancel()
-      timer = nil
-      timerDeadline = nil
-      // Every record given to the log, the acknowledgements too (a poll's answer does not wait for those).
-      if let appended = durability?.commit.appended { try? await waitUntilDurable(appended) }
-      return
     } else {
       failParkedPolls(with: .storage("this node is stopping: poll again"))
       stopFollowing()
@@ -486,6 +480,11 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     timer?.cancel()
     timer = nil
     timerDeadline = nil
+    // A single server: every record given to the log, the acknowledgements too (a poll's answer does not
+    // wait for those). A cluster node records its stop in a turn of its own (above).
+    if durability?.shared == nil, let appended = durability?.commit.appended {
+      try? await waitUntilDurable(appended)
+    }
   }
 
   /// Suspends until at least `count` polls are parked: lets tests and the demo act on a waiting poll
