@@ -90,13 +90,21 @@ struct PostgresLogTransaction: LogTransaction {
       }
       return result
     } catch {
-      throw DatabaseError("\(String(reflecting: error)) in \(sql.prefix(80))")
+      let state = (error as? PSQLError)?.serverInfo?[.sqlState]
+      throw DatabaseError(
+        "\(String(reflecting: error)) in \(sql.prefix(80))",
+        isSerializationFailure: state.map(Self.serializationFailures.contains) ?? false
+      )
     }
   }
 
   func append(_ records: [StoredRecord]) async throws(ServerLogError) {
     try await log.append(records, on: connection)
   }
+
+  /// The SQLSTATEs of a statement refused for a concurrent transaction: `serialization_failure` and
+  /// `deadlock_detected` (a later transaction may succeed).
+  static let serializationFailures: Set<String> = ["40001", "40P01"]
 
   /// `?` placeholders, in order, as PostgreSQL's `$1`, `$2`…; a `?` inside a quoted string or identifier
   /// is left alone.

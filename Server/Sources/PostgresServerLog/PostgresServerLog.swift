@@ -359,18 +359,26 @@ public final class PostgresServerLog: SharedServerLog {
     after position: UInt64,
     _ decide: @escaping @Sendable ([StoredRecord]) async throws(ServerLogError) -> [StoredRecord]
   ) async throws(ServerLogError) {
-    try await appendTurn(after: position) { (committed, _) throws(ServerLogError) in try await decide(committed) }
+    try await appendTurn(after: position, isolation: .eachStatement) { (committed, _) throws(ServerLogError) in
+      try await decide(committed)
+    }
   }
 
   /// One turn, as ``appendTurn(after:_:)``, whose `decide` also gets the turn's transaction: a stored
   /// application's statements run in it, and commit with the turn's records.
   public func appendTurn(
     after position: UInt64,
+    isolation: TurnIsolation,
     inTransaction decide:
       @escaping @Sendable ([StoredRecord], any LogTransaction) async throws(ServerLogError) ->
       [StoredRecord]
   ) async throws(ServerLogError) {
     try await transaction { connection in
+      // With one partition the append lock already excludes every other writer (and a snapshot taken
+      // before waiting for it would miss what the previous holder appended): only partitions need one.
+      if isolation == .oneSnapshot, self.partitions.count > 1 {
+        try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", logger: self.logger)
+      }
       let locked = try await connection.query(
         "SELECT last_position FROM \(unescaped: self.tables.meta) WHERE id = 1 FOR UPDATE",
         logger: self.logger

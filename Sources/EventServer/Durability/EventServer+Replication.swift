@@ -185,7 +185,9 @@ extension EventServer {
     do {
       if storedDriver != nil, let transactional = log as? any TransactionalSharedLog {
         // A stored application's inputs run in the turn's transaction, after everything else it decides.
-        try await transactional.appendTurn(after: position) { (committed, transaction) throws(ServerLogError) in
+        let isolation = storedTurnIsolation()
+        try await transactional.appendTurn(after: position, isolation: isolation) {
+          (committed, transaction) throws(ServerLogError) in
           _ = try await self.decideTurn(number, after: committed)
           return try await self.decideStoredInTurn(number, in: transaction)
         }

@@ -69,10 +69,20 @@ public struct SQLRow: Sendable, Hashable {
 public struct DatabaseError: Error, Hashable, Sendable, CustomStringConvertible {
   /// What the database said, with the statement's first words.
   public var detail: String
+  /// Whether the database refused the statement because a transaction running at the same time changed
+  /// what this one read or wants to change (PostgreSQL's `serialization_failure`, SQLSTATE `40001`, and
+  /// `deadlock_detected`, `40P01`). The same input run again in a later transaction can succeed: a cluster
+  /// node whose turns run concurrently with other partitions' (``PartitionedSharedLog``) runs it again in
+  /// its next turn instead of failing it.
+  public var isSerializationFailure: Bool
 
   /// An error described by `detail`.
-  public init(_ detail: String) {
+  /// - Parameters:
+  ///   - detail: What the database said.
+  ///   - isSerializationFailure: Whether a concurrent transaction caused it (see ``isSerializationFailure``).
+  public init(_ detail: String, isSerializationFailure: Bool = false) {
     self.detail = detail
+    self.isSerializationFailure = isSerializationFailure
   }
 
   public var description: String { "database: \(detail)" }
@@ -136,11 +146,30 @@ public protocol TransactionalServerLog: MigratingServerLog {
 /// its stored inputs in its turn, holding the append lock, after applying what the other nodes committed.
 public protocol TransactionalSharedLog: SharedServerLog, TransactionalServerLog {
   /// One turn (see ``SharedServerLog/appendTurn(after:_:)``) whose `decide` also gets the turn's open
-  /// transaction; what it writes there commits with the turn's records.
+  /// transaction; what it writes there commits with the turn's records. `isolation` says what the turn's
+  /// statements see of other transactions committing meanwhile (``TurnIsolation``).
   func appendTurn(
     after position: UInt64,
+    isolation: TurnIsolation,
     inTransaction decide:
       @escaping @Sendable ([StoredRecord], any LogTransaction) async throws(ServerLogError) ->
       [StoredRecord]
   ) async throws(ServerLogError)
+}
+
+/// What the statements of a cluster node's turn see of the other transactions that commit while it runs.
+///
+/// On a log of one partition every turn holds the log's append lock, so no other turn writes meanwhile and
+/// both read the same. On a ``PartitionedSharedLog`` the other partitions' turns commit at any time, writing
+/// tables this partition's users share, and leaving messages in its inbox.
+public enum TurnIsolation: Sendable, Hashable {
+  /// Each statement sees what committed before it began (PostgreSQL's READ COMMITTED): a write to a row
+  /// another transaction changed waits for it and applies to its result, so writes to shared rows never
+  /// conflict. What a turn of writes runs in.
+  case eachStatement
+  /// The whole turn sees one snapshot (REPEATABLE READ): the inbox it takes holds exactly the messages of
+  /// the commits its reads see, so a registration's snapshot is atomic with its queue. A write to a row
+  /// another transaction changed since the snapshot is refused (``DatabaseError/isSerializationFailure``),
+  /// and runs again in the next turn. What a turn with a registration, a fetch or a read runs in.
+  case oneSnapshot
 }

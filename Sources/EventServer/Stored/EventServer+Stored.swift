@@ -146,7 +146,7 @@ extension EventServer {
     guard let log = durability?.log as? any TransactionalServerLog, storedDriver != nil else {
       throw ServerLogError.storage("this server keeps no application state in a database")
     }
-    return try await runStored(on: log) { transaction -> Value in
+    return try await runStored(on: log, readsSnapshot: true) { transaction -> Value in
       // Thrown after the read, so its savepoint rolls back whatever the body wrote.
       throw ReadOnly(value: try await body(transaction))
     } decide: { _, read in
@@ -197,7 +197,7 @@ extension EventServer {
     clientID: ClientID?
   ) async throws(ServerLogError) -> Registration<Stored.Snapshot?> where Application == StoredRelay<Stored> {
     do {
-      return try await runStored(on: log) { transaction in
+      return try await runStored(on: log, readsSnapshot: true) { transaction in
         try await application.snapshot(for: user, in: transaction)
       } decide: { server, read in
         // Read after every input decided before it and before any after it: the queue starts right after it.
@@ -328,7 +328,7 @@ extension EventServer {
     // Refused before the database is asked when the queue or the request is wrong.
     _ = try machine.fetchableQueue(queueID, user: user, request: request, now: timeline.now())
     do {
-      return try await runStored(on: log) { transaction in
+      return try await runStored(on: log, readsSnapshot: true) { transaction in
         try await application.fetch(request, for: user, in: transaction)
       } decide: { server, read in
         let page: FetchPage<Stored.FetchedItem>

@@ -30,23 +30,53 @@ struct StoredBatches {
   var inTurn: [StoredInput] = []
   /// How to answer them once the turn commits.
   var turnAnswers: [@Sendable () -> Void] = []
+  /// The turn's inputs to run again in the next turn (a serialization failure, and those after it), in
+  /// order; back at the head of ``waiting`` once the turn commits.
+  var runAgain: [StoredInput] = []
+  /// What the turn under way reads of other partitions' commits; `nil` off a partitioned log.
+  var turnIsolation: TurnIsolation?
   /// Callers of ``EventServer/waitForWrites()`` waiting for the batches to stop.
   var idleWaiters: [CheckedContinuation<Void, Never>] = []
 }
 
 /// One stored input in a batch: its work and decision, and how its caller is answered.
 struct StoredInput: Sendable {
-  /// Runs the work in the transaction and the decision on the server (batch `number`); returns whether the
-  /// work's writes are kept, and how to answer the caller once the batch commits.
-  let run: @Sendable (any DatabaseTransaction, Int) async -> (keep: Bool, answer: @Sendable () -> Void)
+  /// Runs the work in the transaction and the decision on the server (batch `number`).
+  let run: @Sendable (any DatabaseTransaction, Int) async -> StoredInputRun
   /// Answers the caller with a failure: the batch did not commit, or never started.
   let fail: @Sendable (any Error) -> Void
+  /// Whether it reads what a registration, a fetch or an operator's read returns: on a partitioned log it
+  /// runs in a turn of one snapshot (``TurnIsolation/oneSnapshot``).
+  let readsSnapshot: Bool
+  /// How many times the database refused its work for a concurrent transaction (``StoredInputRun/conflicted(_:)``).
+  var conflicts = 0
+
+  /// The most times a cluster node runs an input again after a serialization failure before failing it. A
+  /// write refused in a turn of one snapshot runs first in a turn of each statement's, where a serialization
+  /// failure cannot happen; a deadlock (`40P01`) still can, between an application's own statements.
+  static var maximumConflicts: Int { 3 }
+}
+
+/// What running one stored input in a transaction came to.
+enum StoredInputRun: Sendable {
+  /// It was decided (or refused): whether its writes are kept, and how to answer its caller once the
+  /// transaction commits.
+  case decided(keep: Bool, answer: @Sendable () -> Void)
+  /// Its work failed on a serialization failure (``DatabaseError/isSerializationFailure``): nothing was
+  /// decided, its writes roll back, and a later transaction may run it again.
+  case conflicted(DatabaseError)
+
+  /// Whether the input's writes are kept (it was decided and accepted).
+  var keepsWrites: Bool {
+    if case .decided(keep: true, _) = self { true } else { false }
+  }
 }
 
 extension EventServer {
   /// Runs one stored input in the next batch, and answers once that batch committed.
   ///
-  /// `work` runs in the transaction (the application's statements); `decide` then runs on the machine in one
+  /// `work` runs in the transaction (the application's statements; `readsSnapshot` when it reads what a
+  /// registration, a fetch or a read answers); `decide` then runs on the machine in one
   /// synchronous step with what `work` returned or threw. When `work` throws or `decide` throws, the
   /// input's writes roll back (to its savepoint) and its caller gets `decide`'s error; the other inputs of
   /// the batch are not affected. When the batch does not commit, every caller in it gets the failure, and if
@@ -55,6 +85,7 @@ extension EventServer {
   /// - Returns: What `decide` returned, once committed.
   func runStored<Work: Sendable, Value: Sendable>(
     on log: any TransactionalServerLog,
+    readsSnapshot: Bool = false,
     work: @escaping @Sendable (any DatabaseTransaction) async throws -> Work,
     decide: @escaping @Sendable (isolated EventServer, Result<Work, any Error>) throws -> Value
   ) async throws -> Value {
@@ -66,15 +97,18 @@ extension EventServer {
           let worked: Result<Work, any Error>
           do {
             worked = .success(try await work(transaction))
+          } catch let refused as DatabaseError where refused.isSerializationFailure {
+            return .conflicted(refused)
           } catch {
             worked = .failure(error)
           }
           let decided = await self.decideStored(in: batch) { server in try decide(server, worked) }
           let keep: Bool
           if case .success = worked, case .success = decided { keep = true } else { keep = false }
-          return (keep, { continuation.resume(with: decided) })
+          return .decided(keep: keep, answer: { continuation.resume(with: decided) })
         },
-        fail: { continuation.resume(throwing: $0) }
+        fail: { continuation.resume(throwing: $0) },
+        readsSnapshot: readsSnapshot
       )
       storedBatches.waiting.append(input)
       // A cluster node runs them in its next turn, holding the append lock, on current state.
@@ -141,10 +175,16 @@ extension EventServer {
         var answers: [@Sendable () -> Void] = []
         for input in batch {
           try await transaction.execute("SAVEPOINT stored_input")
-          let (keep, answer) = await input.run(transaction, number)
-          if !keep { try await transaction.execute("ROLLBACK TO SAVEPOINT stored_input") }
+          let run = await input.run(transaction, number)
+          if !run.keepsWrites { try await transaction.execute("ROLLBACK TO SAVEPOINT stored_input") }
+          switch run {
+          case .decided(_, let answer):
+            answers.append(answer)
+          case .conflicted(let refused):
+            // One server is the only writer of its database: nothing to wait out, the caller is told.
+            answers.append { input.fail(ServerLogError.storage("\(refused)")) }
+          }
           try await transaction.execute("RELEASE SAVEPOINT stored_input")
-          answers.append(answer)
         }
         let records = try await self.gatherStoredRecords(in: number)
         if !records.isEmpty { try await transaction.append(records) }
