@@ -376,7 +376,9 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   }
 
   /// Applies a batch of one client's mutations in order, each at most once, and answers once all their
-  /// decisions are durable together (one wait for the log, not one per mutation).
+  /// decisions are durable together (one wait for the log, not one per mutation): in memory, one step and
+  /// one group commit; for a stored application, consecutive inputs of one database transaction, each under
+  /// its own savepoint (a write whose statement fails stops the batch there and fails the call).
   /// - Returns: One outcome per mutation decided, in order; it stops after a `MUTATION_ID_REUSED`
   ///   (``EventServerStateMachine/applyMutations(_:measured:from:now:)``).
   /// - Throws: `BAD_REQUEST` for a batch that cannot be decided (empty, over ``MutationBatch/maximumCount``);
@@ -400,25 +402,17 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     }
   }
 
-  /// A stored application's batch: each write decided in order in its own transaction, as
-  /// ``EventServerStateMachine/applyMutations(_:measured:from:now:)`` decides them in memory (at most the
-  /// mutation window, stopping after a reused id).
+  /// A stored application's batch: at most the mutation window, decided in order as consecutive inputs of
+  /// the stored batches, so they share one transaction (``StoredDriver/applyMutations``).
   private func storedMutations(
     _ batch: MutationBatch<Application.Command>,
     from user: UserID,
     driver: StoredDriver<Application, C>
   ) async throws -> [MutationOutcome] where Application.Command: Equatable {
-    var outcomes: [MutationOutcome] = []
-    for request in batch.requests.prefix(max(machine.configuration.mutationWindow, 1)) {
-      do {
-        let receipt = try await driver.applyMutation(self, request.mutation, user, request.clientID, request.mutationID)
-        outcomes.append(.acknowledged(request.mutationID, receipt))
-      } catch let error as EventAPIError {
-        outcomes.append(.refused(request.mutationID, error))
-        if error.code == .mutationIDReused { break }
-      }
+    let requests = batch.requests.prefix(max(machine.configuration.mutationWindow, 1)).map {
+      (mutation: $0.mutation, clientID: $0.clientID, mutationID: $0.mutationID)
     }
-    return outcomes
+    return try await driver.applyMutations(self, requests, user)
   }
 
   /// Changes the application's own bookkeeping outside any command (such as taking the list of files to

@@ -229,6 +229,88 @@ extension EventServer {
     clientID: ClientID,
     mutationID: MutationID
   ) async throws -> MutationReceipt where Application == StoredRelay<Stored> {
+    let step = try storedMutationStep(
+      application,
+      command: command,
+      user: user,
+      clientID: clientID,
+      mutationID: mutationID
+    )
+    return try await runStored(on: log, work: step.work, decide: step.decide)
+  }
+
+  /// A batch of one device's mutations, decided in order as consecutive stored inputs: they share their
+  /// transactions (one commit for up to ``StoredBatches/maximumBatch``), each under its own savepoint, as
+  /// ``EventServerStateMachine/applyMutations(_:measured:from:now:)`` decides them in memory (stopping
+  /// after a reused id, and after a write that failed undecided, so that no later write of the device is
+  /// decided before it).
+  /// - Returns: One outcome per mutation decided, in order.
+  /// - Throws: ``ServerLogError`` when a write failed undecided or the log failed (what was acknowledged
+  ///   before stays so; the client sends the batch again and meets those answers from the mutation memory).
+  func storedMutations<Stored: StoredApplication>(
+    _ application: Stored,
+    from log: any TransactionalServerLog,
+    requests: [(mutation: Application.Command, clientID: ClientID, mutationID: MutationID)],
+    user: UserID
+  ) async throws -> [MutationOutcome] where Application == StoredRelay<Stored> {
+    var outcomes: [MutationOutcome?] = Array(repeating: nil, count: requests.count)
+    var steps: [StoredStep<StoredOutcome<Stored.Event>?, MutationReceipt>] = []
+    var stepRequests: [Int] = []
+    for (index, request) in requests.enumerated() {
+      do {
+        steps.append(
+          try storedMutationStep(
+            application,
+            command: request.mutation,
+            user: user,
+            clientID: request.clientID,
+            mutationID: request.mutationID
+          )
+        )
+        stepRequests.append(index)
+      } catch {
+        outcomes[index] = .refused(request.mutationID, error)
+      }
+    }
+    // A reused id ends the batch, as in memory; so does a write that failed without a decision (its
+    // database refused a statement): the writes after it wait for its retry, in the device's order.
+    let decided = try await runStoredInOrder(on: log, steps) { decision in
+      switch decision {
+      case .success: false
+      case .failure(let refusal as EventAPIError): refusal.code == .mutationIDReused
+      case .failure: true
+      }
+    }
+    for (step, decision) in decided.enumerated() {
+      let index = stepRequests[step]
+      let mutationID = requests[index].mutationID
+      switch decision {
+      case nil: continue
+      case .success(let receipt)?: outcomes[index] = .acknowledged(mutationID, receipt)
+      case .failure(let refusal as EventAPIError)?: outcomes[index] = .refused(mutationID, refusal)
+      case .failure(let error)?: throw error
+      }
+    }
+    var answered: [MutationOutcome] = []
+    for outcome in outcomes {
+      guard let outcome else { break }
+      answered.append(outcome)
+      if case .refused(_, let refusal) = outcome, refusal.code == .mutationIDReused { break }
+    }
+    return answered
+  }
+
+  /// One mutation as a stored input: answered from the mutation memory when it is a repeat, else handled by
+  /// the application in the transaction; its decision (acceptance or refusal) recorded on the machine.
+  /// - Throws: `BAD_REQUEST` (``EventAPIError``) for a mutation refused before the database is asked.
+  private func storedMutationStep<Stored: StoredApplication>(
+    _ application: Stored,
+    command: Application.Command,
+    user: UserID,
+    clientID: ClientID,
+    mutationID: MutationID
+  ) throws(EventAPIError) -> StoredStep<StoredOutcome<Stored.Event>?, MutationReceipt>
+  where Application == StoredRelay<Stored> {
     guard let request = command.request else { throw EventAPIError.badRequest(Self.reservedKeyRefusal) }
     let (digest, commandBytes) = MutationDigest.measuring(command)
     if let problem = machine.mutationProblem(clientID: clientID, mutationID: mutationID, commandBytes: commandBytes) {
@@ -237,7 +319,7 @@ extension EventServer {
     let source = MutationSource(user: user, clientID: clientID)
     let now = decisionNow()
     let route = partitionRoute()
-    return try await runStored(on: log) { transaction -> StoredOutcome<Stored.Event>? in
+    return StoredStep { transaction -> StoredOutcome<Stored.Event>? in
       // A repeat or a reused id is answered from the mutation memory, without the application.
       guard await self.isNewMutation(source, mutationID: mutationID, digest: digest) else { return nil }
       return StoredOutcome(

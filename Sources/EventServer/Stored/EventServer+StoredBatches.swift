@@ -89,34 +89,14 @@ extension EventServer {
     work: @escaping @Sendable (any DatabaseTransaction) async throws -> Work,
     decide: @escaping @Sendable (isolated EventServer, Result<Work, any Error>) throws -> Value
   ) async throws -> Value {
-    try checkLogHealthy()
-    if durability?.shared != nil { try checkTurnsAvailable() } else { try checkStoredAvailable() }
-    return try await withCheckedThrowingContinuation { continuation in
-      let input = StoredInput(
-        run: { transaction, batch in
-          let worked: Result<Work, any Error>
-          do {
-            worked = .success(try await work(transaction))
-          } catch let refused as DatabaseError where refused.isSerializationFailure {
-            return .conflicted(refused)
-          } catch {
-            worked = .failure(error)
-          }
-          let decided = await self.decideStored(in: batch) { server in try decide(server, worked) }
-          let keep: Bool
-          if case .success = worked, case .success = decided { keep = true } else { keep = false }
-          return .decided(keep: keep, answer: { continuation.resume(with: decided) })
-        },
-        fail: { continuation.resume(throwing: $0) },
-        readsSnapshot: readsSnapshot
-      )
-      storedBatches.waiting.append(input)
-      // A cluster node runs them in its next turn, holding the append lock, on current state.
-      if durability?.shared != nil { return startTurnIfNeeded() }
-      guard !storedBatches.isRunning else { return }
-      storedBatches.isRunning = true
-      Task { await self.runStoredBatches(on: log) }
+    let outcomes = try await runStoredInOrder(
+      on: log,
+      [StoredStep(readsSnapshot: readsSnapshot, work: work, decide: decide)]
+    )
+    guard let outcome = outcomes.first, let outcome else {
+      throw ServerLogError.storage("a stored input was not run")
     }
+    return try outcome.get()
   }
 
   /// Throws while the last stored transaction's failure is fresh (``StoredBatches/failFastUntil``).
@@ -126,7 +106,7 @@ extension EventServer {
     storedBatches.failFastUntil = nil
   }
 
-  private func runStoredBatches(on log: any TransactionalServerLog) async {
+  func runStoredBatches(on log: any TransactionalServerLog) async {
     while !storedBatches.waiting.isEmpty {
       let batch = Array(storedBatches.waiting.prefix(StoredBatches.maximumBatch))
       storedBatches.waiting.removeFirst(batch.count)

@@ -12,6 +12,10 @@ struct StoredDriver<Application: ServerApplication, C: Clock>: Sendable where C.
       Registration<Application.Snapshot>
   let applyMutation:
     @Sendable (Server, Application.Command, UserID, ClientID, MutationID) async throws -> MutationReceipt
+  /// A batch of one device's mutations, in order (the mutation window's share of a ``MutationBatch``).
+  let applyMutations:
+    @Sendable (Server, [(mutation: Application.Command, clientID: ClientID, mutationID: MutationID)], UserID)
+      async throws -> [MutationOutcome]
   let handle: @Sendable (Server, Application.Command, UserID) async throws -> Void
   let fetch:
     @Sendable (Server, FetchRequest, QueueID, UserID) async throws(EventAPIError) -> FetchAnswer<
@@ -50,6 +54,9 @@ extension StoredDriver {
           clientID: clientID,
           mutationID: mutationID
         )
+      },
+      applyMutations: { server, requests, user in
+        try await server.storedMutations(application, from: log, requests: requests, user: user)
       },
       handle: { server, command, user in
         try await server.storedHandle(application, from: log, command: command, user: user)
