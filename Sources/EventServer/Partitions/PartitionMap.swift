@@ -1,7 +1,8 @@
 import EventProtocol
 
 /// How a cluster's users are divided among the partitions of its log: each user belongs to one partition,
-/// chosen by a stable hash of the user's id.
+/// chosen by a stable hash of the user's partition key (the user's id unless the application chooses one:
+/// ``StoredApplication/partitionKey(for:)``).
 ///
 /// A partition holds its users' queues, their clients' mutation memory and the records that decide them;
 /// a node owns whole partitions (``PartitionLeasePlan``), so no node does another partition's work. The
@@ -33,11 +34,19 @@ public struct PartitionMap: Sendable, Hashable {
   /// One partition: every user in it (a server that is not partitioned).
   public static var single: PartitionMap { PartitionMap(count: 1)! }
 
-  /// The partition `user` belongs to, in `0..<count`.
+  /// The partition `user` belongs to, in `0..<count`, when users are placed by their own id (the default
+  /// ``StoredApplication/partitionKey(for:)``).
   /// - Complexity: O(*n*) in the length of the user's id.
   public func partition(of user: UserID) -> Int {
+    partition(ofKey: user.rawValue)
+  }
+
+  /// The partition of the users whose partition key is `key` (``StoredApplication/partitionKey(for:)``), in
+  /// `0..<count`.
+  /// - Complexity: O(*n*) in the length of the key.
+  public func partition(ofKey key: String) -> Int {
     guard count > 1 else { return 0 }
-    return Int(Self.stableHash(user.rawValue) % UInt64(count))
+    return Int(Self.stableHash(key) % UInt64(count))
   }
 
   /// FNV-1a (64 bits) of `text`'s UTF-8 bytes.

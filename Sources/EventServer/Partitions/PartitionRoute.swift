@@ -4,11 +4,13 @@ import Foundation
 /// How a node of one partition splits a decision's deliveries: those for its own partition's users it
 /// delivers itself; those for other partitions' users it sends to their inboxes, one message per partition
 /// (``PartitionedSharedLog``).
-struct PartitionRoute: Sendable, Hashable {
+struct PartitionRoute: Sendable {
   /// The log's partitions.
   let map: PartitionMap
   /// This node's partition.
   let home: Int
+  /// Each user's partition key (``StoredApplication/partitionKey(for:)``).
+  let partitionKey: @Sendable (UserID) -> String
 
   /// `deliveries` split by partition: each delivery's recipients grouped by their partition (a delivery to
   /// users of three partitions becomes three, each with the same event), in the order they came.
@@ -22,7 +24,7 @@ struct PartitionRoute: Sendable, Hashable {
       var byPartition: [Int: [UserID]] = [:]
       var order: [Int] = []
       for recipient in delivery.recipients {
-        let partition = map.partition(of: recipient)
+        let partition = map.partition(ofKey: partitionKey(recipient))
         if byPartition[partition] == nil { order.append(partition) }
         byPartition[partition, default: []].append(recipient)
       }

@@ -491,7 +491,12 @@ extension EventServer {
   /// several (``PartitionedSharedLog``); `nil` otherwise.
   func partitionRoute() -> PartitionRoute? {
     guard let log = durability?.shared?.log as? any PartitionedSharedLog, log.partitions.count > 1 else { return nil }
-    return PartitionRoute(map: log.partitions, home: log.partitionIndex)
+    let byUser: @Sendable (UserID) -> String = { $0.rawValue }
+    return PartitionRoute(
+      map: log.partitions,
+      home: log.partitionIndex,
+      partitionKey: storedDriver?.partitionKey ?? byUser
+    )
   }
 
   /// `deliveries` for this partition's users; those for other partitions' users sent to their inboxes in

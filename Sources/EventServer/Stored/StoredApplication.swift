@@ -80,6 +80,18 @@ public protocol StoredApplication: Sendable {
     in transaction: any DatabaseTransaction
   ) async throws -> FetchPage<FetchedItem>
 
+  /// The key that places `user` in a partition of a partitioned log (``PartitionMap/partition(ofKey:)``):
+  /// users with the same key share a partition, so the writes, registrations and deliveries among them stay
+  /// in one partition's turns, and only deliveries to users of other keys cross partitions (through their
+  /// inboxes). Return what your data is shared by: the user's team, tenant or document. By default the
+  /// user's own id: each user hashed apart.
+  ///
+  /// It must be stable: the same key for a user for as long as the log exists (a user's queues and their
+  /// clients' exactly-once memory live in the user's partition; a new key would leave them behind). It is
+  /// called for every request and every recipient, so keep it cheap and free of I/O (a lookup in memory, or
+  /// a key the user id itself carries, such as `team/alice`).
+  func partitionKey(for user: UserID) -> String
+
   /// The earliest server time at which the application has work of its own, read after every input it
   /// handles (keep an index: it must be cheap). `nil` when it has none. By default, `nil`.
   func nextDeadline(in transaction: any DatabaseTransaction) async throws -> Timestamp?
@@ -99,6 +111,8 @@ extension StoredApplication {
   }
 
   public func nextDeadline(in transaction: any DatabaseTransaction) async throws -> Timestamp? { nil }
+
+  public func partitionKey(for user: UserID) -> String { user.rawValue }
 
   public func deadlineReached(
     at now: Timestamp,

@@ -24,6 +24,8 @@ struct StoredDriver<Application: ServerApplication, C: Clock>: Sendable where C.
   let runDeadlineIfDue: @Sendable (Server) async -> Void
   /// Reads the application's next deadline again (partition 0's look, see ``EventServer/lookForStoredDeadline()``).
   let readDeadline: @Sendable (Server) async throws -> Void
+  /// Each user's partition key (``StoredApplication/partitionKey(for:)``).
+  let partitionKey: @Sendable (UserID) -> String
   /// Delivers messages other partitions left in this partition's inbox (in a turn, holding the log).
   let receive: @Sendable (isolated Server, [Data]) throws(ServerLogError) -> Void
 }
@@ -66,6 +68,7 @@ extension StoredDriver {
       },
       runDeadlineIfDue: { server in await server.storedDeadlineIfDue(application, from: log) },
       readDeadline: { server in try await server.readStoredDeadline(application, from: log, starting: false) },
+      partitionKey: { application.partitionKey(for: $0) },
       receive: { (server, messages) throws(ServerLogError) in
         try server.receivePartitionMessages(messages, of: Stored.self)
       }

@@ -137,7 +137,8 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     let eventServer = configuration.eventServer
     let pushGateway = pushGateway
     let snapshotEvery = configuration.snapshotEveryRecords
-    let host = try await Host.open(log: log, rotation: rotation) { partition in
+    let host = try await Host.open(log: log, rotation: rotation, partitionKey: { application.partitionKey(for: $0) }) {
+      partition in
       try await EventServer.joining(
         application,
         on: partition,

@@ -66,6 +66,8 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   private let log: PostgresServerLog
   private var leases: PartitionLeases
   private let startNode: StartNode
+  /// Each user's partition key (``StoredApplication/partitionKey(for:)``).
+  private let partitionKey: @Sendable (UserID) -> String
   /// Where this node starts looking among free partitions.
   public let rotation: Int
   private var serving: [Int: (view: PostgresServerLog, node: Node)] = [:]
@@ -79,10 +81,17 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   /// Whether ``shutdown()`` was called: a look under way then stops what it started.
   private var isShutDown = false
 
-  private init(log: PostgresServerLog, leases: PartitionLeases, rotation: Int, startNode: @escaping StartNode) {
+  private init(
+    log: PostgresServerLog,
+    leases: PartitionLeases,
+    rotation: Int,
+    partitionKey: @escaping @Sendable (UserID) -> String,
+    startNode: @escaping StartNode
+  ) {
     self.log = log
     self.leases = leases
     self.rotation = rotation
+    self.partitionKey = partitionKey
     self.startNode = startNode
   }
 
@@ -92,13 +101,27 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   /// - Parameters:
   ///   - rotation: Where this node starts looking among free partitions (its number in the cluster spreads
   ///     nodes apart).
+  ///   - partitionKey: Each user's partition key: the stored application's
+  ///     ``StoredApplication/partitionKey(for:)`` (by default the user's id).
   ///   - startNode: Starts the node of a partition taken.
   public static func open(
     log: PostgresServerLog,
     rotation: Int,
+    partitionKey: @escaping @Sendable (UserID) -> String = { $0.rawValue },
     startNode: @escaping StartNode
   ) async throws(ServerLogError) -> PartitionHost {
-    PartitionHost(log: log, leases: try await PartitionLeases.open(on: log), rotation: rotation, startNode: startNode)
+    PartitionHost(
+      log: log,
+      leases: try await PartitionLeases.open(on: log),
+      rotation: rotation,
+      partitionKey: partitionKey,
+      startNode: startNode
+    )
+  }
+
+  /// The partition `user`'s queues, writes and registrations are in.
+  public func partition(of user: UserID) -> Int {
+    log.partitions.partition(ofKey: partitionKey(user))
   }
 
   /// The partitions this host serves.
@@ -110,7 +133,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
 
   /// The node serving `user`'s partition here, or `nil` when this host does not hold it.
   public func node(for user: UserID) -> Node? {
-    serving[log.partitions.partition(of: user)]?.node
+    serving[partition(of: user)]?.node
   }
 
   /// Where a user's requests are served, as this host knows it.
@@ -125,7 +148,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
 
   /// Where `user`'s requests are served.
   public func placement(of user: UserID) -> Placement {
-    let partition = log.partitions.partition(of: user)
+    let partition = self.partition(of: user)
     if let node = serving[partition]?.node { return .here(node) }
     if let address = elsewhere[partition] { return .elsewhere(address: address) }
     return .unknown
@@ -134,7 +157,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   /// Where `user`'s polls are served: as ``placement(of:)``, but at the holder's lean poll listener when it
   /// has one (``advertise(_:pollAddress:)``).
   public func pollPlacement(of user: UserID) -> Placement {
-    let partition = log.partitions.partition(of: user)
+    let partition = self.partition(of: user)
     if let node = serving[partition]?.node { return .here(node) }
     if let address = elsewherePolls[partition] ?? elsewhere[partition] { return .elsewhere(address: address) }
     return .unknown
