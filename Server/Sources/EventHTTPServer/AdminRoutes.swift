@@ -37,6 +37,13 @@ struct AdminRoutes<Application: ServerApplication>: Sendable {
   }
 
   private static func text(_ status: HTTPResponse.Status, _ text: String) -> Response {
+    .plainText(status, text)
+  }
+}
+
+extension Response {
+  /// An admin route's answer: `text` as UTF-8 plain text.
+  static func plainText(_ status: HTTPResponse.Status, _ text: String) -> Response {
     Response(
       status: status,
       headers: [.contentType: "text/plain; charset=utf-8"],

@@ -107,6 +107,45 @@ public final class ServerMetrics: Sendable {
     ).record(1)
   }
 
+  /// What one partition's node of a partitioned node reports when scraped.
+  public struct PartitionSample: Sendable, Hashable {
+    /// The partition.
+    public var partition: Int
+    /// Whether this process serves it (holds its lease); the other fields are zero when not.
+    public var served: Bool
+    /// Turns its node started since it took the partition.
+    public var turns: Int
+    /// Its node's lag behind the partition's log.
+    public var lag: ReplicationLag
+
+    /// A sample of `partition`.
+    public init(partition: Int, served: Bool, turns: Int = 0, lag: ReplicationLag = .init(records: 0, behindFor: .zero))
+    {
+      self.partition = partition
+      self.served = served
+      self.turns = turns
+      self.lag = lag
+    }
+  }
+
+  /// The per-partition gauges of a partitioned node, sampled when scraped: every partition of the log has
+  /// `event_server_partition_served` (1 here, 0 elsewhere), and those served here their turns and lag.
+  public func sample(partitions: [PartitionSample]) {
+    for sample in partitions {
+      let dimensions = [("partition", String(sample.partition))]
+      Gauge(label: "event_server_partition_served", dimensions: dimensions, factory: factory).record(
+        sample.served ? 1 : 0
+      )
+      Gauge(label: "event_server_partition_turns", dimensions: dimensions, factory: factory).record(sample.turns)
+      Gauge(label: "event_server_partition_lag_records", dimensions: dimensions, factory: factory).record(
+        Int(sample.lag.records)
+      )
+      Gauge(label: "event_server_partition_lag_seconds", dimensions: dimensions, factory: factory).record(
+        Double(sample.lag.behindFor.wholeNanoseconds) / 1e9
+      )
+    }
+  }
+
   /// This server's version, as `build_info` labels it.
   public static var version: String { "0.1.0-dev" }
 

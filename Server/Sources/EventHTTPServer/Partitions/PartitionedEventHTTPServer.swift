@@ -128,10 +128,13 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
   /// - Throws: When the lease session cannot be opened or the port cannot be bound.
   ///   - onPollRunning: Called with the lean poll listener's port once it listens (when
   ///     ``EventHTTPServerConfiguration/pollPort`` is set).
+  ///   - onAdminRunning: Called with the admin listener's port once it listens (when
+  ///     ``EventHTTPServerConfiguration/adminPort`` is set): `/healthz`, `/readyz`, `/metrics`.
   public func run(
     handleSignals: Bool = true,
     onRunning: @escaping @Sendable (Int) async -> Void = { _ in },
-    onPollRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    onPollRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+    onAdminRunning: @escaping @Sendable (Int) async -> Void = { _ in }
   ) async throws {
     let application = application
     let eventServer = configuration.eventServer
@@ -167,7 +170,8 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
         client: client,
         handleSignals: handleSignals,
         onRunning: onRunning,
-        onPollRunning: onPollRunning
+        onPollRunning: onPollRunning,
+        onAdminRunning: onAdminRunning
       )
     } catch {
       await host.shutdown()
@@ -184,7 +188,8 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     client: HTTPClient,
     handleSignals: Bool,
     onRunning: @escaping @Sendable (Int) async -> Void,
-    onPollRunning: @escaping @Sendable (Int) async -> Void
+    onPollRunning: @escaping @Sendable (Int) async -> Void,
+    onAdminRunning: @escaping @Sendable (Int) async -> Void
   ) async throws {
     let gate = RequestGate(authenticator: configuration.authenticator, policy: configuration.rateLimit) {
       Timestamp(Date())
@@ -228,7 +233,24 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
       bound.yield(channel.localAddress?.port ?? 0)
       bound.finish()
     }
-    var listeners: [any Service] = [app]
+    var listeners: [any Service] = []
+    if let adminPort = configuration.adminPort {
+      let adminRouter = Router()
+      PartitionAdminRoutes(host: host, partitionCount: log.partitions.count, metrics: metrics).add(to: adminRouter)
+      // First, so it is the last to stop: `/readyz` answers 503 while the rest shuts down.
+      listeners.append(
+        Hummingbird.Application(
+          router: adminRouter,
+          configuration: .init(
+            address: .hostname(configuration.adminHost, port: adminPort),
+            serverName: "event-server-admin"
+          ),
+          onServerRunning: { channel in await onAdminRunning(channel.localAddress?.port ?? 0) },
+          logger: logger
+        )
+      )
+    }
+    listeners.append(app)
     var pollPorts: AsyncStream<Int>?
     if let pollPort = configuration.pollPort {
       let (stream, pollBound) = AsyncStream.makeStream(of: Int.self)

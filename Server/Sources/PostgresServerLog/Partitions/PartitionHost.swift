@@ -127,6 +127,25 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   /// The partitions this host serves.
   public var partitionsServed: Set<Int> { Set(serving.keys) }
 
+  /// The node of each partition this host serves, by partition.
+  public var nodesServed: [Int: Node] { serving.mapValues(\.node) }
+
+  /// Whether the host can serve: what a node's `/readyz` answers.
+  public enum Readiness: Sendable, Hashable {
+    /// Its lease session is held: it serves its partitions and forwards the others' requests.
+    case ready
+    /// ``shutdown()`` began: its partitions are being handed over.
+    case stopping
+    /// Its lease session ended or fell silent: it serves nothing until its next look opens a new one.
+    case leasesLost
+  }
+
+  /// Whether the host can serve now.
+  public var readiness: Readiness {
+    if isShutDown { return .stopping }
+    return leases.lost == nil ? .ready : .leasesLost
+  }
+
   /// The node of the lowest partition served here, if any: any node answers questions about tables that
   /// every partition shares.
   public var anyNode: Node? { serving.min { $0.key < $1.key }?.value.node }

@@ -1,0 +1,103 @@
+import EventProtocol
+import EventServer
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import PostgresServerLog
+import SampleApps
+import TestScheduling
+import Testing
+
+@testable import EventHTTPServer
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// A node of a partitioned cluster can be operated as a single server can: `/healthz`, `/readyz` (503 from
+/// the start of its shutdown) and `/metrics` with a series per partition, on its admin listener.
+@Suite(
+  "Partitioned nodes' admin listener: health, readiness, metrics per partition",
+  .enabled(if: testPostgresURL != nil, "needs PostgreSQL: run Server/scripts/postgres-tests.sh (CI does)"),
+  .serialized,
+  .hangGuard
+)
+struct PartitionedOperationsTests {
+  typealias Host = PartitionHost<StoredRelay<StoredNoteBoard>, ContinuousClock>
+
+  @Test("ready while its leases are held, 503 once it stops; a series per partition, served or not")
+  func readinessAndMetrics() async throws {
+    let database = try await ScratchDatabase.create()
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      partitions: PartitionMap(count: 4)!
+    )
+    let host = try await Host.open(log: log, rotation: 0) { partition in
+      try await EventServer.joining(StoredNoteBoard(), on: partition, clock: ContinuousClock()).0
+    }
+    try await host.rebalance()
+    let served = await host.partitionsServed
+    #expect(served == [0, 1, 2, 3])
+    let alice = try #require(await host.node(for: "alice"))
+    _ = try await alice.register(user: "alice")
+    let router = Router()
+    PartitionAdminRoutes(host: host, partitionCount: 4, metrics: ServerMetrics()).add(to: router)
+    try await Hummingbird.Application(router: router).test(.router) { client in
+      try await client.execute(uri: "/readyz", method: .get) { #expect($0.status == .ok) }
+      try await client.execute(uri: "/metrics", method: .get) { response in
+        let text = String(buffer: response.body)
+        for partition in 0..<4 {
+          #expect(text.contains("event_server_partition_served{partition=\"\(partition)\"} 1"), "\(text)")
+          #expect(text.contains("event_server_partition_turns{partition=\"\(partition)\"}"))
+          #expect(text.contains("event_server_partition_lag_records{partition=\"\(partition)\"}"))
+        }
+        #expect(text.contains("event_server_queues 1"))
+      }
+      _ = await host.shutdown()
+      try await client.execute(uri: "/readyz", method: .get) { response in
+        #expect(response.status == .serviceUnavailable)
+        #expect(String(buffer: response.body) == "shutting down\n")
+      }
+      try await client.execute(uri: "/healthz", method: .get) { #expect($0.status == .ok) }
+      try await client.execute(uri: "/metrics", method: .get) { response in
+        let text = String(buffer: response.body)
+        #expect(text.contains("event_server_partition_served{partition=\"0\"} 0"), "let go: \(text)")
+      }
+    }
+    await log.close()
+    try await database.drop()
+  }
+
+  @Test("--admin-port on a partitioned node is honoured: its listener answers")
+  func adminListenerListens() async throws {
+    let database = try await ScratchDatabase.create()
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      partitions: PartitionMap(count: 2)!
+    )
+    var configuration = EventHTTPServerConfiguration(keys: testKeys)
+    configuration.port = 0
+    configuration.adminPort = 0
+    let server = PartitionedEventHTTPServer(
+      storedApplication: StoredNoteBoard(),
+      log: log,
+      configuration: configuration,
+      logger: quietLogger,
+      rotation: 0,
+      lookInterval: .milliseconds(100)
+    )
+    let (adminPorts, adminBound) = AsyncStream.makeStream(of: Int.self)
+    let task = Task { try await server.run(handleSignals: false, onAdminRunning: { adminBound.yield($0) }) }
+    var ports = adminPorts.makeAsyncIterator()
+    let adminPort = try #require(await ports.next())
+    let (body, response) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(adminPort)/healthz")!)
+    #expect((response as? HTTPURLResponse)?.statusCode == 200)
+    #expect(String(decoding: body, as: UTF8.self) == "ok\n")
+    await server.shutdown()
+    try await task.value
+    await log.close()
+    try await database.drop()
+  }
+}
