@@ -94,7 +94,7 @@ struct EventServerMain {
             maintenance: [video.janitorTask],
             extraRoutes: video.routes
           )
-          try await node.run(onRunning: onRunning, onPollRunning: onPollRunning)
+          try await node.run(onRunning: onRunning, onPollRunning: onPollRunning, onAdminRunning: onAdminRunning)
         } else {
           let node = PartitionedEventHTTPServer(
             storedApplication: StoredNoteBoard(),
@@ -106,7 +106,7 @@ struct EventServerMain {
             advertisedAddress: options.advertisedAddress,
             advertisedPollAddress: options.advertisedPollAddress
           )
-          try await node.run(onRunning: onRunning, onPollRunning: onPollRunning)
+          try await node.run(onRunning: onRunning, onPollRunning: onPollRunning, onAdminRunning: onAdminRunning)
         }
         try await pushClient?.shutdown()
         await postgres.close()
