@@ -84,6 +84,9 @@ public final class PostgresServerLog: SharedServerLog {
   /// How to reach the database: what a session that must not share the pool connects with
   /// (``PartitionLeases``).
   let clientConfiguration: PostgresClient.Configuration
+  /// Whether its connections are failing (shared with its partitions' views): its failures are logged once
+  /// per outage (``ConnectionOutageLogHandler``).
+  let outage: ConnectionOutageLogHandler.Shared
 
   private init(
     client: PostgresClient,
@@ -93,8 +96,10 @@ public final class PostgresServerLog: SharedServerLog {
     partitions: PartitionMap,
     location: String,
     logger: Logger,
-    operationTimeout: Duration
+    operationTimeout: Duration,
+    outage: ConnectionOutageLogHandler.Shared
   ) {
+    self.outage = outage
     self.client = client
     self.clientConfiguration = clientConfiguration
     self.running = running
@@ -122,6 +127,9 @@ public final class PostgresServerLog: SharedServerLog {
     operationTimeout: Duration = .seconds(5),
     partitions: PartitionMap? = nil
   ) async throws(ServerLogError) -> PostgresServerLog {
+    // Every pool of this log and of its partitions' views, and its lease sessions, share one outage.
+    let outage = ConnectionOutageLogHandler.Shared()
+    let logger = logger.summarizingConnectionOutages(outage)
     let target = try PostgresURL(url)
     let found = try await setUp(
       target: target,
@@ -142,7 +150,8 @@ public final class PostgresServerLog: SharedServerLog {
       partitions: found,
       location: target.location,
       logger: logger,
-      operationTimeout: operationTimeout
+      operationTimeout: operationTimeout,
+      outage: outage
     )
   }
 
@@ -162,7 +171,8 @@ public final class PostgresServerLog: SharedServerLog {
       partitions: .single,
       location: target.location,
       logger: logger,
-      operationTimeout: operationTimeout
+      operationTimeout: operationTimeout,
+      outage: ConnectionOutageLogHandler.Shared()
     )
     do {
       let found = try await setUp.setUp(partitions: partitions)
@@ -190,7 +200,8 @@ public final class PostgresServerLog: SharedServerLog {
       partitions: partitions,
       location: index == 0 ? location : "\(location) partition \(index)",
       logger: logger,
-      operationTimeout: operationTimeout
+      operationTimeout: operationTimeout,
+      outage: outage
     )
   }
 
@@ -214,7 +225,8 @@ public final class PostgresServerLog: SharedServerLog {
       partitions: partitions,
       location: index == 0 ? location : "\(location) partition \(index)",
       logger: logger,
-      operationTimeout: operationTimeout
+      operationTimeout: operationTimeout,
+      outage: outage
     )
   }
 
@@ -666,7 +678,9 @@ public final class PostgresServerLog: SharedServerLog {
   func withDeadline<Result: Sendable>(
     _ operation: @escaping @Sendable () async throws -> Result
   ) async throws(ServerLogError) -> Result {
-    try await Self.withDeadline(operationTimeout, at: location, operation)
+    let result = try await Self.withDeadline(operationTimeout, at: location, operation)
+    outage.noteWorking(logger)
+    return result
   }
 
   /// Runs `operation`, failing it with ``ServerLogError/storage(_:)`` naming `location` after `timeout` (see
