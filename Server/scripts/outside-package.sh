@@ -7,7 +7,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 limit="${1:-900}"
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+# A build stopped at its limit may still have a compiler ending in the folder: try again once it has.
+trap 'rm -rf "$work" 2>/dev/null || { sleep 5; rm -rf "$work"; }' EXIT
 
 git clone -q "$here" "$work/swift-update-machine"
 mkdir -p "$work/kanban/Sources/kanban-server"
@@ -82,5 +83,9 @@ for stored in [false, true] {
 }
 MAIN
 cd "$work/kanban"
-timeout "$limit" swift build 2>&1 | tail -3
+status=0
+timeout "$limit" swift build >"$work/build.log" 2>&1 || status=$?
+tail -3 "$work/build.log"
+if [ "$status" = 124 ]; then echo "the kanban package's build did not finish within $limit s (a hang guard; raise it on a slower machine)"; fi
+if [ "$status" != 0 ]; then exit "$status"; fi
 timeout 60 .build/debug/kanban-server
