@@ -47,13 +47,13 @@ struct PartitionKeyTests {
   static let teamOne: [UserID] = (0..<6).map { UserID("t1/u\($0)") }
   static let teamTwo: [UserID] = (0..<6).map { UserID("t2/u\($0)") }
 
-  /// Opens a partitioned log of 16 partitions on `database`, all served by one host of `application`, with
+  /// Opens a partitioned log (``PartitionedRegisterPropertyTests/partitions``) on `database`, all served by one host of `application`, with
   /// every message left in an inbox counted in `inbox_sent` (a trigger: messages are taken at once).
   static func serve<Stored: StoredApplication>(
     _ application: Stored,
     on database: ScratchDatabase
   ) async throws -> (PostgresServerLog, Host<Stored>) {
-    let map = PartitionMap(count: 16)!
+    let map = PartitionedRegisterPropertyTests.partitions
     let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
     for statement in [
       "CREATE TABLE inbox_sent (partition integer NOT NULL)",

@@ -68,14 +68,14 @@ struct PartitionedConflictTests {
   )
   func concurrentWritesToOneRow() async throws {
     let database = try await ScratchDatabase.create()
-    let map = PartitionMap(count: 16)!
+    let map = PartitionedRegisterPropertyTests.partitions
     let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
     let host = try await Host.open(log: log, rotation: 0) { partition in
       try await EventServer.joining(SharedTally(), on: partition, clock: ContinuousClock()).0
     }
     #expect(try await host.rebalance().taken.count == map.count)
     let users = PartitionedRegisterPropertyTests.users
-    #expect(Set(users.map(map.partition(of:))).count == users.count)
+    #expect(Set(users.map(map.partition(of:))).count == min(users.count, map.count))
     let writes = 12
     try await withThrowingTaskGroup(of: Void.self) { group in
       for user in users {

@@ -53,6 +53,13 @@ struct PartitionedOperationsTests {
           #expect(text.contains("event_server_partition_lag_records{partition=\"\(partition)\"}"))
         }
         #expect(text.contains("event_server_queues 1"))
+        // Every per-partition series docs/deploying.md names is there.
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+          .deletingLastPathComponent().deletingLastPathComponent()
+        let guide = try String(contentsOf: root.appendingPathComponent("docs/deploying.md"), encoding: .utf8)
+        let named = Set(guide.matches(of: /event_server_partition_[a-z_]+/).map { String($0.output) })
+        #expect(named.count == 4)
+        for name in named { #expect(text.contains("# TYPE \(name) "), "docs/deploying.md names \(name)") }
       }
       _ = await host.shutdown()
       try await client.execute(uri: "/readyz", method: .get) { response in
