@@ -65,15 +65,20 @@ struct PartitionedRegisterPropertyTests {
     try await database.drop()
   }
 
-  /// Looks with every host in turn until the partitions are spread over all of them (each serves some, none
-  /// is served twice, every one is served).
+  /// Looks with every host in turn until the partitions are spread over them: every one served, none twice,
+  /// by two hosts or more when there are several (with 4 partitions over 3 hosts the plan's shares of 2 may
+  /// leave the third with none).
   static func spread(_ count: Int, over hosts: [Host]) async throws {
     for _ in 0..<(8 * hosts.count) {
       for host in hosts { try await host.rebalance() }
       var served: [Int] = []
-      for host in hosts { served += await host.partitionsServed }
-      let everyHostServes = await hosts.asyncAllSatisfy { await !$0.partitionsServed.isEmpty }
-      if served.sorted() == Array(0..<count), everyHostServes { return }
+      var serving = 0
+      for host in hosts {
+        let partitions = await host.partitionsServed
+        served += partitions
+        if !partitions.isEmpty { serving += 1 }
+      }
+      if served.sorted() == Array(0..<count), serving >= min(hosts.count, 2) { return }
     }
     Issue.record("the partitions did not spread over \(hosts.count) hosts")
     throw CancellationError()
@@ -98,13 +103,5 @@ struct PartitionedRegisterPropertyTests {
       let view = try log.partition(partition)
       while try await view.hasInbox() { try await Task.sleep(for: .milliseconds(20)) }
     }
-  }
-}
-
-extension Array where Element: Sendable {
-  /// Whether every element satisfies an async predicate.
-  fileprivate func asyncAllSatisfy(_ predicate: (Element) async -> Bool) async -> Bool {
-    for element in self where await !predicate(element) { return false }
-    return true
   }
 }
