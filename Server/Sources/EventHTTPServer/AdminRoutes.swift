@@ -3,6 +3,8 @@ import EventServer
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
+import ServiceLifecycle
 
 /// The admin listener's routes, for operators and orchestrators (on 127.0.0.1 by default, separate from the
 /// API, so the API's rule "nothing without a key" holds):
@@ -73,5 +75,22 @@ struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
       metrics.requestAnswered(path: request.uri.path, status: error.status.code)
       throw error
     }
+  }
+}
+
+extension EventHTTPServerConfiguration {
+  /// The admin listener serving `router` on ``adminHost``:``adminPort``, or `nil` without an admin port.
+  func adminListener(
+    router: Router<BasicRequestContext>,
+    logger: Logger,
+    onRunning: @escaping @Sendable (Int) async -> Void
+  ) -> (any Service)? {
+    guard let adminPort else { return nil }
+    return Hummingbird.Application(
+      router: router,
+      configuration: .init(address: .hostname(adminHost, port: adminPort), serverName: "event-server-admin"),
+      onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? 0) },
+      logger: logger
+    )
   }
 }

@@ -433,20 +433,12 @@ where Application.Command: Codable & Equatable {
         )
       )
     }
-    if let adminPort = configuration.adminPort {
+    if configuration.adminPort != nil {
       let adminRouter = Router()
       AdminRoutes(server: events, metrics: metrics).add(to: adminRouter)
-      services.append(
-        Hummingbird.Application(
-          router: adminRouter,
-          configuration: .init(
-            address: .hostname(configuration.adminHost, port: adminPort),
-            serverName: "event-server-admin"
-          ),
-          onServerRunning: { channel in await onAdminRunning(channel.localAddress?.port ?? 0) },
-          logger: logger
-        )
-      )
+      if let admin = configuration.adminListener(router: adminRouter, logger: logger, onRunning: onAdminRunning) {
+        services.append(admin)
+      }
     }
     if let interval = configuration.snapshotInterval, durable != nil {
       services.append(Periodically(interval: interval) { try await events.saveSnapshot() })

@@ -234,21 +234,13 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
       bound.finish()
     }
     var listeners: [any Service] = []
-    if let adminPort = configuration.adminPort {
+    if configuration.adminPort != nil {
       let adminRouter = Router()
       PartitionAdminRoutes(host: host, partitionCount: log.partitions.count, metrics: metrics).add(to: adminRouter)
       // First, so it is the last to stop: `/readyz` answers 503 while the rest shuts down.
-      listeners.append(
-        Hummingbird.Application(
-          router: adminRouter,
-          configuration: .init(
-            address: .hostname(configuration.adminHost, port: adminPort),
-            serverName: "event-server-admin"
-          ),
-          onServerRunning: { channel in await onAdminRunning(channel.localAddress?.port ?? 0) },
-          logger: logger
-        )
-      )
+      if let admin = configuration.adminListener(router: adminRouter, logger: logger, onRunning: onAdminRunning) {
+        listeners.append(admin)
+      }
     }
     listeners.append(app)
     var pollPorts: AsyncStream<Int>?
