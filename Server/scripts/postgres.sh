@@ -37,9 +37,13 @@ start_postgres() {
   fi
   # Connections: a host of a partitioned log holds up to 3 P + 10 pooled ones beside 6 per partition it
   # serves; the suites run side by side, three hosts of 16 partitions among them (270 at most), and at 200
-  # the excess waited for "too many clients" until the log's 5 s deadline.
+  # the excess waited for "too many clients" until the log's 5 s deadline. Keepalives and the user timeout:
+  # a session whose node the network cut off ends within about 11 s, and its leases with it
+  # (docs/deploying.md, "PostgreSQL settings"); the kernel's defaults keep it about two hours.
   as_postgres "$bin/postgres" -D "$postgres_dir/data" -h 127.0.0.1 -p "$postgres_port" -k "$postgres_dir" \
-    -c fsync=on -c synchronous_commit=on -c max_connections=1000 >>"$postgres_dir/server.log" 2>&1 &
+    -c fsync=on -c synchronous_commit=on -c max_connections=1000 \
+    -c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3 -c tcp_user_timeout=5000 \
+    >>"$postgres_dir/server.log" 2>&1 &
   for _ in $(seq 1 100); do
     if [ -s "$postgres_dir/data/postmaster.pid" ] &&
       "$bin/pg_isready" -q -h 127.0.0.1 -p "$postgres_port" 2>/dev/null; then

@@ -5,7 +5,8 @@
 # its pid. Usage: scripts/write-rate.sh [RATE] [SECONDS]
 # APP=notes serves the stored note board (its notes in the database's tables) instead of the in-memory one;
 # STORE=postgres keeps the log (and a stored app's tables) in a PostgreSQL this script starts
-# (scripts/postgres.sh) instead of SQLite. CONFIGURATION=debug measures the debug build.
+# (scripts/postgres.sh) instead of SQLite. CONFIGURATION=debug measures the debug build. DEVICES=N runs N
+# devices at once (N users, RATE/N writes/s each, batches of 32 only) and prints their sum and worst p99.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rate=${1:-1000}
@@ -15,8 +16,14 @@ swift build -c "$configuration" --product event-server
 swift build -c "$configuration" --product soak-client
 bin=$(swift build -c "$configuration" --show-bin-path)
 
+devices=${DEVICES:-1}
+if ! [[ "$devices" =~ ^[0-9]+$ ]] || ((devices < 1 || devices > 64)); then
+  echo "write-rate.sh: DEVICES must be a whole number in 1...64, not '$devices'" >&2
+  exit 2
+fi
 source scripts/live-server.sh
 echo "writer:writer-key-1234" > "$work/keys"
+for index in $(seq 1 "$devices"); do echo "writer$index:writer$index-key-1234" >>"$work/keys"; done
 store=(--data-dir "$work/data")
 if [ "${STORE:-sqlite}" = postgres ]; then
   source scripts/postgres.sh
@@ -26,6 +33,37 @@ if [ "${STORE:-sqlite}" = postgres ]; then
 fi
 start_server "$bin/event-server" --app "${APP:-notes-memory}" --host 127.0.0.1 --port "$port" "${store[@]}" \
   --keys-file "$work/keys" --rate-burst 1000000 --rate-per-second 1000000
+if ((devices > 1)); then
+  echo "== $devices devices at once, $rate writes/s offered in all for $seconds s, batches of 32 (cores: $(nproc)," \
+    "$configuration build, app ${APP:-notes-memory}, ${STORE:-sqlite})"
+  device_pids=()
+  for index in $(seq 1 "$devices"); do
+    timeout 180 "$bin/soak-client" --server "http://127.0.0.1:$port" --user "writer$index" \
+      --key "writer$index-key-1234" --state-dir "$work/device-$index" --write-rate $(((rate + devices - 1) / devices)) \
+      --write-seconds "$seconds" --batch 32 >"$work/device-$index.log" 2>&1 &
+    device_pids+=("$!")
+  done
+  failed=0
+  for pid in "${device_pids[@]}"; do wait "$pid" || failed=1; done
+  python3 - "$work" "$devices" <<'PY'
+import re, sys
+work, devices = sys.argv[1], int(sys.argv[2])
+rates, p99s = [], []
+for index in range(1, devices + 1):
+    text = open(f"{work}/device-{index}.log").read()
+    rate = re.search(r"([0-9]+) acknowledged/s", text)
+    p99 = re.search(r"p99 ([0-9.]+) ms", text)
+    if rate is None or p99 is None:
+        print(f"device {index}: {text.strip().splitlines()[-1] if text.strip() else 'no output'}")
+        continue
+    rates.append(int(rate.group(1)))
+    p99s.append(float(p99.group(1)))
+print(f"write-rate: {len(rates)} of {devices} devices kept up: {sum(rates)} acknowledged/s in all "
+      f"(each {min(rates, default=0)}-{max(rates, default=0)}); worst p99 {max(p99s, default=0):.1f} ms")
+PY
+  stop_server
+  exit "$failed"
+fi
 echo "== one device, $rate writes/s offered for $seconds s (cores: $(nproc), $configuration build," \
   "app ${APP:-notes-memory}, ${STORE:-sqlite})"
 for batch in 1 32; do

@@ -59,9 +59,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     var commit: GroupCommit
     /// Encodes a snapshot of the machine at a position (the application is `Codable` for durable servers).
     let encodeSnapshot: @Sendable (Machine, UInt64) throws(ServerLogError) -> Data
-    /// Take a snapshot after this many records.
-    let snapshotEvery: Int
-    var recordsSinceSnapshot = 0
+    /// The records since the last snapshot, against the schedule that says when the next is due.
+    var snapshotDebt: SnapshotDebt
     /// Actions held until the log is durable through their position, oldest first.
     var gated: [(position: UInt64, actions: [Machine.Action])] = []
     var gatedStart = 0
@@ -81,12 +80,12 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       log: any ServerLog,
       commit: GroupCommit,
       encodeSnapshot: @escaping @Sendable (Machine, UInt64) throws(ServerLogError) -> Data,
-      snapshotEvery: Int
+      snapshotDebt: SnapshotDebt
     ) {
       self.log = log
       self.commit = commit
       self.encodeSnapshot = encodeSnapshot
-      self.snapshotEvery = snapshotEvery
+      self.snapshotDebt = snapshotDebt
     }
   }
 
@@ -112,7 +111,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     self.machine = Machine(application: application, configuration: configuration, random: random, now: timeline.now())
   }
 
-  /// A server over a machine rebuilt from its log (see ``recovering(from:application:configuration:clock:anchor:random:pushGateway:snapshotEvery:)``).
+  /// A server over a machine rebuilt from its log (see ``recovering(from:application:configuration:clock:anchor:random:pushGateway:snapshots:)``).
   init(machine: Machine, timeline: Timeline<C>, pushGateway: any PushGateway, durability: Durability) {
     self.machine = machine
     self.timeline = timeline
@@ -599,13 +598,11 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       }
     // Mutated in place: the gated list and the pending records are not copied per request.
     let (position, write) = durability!.commit.enqueue(frames, acknowledgementsOnly: acknowledgementsOnly)
-    durability!.recordsSinceSnapshot += frames.count
+    durability!.snapshotDebt.recorded(count: frames.count, bytes: frames.reduce(0) { $0 + $1.count })
     var snapshotWrite: GroupCommit.Write?
-    if durability!.shared == nil, durability!.recordsSinceSnapshot >= durability!.snapshotEvery,
-      durability!.commit.failure == nil
-    {
-      durability!.recordsSinceSnapshot = 0
+    if durability!.shared == nil, durability!.snapshotDebt.isDue, durability!.commit.failure == nil {
       if let bytes = try? durability!.encodeSnapshot(machine, durability!.commit.appended) {
+        durability!.snapshotDebt.snapshotTaken(bytes: bytes.count)
         snapshotWrite = durability!.commit.enqueueSnapshot(bytes)
       }
     }

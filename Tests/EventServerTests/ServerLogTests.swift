@@ -117,7 +117,7 @@ struct ServerLogTests {
       application: NoteBoard(),
       clock: clock,
       anchor: t0,
-      snapshotEvery: 2
+      snapshots: .everyRecords(2)
     )
     for text in ["a", "b", "c", "d", "e"] { _ = try await server.handle(.post(text, to: [bob]), from: alice) }
     await server.shutdown()

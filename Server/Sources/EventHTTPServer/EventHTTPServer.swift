@@ -26,11 +26,12 @@ public struct EventHTTPServerConfiguration: Sendable {
   /// Where the state is kept: the input log and snapshots (`event-server.sqlite`) and blobs (`blobs/`).
   /// Every write is durable before it is answered. Nothing is kept when `nil`.
   public var dataDirectory: URL?
-  /// How often a snapshot is written while running, so a restart replays at most this much of the log (a
-  /// snapshot is also written every ``snapshotEveryRecords`` records, and on shutdown); `nil`: only those.
+  /// How often a snapshot is written while running, whatever the work (snapshots are also written by
+  /// ``snapshots``, and on shutdown); `nil`: only those.
   public var snapshotInterval: Duration? = .seconds(60)
-  /// How many log records between snapshots, whatever the time.
-  public var snapshotEveryRecords = 100_000
+  /// When a snapshot is written by the work a restart would redo, whatever the uptime: the default keeps a
+  /// restart's replay no larger than its snapshot past 1,000 records, through a crash loop too.
+  public var snapshots = SnapshotSchedule.byWork
   /// How many connections are kept, and how long one may stay without authenticating.
   public var connections = ConnectionLimits()
   /// How long a connection may stay silent: above the longest parked poll (55 s).
@@ -85,12 +86,14 @@ where Application.Command: Codable & Equatable {
     @Sendable (Router<EventRequestContext>, EventServer<Application, ContinuousClock>, RequestGate) -> Void
   /// Starts the event server of a stored application on its database.
   typealias StoredStart =
-    @Sendable (any TransactionalServerLog, EventServerConfiguration, any PushGateway, Int) async throws -> (
+    @Sendable (any TransactionalServerLog, EventServerConfiguration, any PushGateway, SnapshotSchedule) async throws ->
+    (
       EventServer<Application, ContinuousClock>, LogRecoveryReport
     )
   /// Starts a cluster node of a stored application on a shared database.
   typealias StoredJoin =
-    @Sendable (any TransactionalSharedLog, EventServerConfiguration, any PushGateway, Int) async throws -> (
+    @Sendable (any TransactionalSharedLog, EventServerConfiguration, any PushGateway, SnapshotSchedule) async throws ->
+    (
       EventServer<Application, ContinuousClock>, LogRecoveryReport
     )
 
@@ -158,24 +161,24 @@ where Application.Command: Codable & Equatable {
   ) where Application == StoredRelay<Stored> {
     self.init(
       application: StoredRelay<Stored>(),
-      storedStart: { log, eventServer, pushGateway, snapshotEvery in
+      storedStart: { log, eventServer, pushGateway, snapshots in
         try await EventServer.serving(
           storedApplication,
           from: log,
           configuration: eventServer,
           clock: ContinuousClock(),
           pushGateway: pushGateway,
-          snapshotEvery: snapshotEvery
+          snapshots: snapshots
         )
       },
-      storedJoin: { log, eventServer, pushGateway, snapshotEvery in
+      storedJoin: { log, eventServer, pushGateway, snapshots in
         try await EventServer.joining(
           storedApplication,
           on: log,
           configuration: eventServer,
           clock: ContinuousClock(),
           pushGateway: pushGateway,
-          replication: ReplicationSettings(snapshotEvery: snapshotEvery)
+          replication: ReplicationSettings(snapshots: snapshots)
         )
       },
       configuration: configuration,
@@ -292,7 +295,7 @@ where Application.Command: Codable & Equatable {
           configuration: configuration.eventServer,
           clock: ContinuousClock(),
           pushGateway: pushGateway,
-          replication: ReplicationSettings(snapshotEvery: configuration.snapshotEveryRecords)
+          replication: ReplicationSettings(snapshots: configuration.snapshots)
         )
       } else {
         (server, report) = try await EventServer.recovering(
@@ -301,7 +304,7 @@ where Application.Command: Codable & Equatable {
           configuration: configuration.eventServer,
           clock: ContinuousClock(),
           pushGateway: pushGateway,
-          snapshotEvery: configuration.snapshotEveryRecords
+          snapshots: configuration.snapshots
         )
       }
       events = server
@@ -345,14 +348,14 @@ where Application.Command: Codable & Equatable {
           shared,
           configuration.eventServer,
           pushGateway,
-          configuration.snapshotEveryRecords
+          configuration.snapshots
         )
       } else {
         (server, report) = try await start(
           TimedTransactionalLog(inner: log, metrics: metrics),
           configuration.eventServer,
           pushGateway,
-          configuration.snapshotEveryRecords
+          configuration.snapshots
         )
       }
     } catch let error as MigrationError {

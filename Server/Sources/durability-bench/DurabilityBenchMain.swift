@@ -41,7 +41,7 @@ struct DurabilityBenchMain {
         from: sqlite,
         application: NoteBoard(),
         clock: ContinuousClock(),
-        snapshotEvery: Int.max
+        snapshots: .onlyWhenAsked
       )
       report("SQLite log (WAL, synchronous FULL)", try await measure(onDisk, writers: writers, seconds: seconds))
       await sqlite.close()
@@ -50,7 +50,7 @@ struct DurabilityBenchMain {
         StoredNoteBoard(),
         from: storedLog,
         clock: ContinuousClock(),
-        snapshotEvery: Int.max
+        snapshots: .onlyWhenAsked
       )
       report(
         "SQLite, stored note board (batched inputs)",
@@ -67,7 +67,7 @@ struct DurabilityBenchMain {
           from: postgres,
           application: NoteBoard(),
           clock: ContinuousClock(),
-          snapshotEvery: Int.max
+          snapshots: .onlyWhenAsked
         )
         report(
           "PostgreSQL log (synchronous_commit on)",
@@ -179,7 +179,7 @@ struct DurabilityBenchMain {
         log,
         application: NoteBoard(),
         clock: ContinuousClock(),
-        replication: ReplicationSettings(snapshotEvery: Int.max)
+        replication: ReplicationSettings(snapshots: .onlyWhenAsked)
       )
       if index == 0 {
         let elapsed = Self.seconds(ContinuousClock.now - began)
@@ -258,7 +258,7 @@ struct DurabilityBenchMain {
           view,
           application: NoteBoard(),
           clock: ContinuousClock(),
-          replication: ReplicationSettings(snapshotEvery: Int.max)
+          replication: ReplicationSettings(snapshots: .onlyWhenAsked)
         )
         views.append(view)
         servers.append(server)
@@ -407,7 +407,7 @@ struct DurabilityBenchMain {
       from: reopened,
       application: NoteBoard(),
       clock: ContinuousClock(),
-      snapshotEvery: Int.max
+      snapshots: .onlyWhenAsked
     )
     let elapsed = clock.now - began
     let notes = await server.application.notes.values.reduce(0) { $0 + $1.count }

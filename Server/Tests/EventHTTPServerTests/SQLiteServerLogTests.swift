@@ -106,7 +106,7 @@ struct SQLiteServerLogTests {
     let folder = ScratchFolder()
     defer { folder.remove() }
     let log = try await SQLiteServerLog.open(path: folder.databasePath)
-    let (server, _) = try await kanban(on: log, snapshotEvery: 3)
+    let (server, _) = try await kanban(on: log, snapshots: .everyRecords(3))
     for card in 1...10 { _ = try await server.handle(CardMoved(card: "c\(card)", column: "done"), from: "alice") }
     await server.shutdown()
     let stored = try await log.load()
@@ -204,13 +204,13 @@ struct SQLiteServerLogTests {
   /// The kanban server of `docs/serving.md` recovering from `log`.
   private func kanban(
     on log: SQLiteServerLog,
-    snapshotEvery: Int = 100_000
+    snapshots: SnapshotSchedule = .byWork
   ) async throws -> (EventServer<KanbanServer, ContinuousClock>, LogRecoveryReport) {
     try await EventServer.recovering(
       from: log,
       application: KanbanServer(team: ["alice"]),
       clock: ContinuousClock(),
-      snapshotEvery: snapshotEvery
+      snapshots: snapshots
     )
   }
 

@@ -22,7 +22,7 @@ extension EventServer where Application: Codable {
   ///   - anchor: The timestamp the clock's current instant stands for; the wall clock's when `nil`.
   ///   - random: The source of queue ids and heartbeat jitter.
   ///   - pushGateway: Where push notifications go.
-  ///   - snapshotEvery: How many records between automatic snapshots (restart time follows it).
+  ///   - snapshots: When the server writes a snapshot by itself (restart time follows it).
   /// - Returns: The server, and what the log held.
   /// - Throws: ``ServerLogError`` when the log cannot be read or used (damaged, of a newer build, with a gap);
   ///   nothing stored is changed then.
@@ -34,7 +34,7 @@ extension EventServer where Application: Codable {
     anchor: Timestamp? = nil,
     random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
     pushGateway: any PushGateway = NoPushGateway(),
-    snapshotEvery: Int = 100_000
+    snapshots: SnapshotSchedule = .byWork
   ) async throws(ServerLogError) -> (EventServer, LogRecoveryReport) {
     let timeline = Timeline(clock: clock, anchor: anchor)
     try await log.claimForOneServer()
@@ -54,7 +54,7 @@ extension EventServer where Application: Codable {
       commit: GroupCommit(durable: report.lastPosition),
       encodeSnapshot: { (machine, position) throws(ServerLogError) in try machine.snapshot(position: position).encoded()
       },
-      snapshotEvery: max(snapshotEvery, 1)
+      snapshotDebt: SnapshotDebt(schedule: snapshots, after: stored, report: report)
     )
     let server = EventServer(machine: machine, timeline: timeline, pushGateway: pushGateway, durability: durability)
     try await server.completeRecovery(actions)
@@ -117,7 +117,7 @@ extension EventServer {
     if durability!.shared != nil { return try await saveSharedSnapshot() }
     try checkLogHealthy()
     let bytes = try durability!.encodeSnapshot(machine, durability!.commit.appended)
-    durability!.recordsSinceSnapshot = 0
+    durability!.snapshotDebt.snapshotTaken(bytes: bytes.count)
     durability!.snapshotFailure = nil
     let position = durability!.commit.appended
     if let write = durability!.commit.enqueueSnapshot(bytes) { startWriting(write) }

@@ -76,7 +76,7 @@ extension EventServer {
     machine = rebuilt
     machine.startRecording()
     durability!.commit = GroupCommit(durable: position)
-    durability!.recordsSinceSnapshot = 0
+    durability!.snapshotDebt = SnapshotDebt(schedule: durability!.snapshotDebt.schedule)
     durability!.shared!.rejoining = nil
     durability!.shared!.rejoinTask = nil
     durability!.shared!.failFastUntil = nil

@@ -56,7 +56,7 @@ extension EventServer where Application: Codable {
       commit: GroupCommit(durable: report.lastPosition),
       encodeSnapshot: { (machine, position) throws(ServerLogError) in try machine.snapshot(position: position).encoded()
       },
-      snapshotEvery: replication.snapshotEvery
+      snapshotDebt: SnapshotDebt(schedule: replication.snapshots, after: stored, report: report)
     )
     durability.shared = SharedState(
       log: log,
@@ -226,7 +226,7 @@ extension EventServer {
     answerStoredTurn()
     noteCaughtUpIfSo()
     endTurn()
-    if durability!.recordsSinceSnapshot >= durability!.snapshotEvery { snapshotBetweenTurns() }
+    if durability!.snapshotDebt.isDue { snapshotBetweenTurns() }
     startTurnIfNeeded()
   }
 
@@ -288,7 +288,7 @@ extension EventServer {
         let actions = machine.applyCommitted(entry)
         durability!.shared!.latestTime = max(durability!.shared!.latestTime, entry.time)
         durability!.commit.adopt(through: record.position)
-        durability!.recordsSinceSnapshot += 1
+        durability!.snapshotDebt.recorded(count: 1, bytes: record.bytes.count)
         applied = true
         perform(actions)
       } catch {
@@ -390,7 +390,7 @@ extension EventServer {
       durability?.commit.failure == nil, !Task.isCancelled
     else { return }
     try? applyCommitted(records)
-    if durability!.recordsSinceSnapshot >= durability!.snapshotEvery, durability!.shared!.isTurnUnderWay == false {
+    if durability!.snapshotDebt.isDue, durability!.shared!.isTurnUnderWay == false {
       snapshotBetweenTurns()
     }
   }
@@ -412,8 +412,12 @@ extension EventServer {
   /// Encodes the state now (between turns: exactly the log through ``durablePosition``) and stores it in the
   /// background; a failure is kept in ``snapshotFailure`` and the log still holds everything.
   private func snapshotBetweenTurns() {
-    durability!.recordsSinceSnapshot = 0
-    guard let bytes = try? durability!.encodeSnapshot(machine, durability!.commit.durable) else { return }
+    guard let bytes = try? durability!.encodeSnapshot(machine, durability!.commit.durable) else {
+      // Not encodable now: counted as taken, so the next try waits for as much work again.
+      durability!.snapshotDebt.snapshotTaken(bytes: durability!.snapshotDebt.snapshotBytes)
+      return
+    }
+    durability!.snapshotDebt.snapshotTaken(bytes: bytes.count)
     let snapshot = StoredSnapshot(position: durability!.commit.durable, bytes: bytes)
     let log = durability!.log
     Task {
@@ -435,9 +439,9 @@ extension EventServer {
     try checkLogHealthy()
     // A node rebuilding itself holds nothing the log does not: there is nothing of its own to save.
     guard durability!.shared!.rejoining == nil else { return }
-    durability!.recordsSinceSnapshot = 0
     let position = durability!.commit.durable
     let bytes = try durability!.encodeSnapshot(machine, position)
+    durability!.snapshotDebt.snapshotTaken(bytes: bytes.count)
     try await durability!.log.saveSnapshot(StoredSnapshot(position: position, bytes: bytes))
   }
 }

@@ -71,20 +71,20 @@ public struct ReplicationSettings: Sendable, Hashable {
   /// After a turn that failed before deciding anything (the database unreachable), requests fail at once
   /// for this long instead of each waiting for the database.
   public var retryAfterFailure: Duration
-  /// How many log records between the snapshots a node writes (each node writes its own).
-  public var snapshotEvery: Int
+  /// When a node writes a snapshot by itself (each node writes its own).
+  public var snapshots: SnapshotSchedule
 
-  /// Settings with the defaults: read at least every second, 1,000 records a read, 1 s of failing fast, a
-  /// snapshot every 100,000 records.
+  /// Settings with the defaults: read at least every second, 1,000 records a read, 1 s of failing fast,
+  /// snapshots ``SnapshotSchedule/byWork``.
   public init(
     followInterval: Duration = .seconds(1),
     readLimit: Int = 1_000,
     retryAfterFailure: Duration = .seconds(1),
-    snapshotEvery: Int = 100_000
+    snapshots: SnapshotSchedule = .byWork
   ) {
     self.followInterval = followInterval
     self.readLimit = max(readLimit, 1)
     self.retryAfterFailure = retryAfterFailure
-    self.snapshotEvery = max(snapshotEvery, 1)
+    self.snapshots = snapshots
   }
 }

@@ -29,7 +29,7 @@ extension EventServer {
   ///   - anchor: The timestamp the clock's current instant stands for; the wall clock's when `nil`.
   ///   - random: The source of queue ids and heartbeat jitter.
   ///   - pushGateway: Where push notifications go.
-  ///   - snapshotEvery: How many records between snapshots of the queues.
+  ///   - snapshots: When the server writes a snapshot of the queues by itself.
   /// - Returns: The server, and what the log held.
   /// - Throws: ``MigrationError`` when the migrations are refused or fail; ``ServerLogError`` when the log
   ///   cannot be read or used. Nothing stored is changed by a refusal.
@@ -41,7 +41,7 @@ extension EventServer {
     anchor: Timestamp? = nil,
     random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
     pushGateway: any PushGateway = NoPushGateway(),
-    snapshotEvery: Int = 100_000
+    snapshots: SnapshotSchedule = .byWork
   ) async throws -> (EventServer, LogRecoveryReport) where Application == StoredRelay<Stored> {
     // The claim is taken by `recovering`; migrations are serialised by the database (the SQLite file's lock,
     // PostgreSQL's advisory lock), and a refused one changes nothing.
@@ -54,7 +54,7 @@ extension EventServer {
       anchor: anchor,
       random: random,
       pushGateway: pushGateway,
-      snapshotEvery: snapshotEvery
+      snapshots: snapshots
     )
     try await server.startServing(application, from: log)
     return (server, report)

@@ -16,7 +16,7 @@ import EventProtocol
 /// - ``nextDeadline(in:)`` and ``deadlineReached(at:in:)`` are its time-driven work, committed like a command.
 ///
 /// The server holds the queues in memory and in its log, as for an in-memory ``ServerApplication``; only the
-/// application's state moves to tables. Serve one with ``EventServer/serving(_:from:configuration:clock:anchor:random:pushGateway:snapshotEvery:)``.
+/// application's state moves to tables. Serve one with ``EventServer/serving(_:from:configuration:clock:anchor:random:pushGateway:snapshots:)``.
 ///
 /// ```swift
 /// struct Counter: StoredApplication {

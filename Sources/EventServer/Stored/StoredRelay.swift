@@ -6,7 +6,7 @@ import EventProtocol
 /// application, and replay after a restart delivers the same events without asking the database.
 ///
 /// Its snapshot and fetched pages are staged by the server for the one step that reads them; outside that
-/// step it has none (`nil`). Only ``EventServer/serving(_:from:configuration:clock:anchor:random:pushGateway:snapshotEvery:)``
+/// step it has none (`nil`). Only ``EventServer/serving(_:from:configuration:clock:anchor:random:pushGateway:snapshots:)``
 /// makes one; an application developer never uses it directly.
 public struct StoredRelay<Stored: StoredApplication>: ServerApplication, Codable {
   public typealias Snapshot = Stored.Snapshot?

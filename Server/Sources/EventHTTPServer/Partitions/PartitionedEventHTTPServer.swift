@@ -139,7 +139,7 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     let application = application
     let eventServer = configuration.eventServer
     let pushGateway = pushGateway
-    let snapshotEvery = configuration.snapshotEveryRecords
+    let snapshots = configuration.snapshots
     let host = try await Host.open(log: log, rotation: rotation, partitionKey: { application.partitionKey(for: $0) }) {
       partition in
       try await EventServer.joining(
@@ -148,7 +148,7 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
         configuration: eventServer,
         clock: ContinuousClock(),
         pushGateway: pushGateway,
-        replication: ReplicationSettings(snapshotEvery: snapshotEvery)
+        replication: ReplicationSettings(snapshots: snapshots)
       ).0
     }
     currentHost.withLock { $0 = host }
@@ -293,8 +293,27 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
         }
       }
     }
+    // `--snapshot-interval` on a partitioned node: each partition's node it serves writes one between its
+    // turns (a node rebuilding itself writes none).
+    var snapshots: [any Service] = []
+    if let interval = configuration.snapshotInterval {
+      snapshots.append(
+        Periodically(interval: interval) { [host, logger] in
+          for (partition, node) in await host.nodesServed.sorted(by: { $0.key < $1.key }) {
+            do {
+              try await node.saveSnapshot()
+            } catch {
+              logger.warning(
+                "a partition's snapshot failed; the log still holds everything",
+                metadata: ["partition": "\(partition)", "error": "\(error)"]
+              )
+            }
+          }
+        }
+      )
+    }
     await group.run(
-      listeners + [leases] + tasks,
+      listeners + [leases] + tasks + snapshots,
       handleSignals: handleSignals,
       grace: configuration.shutdownGrace,
       logger: logger

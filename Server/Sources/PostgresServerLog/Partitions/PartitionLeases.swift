@@ -207,9 +207,19 @@ public final class PartitionLeases: Sendable {
       location: location,
       operationTimeout: log.operationTimeout
     )
-    let first = try await log.withDeadline {
-      var iterator = opened.makeAsyncIterator()
-      return await iterator.next() ?? .failure(.storage("\(location): the lease session ended without an answer"))
+    let first: Result<Int32, ServerLogError>
+    do {
+      first = try await log.withDeadline {
+        var iterator = opened.makeAsyncIterator()
+        return await iterator.next() ?? .failure(.storage("\(location): the lease session ended without an answer"))
+      }
+    } catch {
+      // A session that neither opened nor failed in time is ended here, never left behind: connecting once
+      // the network is back, it would hold the node lock with no node behind it (counted as a live node,
+      // shrinking every node's share).
+      session.cancel()
+      await leases.close()
+      throw error
     }
     if case .failure(let error) = first {
       await leases.close()
