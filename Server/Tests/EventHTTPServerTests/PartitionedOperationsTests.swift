@@ -76,6 +76,48 @@ struct PartitionedOperationsTests {
     try await database.drop()
   }
 
+  @Test("--snapshot-interval on a partitioned node is honoured: every partition it serves writes a snapshot")
+  func snapshotIntervalHonoured() async throws {
+    let database = try await ScratchDatabase.create()
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      partitions: PartitionMap(count: 2)!
+    )
+    var configuration = EventHTTPServerConfiguration(keys: testKeys)
+    configuration.port = 0
+    configuration.snapshotInterval = .milliseconds(100)
+    // No snapshot by work: a snapshot in the log is the interval's.
+    configuration.snapshots = .onlyWhenAsked
+    let server = PartitionedEventHTTPServer(
+      storedApplication: StoredNoteBoard(),
+      log: log,
+      configuration: configuration,
+      logger: quietLogger,
+      rotation: 0,
+      lookInterval: .milliseconds(100)
+    )
+    let (ports, bound) = AsyncStream.makeStream(of: Int.self)
+    let task = Task { try await server.run(handleSignals: false, onRunning: { bound.yield($0) }) }
+    var iterator = ports.makeAsyncIterator()
+    _ = try #require(await iterator.next())
+    // Every partition's log starts without a snapshot; each gets one while the server runs, not only at its
+    // shutdown (at most 60 s: a guard against a hang, not a timing).
+    for partition in 0..<2 {
+      let partitionLog = try log.partition(partition)
+      var snapshot = try await partitionLog.load().snapshot
+      for _ in 0..<1_200 where snapshot == nil {
+        try await Task.sleep(for: .milliseconds(50))
+        snapshot = try await partitionLog.load().snapshot
+      }
+      #expect(snapshot != nil, "partition \(partition) has no snapshot after 60 s")
+    }
+    await server.shutdown()
+    try await task.value
+    await log.close()
+    try await database.drop()
+  }
+
   @Test("--admin-port on a partitioned node is honoured: its listener answers")
   func adminListenerListens() async throws {
     let database = try await ScratchDatabase.create()
