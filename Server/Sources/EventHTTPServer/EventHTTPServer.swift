@@ -344,8 +344,11 @@ where Application.Command: Codable & Equatable {
     do {
       if let shared = log as? any TransactionalSharedLog, let storedJoin {
         // A log several nodes share (PostgreSQL): this server is one node of a cluster on it.
+        // Timed, so the log-append series exist on PostgreSQL as on SQLite.
+        let timed: any TransactionalSharedLog =
+          (shared as? any PartitionedSharedLog).map { TimedPartitionedLog(inner: $0, metrics: metrics) } ?? shared
         (server, report) = try await storedJoin(
-          shared,
+          timed,
           configuration.eventServer,
           pushGateway,
           configuration.snapshots

@@ -240,19 +240,11 @@ struct TimedSharedLog: SharedServerLog {
     after position: UInt64,
     _ decide: @escaping @Sendable ([StoredRecord]) async throws(ServerLogError) -> [StoredRecord]
   ) async throws(ServerLogError) {
-    let start = ContinuousClock.now
-    let appended = DecidedCount()
-    try await inner.appendTurn(after: position) { committed throws(ServerLogError) in
-      let decided = try await decide(committed)
-      appended.count.withLock { $0 = decided.count }
-      return decided
+    try await metrics.timeTurn { decided throws(ServerLogError) in
+      try await inner.appendTurn(after: position) { committed throws(ServerLogError) in
+        decided.note(try await decide(committed))
+      }
     }
-    metrics.logAppended(records: appended.count.withLock { $0 }, after: ContinuousClock.now - start)
-  }
-
-  /// How many records the turn decided, for the figure taken once it committed.
-  private final class DecidedCount: Sendable {
-    let count = Mutex(0)
   }
 
   func waitForAppends(after position: UInt64) async { await inner.waitForAppends(after: position) }
@@ -262,4 +254,107 @@ struct TimedSharedLog: SharedServerLog {
   func claimPlaceInCluster() async throws(ServerLogError) -> Bool { try await inner.claimPlaceInCluster() }
 
   var announcedPosition: UInt64 { inner.announcedPosition }
+}
+
+/// A stored application's shared log (PostgreSQL, one partition or several) that times its turns into
+/// ``ServerMetrics`` as appends, so `event_server_log_append_duration_seconds` and
+/// `event_server_log_records_total` exist on every backend. Everything else passes through unchanged: the
+/// turn's transaction is the inner log's own (its inbox included).
+struct TimedPartitionedLog: PartitionedSharedLog {
+  let inner: any PartitionedSharedLog
+  let metrics: ServerMetrics
+
+  var dialect: SQLDialect { inner.dialect }
+  var partitions: PartitionMap { inner.partitions }
+  var partitionIndex: Int { inner.partitionIndex }
+  var announcedPosition: UInt64 { inner.announcedPosition }
+
+  func load() async throws(ServerLogError) -> StoredLog { try await inner.load() }
+
+  func append(_ records: [StoredRecord]) async throws(ServerLogError) {
+    let start = ContinuousClock.now
+    try await inner.append(records)
+    metrics.logAppended(records: records.count, after: ContinuousClock.now - start)
+  }
+
+  func saveSnapshot(_ snapshot: StoredSnapshot) async throws(ServerLogError) { try await inner.saveSnapshot(snapshot) }
+
+  func truncate(after position: UInt64) async throws(ServerLogError) { try await inner.truncate(after: position) }
+
+  func records(after position: UInt64, limit: Int) async throws(ServerLogError) -> [StoredRecord] {
+    try await inner.records(after: position, limit: limit)
+  }
+
+  func appendTurn(
+    after position: UInt64,
+    _ decide: @escaping @Sendable ([StoredRecord]) async throws(ServerLogError) -> [StoredRecord]
+  ) async throws(ServerLogError) {
+    try await metrics.timeTurn { decided throws(ServerLogError) in
+      try await inner.appendTurn(after: position) { committed throws(ServerLogError) in
+        decided.note(try await decide(committed))
+      }
+    }
+  }
+
+  func appendTurn(
+    after position: UInt64,
+    isolation: TurnIsolation,
+    inTransaction decide:
+      @escaping @Sendable ([StoredRecord], any LogTransaction) async throws(ServerLogError) -> [StoredRecord]
+  ) async throws(ServerLogError) {
+    try await metrics.timeTurn { decided throws(ServerLogError) in
+      try await inner.appendTurn(after: position, isolation: isolation) {
+        committed,
+        transaction throws(ServerLogError) in
+        decided.note(try await decide(committed, transaction))
+      }
+    }
+  }
+
+  func transaction<Result: Sendable>(
+    _ body: @escaping @Sendable (any LogTransaction) async throws -> Result
+  ) async throws -> Result {
+    try await inner.transaction(body)
+  }
+
+  func waitForAppends(after position: UInt64) async { await inner.waitForAppends(after: position) }
+
+  func hasInbox() async throws(ServerLogError) -> Bool { try await inner.hasInbox() }
+
+  func waitForInbox() async { await inner.waitForInbox() }
+
+  func claimForOneServer() async throws(ServerLogError) { try await inner.claimForOneServer() }
+
+  func claimPlaceInCluster() async throws(ServerLogError) -> Bool { try await inner.claimPlaceInCluster() }
+
+  func migrate(_ migrations: [SchemaMigration]) async throws(MigrationError) -> MigrationReport {
+    try await inner.migrate(migrations)
+  }
+
+  func appliedMigrations() async throws(MigrationError) -> [AppliedMigration] { try await inner.appliedMigrations() }
+
+}
+
+/// The records a turn decided, noted by its decision (which may run again, the last noting wins) and read
+/// once the turn committed.
+final class DecidedRecords: Sendable {
+  private let count = Mutex(0)
+
+  /// The turn decided `records`; returns them for the log.
+  func note(_ records: [StoredRecord]) -> [StoredRecord] {
+    count.withLock { $0 = records.count }
+    return records
+  }
+
+  var decided: Int { count.withLock { $0 } }
+}
+
+extension ServerMetrics {
+  /// Runs a turn and records it as an append: its time, lock to commit, and the records it decided.
+  func timeTurn(_ turn: (DecidedRecords) async throws(ServerLogError) -> Void) async throws(ServerLogError) {
+    let start = ContinuousClock.now
+    let records = DecidedRecords()
+    try await turn(records)
+    logAppended(records: records.decided, after: ContinuousClock.now - start)
+  }
 }

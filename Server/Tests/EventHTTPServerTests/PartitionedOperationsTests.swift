@@ -118,7 +118,7 @@ struct PartitionedOperationsTests {
     try await database.drop()
   }
 
-  @Test("--admin-port on a partitioned node is honoured: its listener answers")
+  @Test("--admin-port on a partitioned node is honoured: its listener answers, with the log-append series")
   func adminListenerListens() async throws {
     let database = try await ScratchDatabase.create()
     let log = try await PostgresServerLog.connect(
@@ -138,12 +138,38 @@ struct PartitionedOperationsTests {
       lookInterval: .milliseconds(100)
     )
     let (adminPorts, adminBound) = AsyncStream.makeStream(of: Int.self)
-    let task = Task { try await server.run(handleSignals: false, onAdminRunning: { adminBound.yield($0) }) }
+    let (mainPorts, mainBound) = AsyncStream.makeStream(of: Int.self)
+    let task = Task {
+      try await server.run(
+        handleSignals: false,
+        onRunning: { mainBound.yield($0) },
+        onAdminRunning: { adminBound.yield($0) }
+      )
+    }
     var ports = adminPorts.makeAsyncIterator()
     let adminPort = try #require(await ports.next())
+    var main = mainPorts.makeAsyncIterator()
+    let port = try #require(await main.next())
     let (body, response) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(adminPort)/healthz")!)
     #expect((response as? HTTPURLResponse)?.statusCode == 200)
     #expect(String(decoding: body, as: UTF8.self) == "ok\n")
+    // A registration is a turn of its partition: the node's log-append series count it, as on SQLite.
+    var register = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/api/v1/register")!)
+    register.httpMethod = "POST"
+    let credentials = Data("alice:\(testKeyByUser["alice"]!)".utf8).base64EncodedString()
+    register.setValue("Basic \(credentials)", forHTTPHeaderField: "Authorization")
+    var registered = 0
+    for _ in 0..<100 where registered != 200 {
+      let (_, answer) = try await URLSession.shared.data(for: register)
+      registered = (answer as? HTTPURLResponse)?.statusCode ?? 0
+      // 503 while the partition's lease is still being taken.
+      if registered != 200 { try await Task.sleep(for: .milliseconds(100)) }
+    }
+    #expect(registered == 200)
+    let (metrics, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(adminPort)/metrics")!)
+    let text = String(decoding: metrics, as: UTF8.self)
+    #expect(text.contains("event_server_log_append_duration_seconds_count"), "\(text)")
+    #expect(text.contains("event_server_log_records_total"))
     await server.shutdown()
     try await task.value
     await log.close()

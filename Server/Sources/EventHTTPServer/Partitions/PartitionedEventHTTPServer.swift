@@ -140,11 +140,12 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     let eventServer = configuration.eventServer
     let pushGateway = pushGateway
     let snapshots = configuration.snapshots
+    let metrics = metrics
     let host = try await Host.open(log: log, rotation: rotation, partitionKey: { application.partitionKey(for: $0) }) {
       partition in
       try await EventServer.joining(
         application,
-        on: partition,
+        on: TimedPartitionedLog(inner: partition, metrics: metrics),
         configuration: eventServer,
         clock: ContinuousClock(),
         pushGateway: pushGateway,
