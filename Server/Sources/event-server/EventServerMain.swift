@@ -26,7 +26,7 @@ struct EventServerMain {
     }
     if options.jsonLogs { LoggingSystem.bootstrap { label in JSONLogHandler(label: label) } }
     var logger = Logger(label: "event-server")
-    logger.logLevel = .info
+    logger.logLevel = options.logLevel
     var configuration = EventHTTPServerConfiguration(keys: options.keys)
     configuration.host = options.host
     configuration.port = options.port
@@ -281,6 +281,11 @@ struct EventServerArguments: ParsableCommand {
   @Option(name: .customLong("log-format"), help: "text | json (one JSON object per line on standard error).")
   var logFormat = "text"
   @Option(
+    name: .customLong("log-level"),
+    help: "trace | debug | info | notice | warning | error | critical; debug adds each refused request (4xx)."
+  )
+  var logLevel = "info"
+  @Option(
     name: .customLong("postgres"),
     help: """
       Keep the input log and snapshots in PostgreSQL (postgres://user[:password]@host[:port]/database; or set \
@@ -346,6 +351,11 @@ struct EventServerArguments: ParsableCommand {
     }
     guard ["text", "json"].contains(logFormat) else {
       throw ValidationError("--log-format must be text or json, not '\(logFormat)'")
+    }
+    guard Logger.Level(rawValue: logLevel) != nil else {
+      throw ValidationError(
+        "--log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), not '\(logLevel)'"
+      )
     }
     try check("port", port, 0...65535)
     try check("snapshot-interval", snapshotInterval, 0...86_400)
@@ -418,6 +428,8 @@ struct Options {
   var blobGrace: Duration
   /// Whether the video files are kept in the database's tables (``DatabaseBlobStore``) rather than files.
   var blobsInDatabase: Bool
+  /// The lowest level logged.
+  var logLevel: Logger.Level
   var app: String
   var admins: Set<UserID>
   var adminPort: Int?
@@ -456,6 +468,7 @@ struct Options {
     pollPort = arguments.pollPort
     adminHost = arguments.adminHost
     jsonLogs = arguments.logFormat == "json"
+    logLevel = Logger.Level(rawValue: arguments.logLevel) ?? .info
     push = arguments.push
     postgresURL = arguments.postgres ?? environment["EVENT_SERVER_POSTGRES_URL"]
     postgresTimeout = duration(arguments.postgresTimeout)
