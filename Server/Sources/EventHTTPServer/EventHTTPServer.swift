@@ -465,7 +465,13 @@ where Application.Command: Codable & Equatable {
     // Last, so it is the first to hear of the shutdown: parked polls are answered before HTTP drains.
     services.append(AnswerParkedPollsOnShutdown(server: events))
     // The state is written after the group ends, also when its drain was cut at the grace.
-    await group.run(services, handleSignals: handleSignals, grace: configuration.shutdownGrace, logger: logger)
+    // A service that failed before any shutdown (a port taken, say) is thrown once the state is written.
+    var serviceFailure: (any Error)?
+    do {
+      try await group.run(services, handleSignals: handleSignals, grace: configuration.shutdownGrace, logger: logger)
+    } catch {
+      serviceFailure = error
+    }
     // Nothing may write to the database once it is closed (a write under way, a stored input's batch).
     await events.waitForWrites()
     if let failure = await events.logFailure {
@@ -477,6 +483,7 @@ where Application.Command: Codable & Equatable {
     await database?.close()
     let count = await events.queueCount
     logger.info("stopped; snapshot written", metadata: ["queues": "\(count)"])
+    if let serviceFailure { throw serviceFailure }
   }
 
   /// The event server behind the HTTP API while ``run(handleSignals:onRunning:)`` runs, for inspection.

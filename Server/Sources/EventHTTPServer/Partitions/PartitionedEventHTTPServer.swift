@@ -313,7 +313,7 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
         }
       )
     }
-    await group.run(
+    try await group.run(
       listeners + [leases] + tasks + snapshots,
       handleSignals: handleSignals,
       grace: configuration.shutdownGrace,
