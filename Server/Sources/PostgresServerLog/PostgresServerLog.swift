@@ -72,6 +72,8 @@ public final class PostgresServerLog: SharedServerLog {
   private let appendHints = AppendHints()
   /// Hints that another partition left messages in this one's inbox (a counter of notifications heard).
   let inboxHints = AppendHints()
+  /// Hints that a node let leases go or joined (a counter of notifications heard).
+  let leaseHints = AppendHints()
   let logger: Logger
   /// The tables of this log's partition.
   let tables: LogTables
@@ -243,6 +245,7 @@ public final class PostgresServerLog: SharedServerLog {
     }
     appendHints.stop()
     inboxHints.stop()
+    leaseHints.stop()
     if let running {
       running.cancel()
       await running.value

@@ -387,6 +387,7 @@ private struct LookAtLeases<Stored: StoredApplication>: Service {
     await onRunning(port)
     let looking = Task { [host, interval, logger] in
       while !Task.isCancelled {
+        let changesHeard = host.leaseChangesHeard
         do {
           let change = try await host.rebalance()
           let look = await host.lastLook
@@ -406,7 +407,7 @@ private struct LookAtLeases<Stored: StoredApplication>: Service {
         } catch {
           logger.warning("a look at the partition leases failed; looking again", metadata: ["error": "\(error)"])
         }
-        try? await Task.sleep(for: interval)
+        await host.waitForNextLook(after: interval, clock: ContinuousClock(), changesHeard: changesHeard)
       }
     }
     // At the shutdown the partitions are handed over at once, not after the look under way.

@@ -110,13 +110,16 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
     partitionKey: @escaping @Sendable (UserID) -> String = { $0.rawValue },
     startNode: @escaping StartNode
   ) async throws(ServerLogError) -> PartitionHost {
-    PartitionHost(
+    let host = PartitionHost(
       log: log,
       leases: try await PartitionLeases.open(on: log),
       rotation: rotation,
       partitionKey: partitionKey,
       startNode: startNode
     )
+    // A node joined: the others let their excess go at once, not at their next look.
+    await log.announceLeaseChange()
+    return host
   }
 
   /// The partition `user`'s queues, writes and registrations are in.
@@ -217,6 +220,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       await leases.close()
       leases = try await PartitionLeases.open(on: log)
       if let address { try await leases.advertise(address.main, pollAddress: address.polls) }
+      await log.announceLeaseChange()
     }
     let survey: LeaseSurvey
     do {
@@ -245,6 +249,8 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       try await leases.release(partition)
       change.released.append(partition)
     }
+    // The partitions let go are taken by the others' looks this announcement wakes.
+    if !plan.release.isEmpty { await log.announceLeaseChange() }
     lastLook.release = lap()
     var acquired: [Int] = []
     for partition in plan.acquire where try await leases.tryAcquire(partition) { acquired.append(partition) }
@@ -316,8 +322,31 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   /// the next one.
   public func run<Timer: Clock>(every interval: Duration, clock: Timer) async where Timer.Duration == Duration {
     while !Task.isCancelled {
+      let mark = leaseChangesHeard
       _ = try? await rebalance()
-      try? await clock.sleep(for: interval)
+      await waitForNextLook(after: interval, clock: clock, changesHeard: mark)
+    }
+  }
+
+  /// How many lease changes this node has heard announced: taken before a look, and handed to
+  /// ``waitForNextLook(after:clock:changesHeard:)`` after it, so an announcement heard during the look is
+  /// not missed.
+  public nonisolated var leaseChangesHeard: UInt64 { log.leaseChangesHeard }
+
+  /// Suspends until the next look is due: `interval` on `clock`, or sooner, when a node has announced, since
+  /// `changesHeard` was read, that it let leases go or joined (``PostgresServerLog/announceLeaseChange()``),
+  /// or the task is cancelled.
+  public func waitForNextLook<Timer: Clock>(
+    after interval: Duration,
+    clock: Timer,
+    changesHeard: UInt64
+  ) async where Timer.Duration == Duration {
+    let log = log
+    await withTaskGroup(of: Void.self) { group in
+      group.addTask { try? await clock.sleep(for: interval) }
+      group.addTask { await log.waitForLeaseChange(after: changesHeard) }
+      await group.next()
+      group.cancelAll()
     }
   }
 
@@ -332,6 +361,10 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
     let began = clock.now
     await stopAll()
     let stopped = clock.now
+    // Every partition let go and this node no longer counted, before the others are told to look; the
+    // session's end would release them too, but the database may learn of it after their look.
+    try? await leases.releaseAll()
+    await log.announceLeaseChange()
     await leases.close()
     return (began.duration(to: stopped), stopped.duration(to: clock.now))
   }

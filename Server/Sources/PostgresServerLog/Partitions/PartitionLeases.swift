@@ -34,6 +34,8 @@ public final class PartitionLeases: Sendable {
     case release(Int, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
     case survey(CheckedContinuation<Result<LeaseSurvey, ServerLogError>, Never>)
     case advertise(String, polls: String?, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
+    /// Every lock of the session: the leases and the node's own.
+    case releaseAll(CheckedContinuation<Result<Bool, ServerLogError>, Never>)
 
     /// What is asked, for a log line.
     var name: String {
@@ -42,12 +44,14 @@ public final class PartitionLeases: Sendable {
       case .release: "release"
       case .survey: "survey"
       case .advertise: "advertise"
+      case .releaseAll: "release all"
       }
     }
 
     func fail(_ error: ServerLogError) {
       switch self {
-      case .acquire(_, let continuation), .release(_, let continuation), .advertise(_, _, let continuation):
+      case .acquire(_, let continuation), .release(_, let continuation), .advertise(_, _, let continuation),
+        .releaseAll(let continuation):
         continuation.resume(returning: .failure(error))
       case .survey(let continuation): continuation.resume(returning: .failure(error))
       }
@@ -156,6 +160,9 @@ public final class PartitionLeases: Sendable {
                 continuation.resume(returning: .success(released))
               case .survey(let continuation):
                 continuation.resume(returning: .success(try await survey(connection, pid, logger)))
+              case .releaseAll(let continuation):
+                try await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
+                continuation.resume(returning: .success(true))
               case .advertise(let address, let pollAddress, let continuation):
                 // Rows of sessions that ended are stale: a new session may reuse their pid, so they go first.
                 try await connection.query(
@@ -252,6 +259,16 @@ public final class PartitionLeases: Sendable {
     try check(partition)
     state.mutex.withLock { _ = $0.held.remove(partition) }
     _ = try await ask { .release(partition, $0) }
+  }
+
+  /// Lets every lease go and stops counting as a live node, while the session still lives: the other nodes'
+  /// next survey finds every partition free and this node gone, without waiting for the session's end to
+  /// reach the database. For a node about to close its leases.
+  /// - Throws: ``ServerLogError/storage(_:)`` when the session ended or did not answer in time (its locks
+  ///   then go with it).
+  public func releaseAll() async throws(ServerLogError) {
+    state.mutex.withLock { $0.held = [] }
+    _ = try await ask { .releaseAll($0) }
   }
 
   /// What the cluster looks like now: the live nodes and who holds which partition.

@@ -30,6 +30,33 @@ extension PostgresServerLog: PartitionedSharedLog {
     }
     await inboxHints.wait(after: inboxHints.latest)
   }
+
+  /// The channel on which nodes announce that they let leases go or joined.
+  static var leaseChannel: String { "partition_leases" }
+
+  /// Tells every node's ``waitForLeaseChange()`` that leases were let go or a node joined, so that the
+  /// others look at the leases now rather than at their next interval. A hint only: lost, it costs a look's
+  /// interval; it fails silently.
+  public func announceLeaseChange() async {
+    let logger = logger
+    _ = try? await withDeadline { [client] in
+      try await client.query("SELECT pg_notify(\(Self.leaseChannel), '')", logger: logger)
+    }
+  }
+
+  /// How many lease changes this log has heard announced (0 before it listens).
+  public var leaseChangesHeard: UInt64 { leaseHints.latest }
+
+  /// Returns once more than `heard` lease changes were announced (``announceLeaseChange()``, by any node; read
+  /// `heard` from ``leaseChangesHeard`` before the work that may miss one), the listening connection
+  /// (re)started, or the task is cancelled. The first call starts listening on a connection of its own.
+  public func waitForLeaseChange(after heard: UInt64) async {
+    leaseHints.startIfNeeded { [weak self] onChange throws(ServerLogError) in
+      guard let self else { return }
+      try await self.listen(on: Self.leaseChannel) { _ in await onChange(self.leaseHints.latest + 1) }
+    }
+    await leaseHints.wait(after: heard)
+  }
 }
 
 extension PostgresLogTransaction: PartitionedLogTransaction {
