@@ -1,9 +1,10 @@
 import EventServer
 import Foundation
 import PostgresNIO
-import PostgresServerLog
 import TestScheduling
 import Testing
+
+@testable import PostgresServerLog
 
 /// A node stopping lets its partitions go at once. Found by the video partition soak: under load a survey of
 /// the leases took seconds, and a SIGTERMed node's lease session waited for the survey under way before its
@@ -70,6 +71,44 @@ struct PartitionLeaseCloseTests {
     await nodeB.close()
     await logA.close()
     await logB.close()
+    try await database.drop()
+  }
+}
+
+extension PartitionLeaseCloseTests {
+  @Test("a lease session that does not open in time is closed, never left waiting to take the node lock later")
+  func sessionNotOpenedInTimeIsClosed() async throws {
+    let database = try await ScratchDatabase.create()
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: .seconds(1),
+      partitions: PartitionMap(count: 2)
+    )
+    let observer = try Observer(url: database.url)
+    // Another session holds the node lock exclusively for a minute: a lease session's first statement waits.
+    let blocker = Task {
+      try? await ScratchDatabase.admin(
+        "SELECT pg_advisory_lock(\(PartitionLeases.nodeKey)), pg_sleep(60)",
+        on: database.url
+      )
+    }
+    let nodeLocks =
+      "SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = \(PartitionLeases.nodeKey >> 32)"
+      + " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    try await observer.wait(until: nodeLocks + " AND granted AND mode = 'ExclusiveLock'", is: 1)
+    await #expect(throws: ServerLogError.self) { _ = try await PartitionLeases.open(on: log) }
+    // The session that waited is gone while the lock is still held: it cannot take the lock once it is free
+    // and hold it with no node behind it.
+    try await observer.wait(until: nodeLocks + " AND NOT granted", is: 0)
+    #expect(try await observer.count(nodeLocks + " AND granted AND mode = 'ExclusiveLock'") == 1)
+
+    try await observer.count(
+      "SELECT count(pg_terminate_backend(pid))::int FROM pg_stat_activity WHERE query LIKE 'SELECT pg_advisory_lock(%'"
+    )
+    _ = await blocker.value
+    observer.close()
+    await log.close()
     try await database.drop()
   }
 }

@@ -61,6 +61,9 @@ public final class PartitionLeases: Sendable {
   private struct State: Sendable {
     var held: Set<Int> = []
     var lost: ServerLogError?
+    /// The session's connection and backend, once connected: what an abandoned open ends.
+    var connection: PostgresConnection?
+    var pid: Int32?
   }
 
   /// The state, shared with the task holding the session (which marks the leases lost when it ends).
@@ -123,14 +126,20 @@ public final class PartitionLeases: Sendable {
       var failure = ServerLogError.storage("\(location): the session holding the partition leases ended")
       do {
         try await client.withConnection { connection in
-          try await connection.query("SELECT pg_advisory_lock_shared(\(Self.nodeKey))", logger: logger)
-          try await Self.addPollAddressColumn(on: connection, logger: logger)
+          // The backend first, then the node lock (which may wait): an open abandoned while it waits ends
+          // this backend, which would otherwise take the lock later and hold it with no node behind it.
           var pid: Int32 = 0
           for try await value in try await connection.query("SELECT pg_backend_pid()", logger: logger)
             .decode(Int32.self)
           {
             pid = value
           }
+          state.mutex.withLock { [pid] in
+            $0.connection = connection
+            $0.pid = pid
+          }
+          try await connection.query("SELECT pg_advisory_lock_shared(\(Self.nodeKey))", logger: logger)
+          try await Self.addPollAddressColumn(on: connection, logger: logger)
           open.yield(.success(pid))
           for await request in stream {
             let began = ContinuousClock.now
@@ -222,9 +231,18 @@ public final class PartitionLeases: Sendable {
       }
     } catch {
       // A session that neither opened nor failed in time is ended here, never left behind: connecting once
-      // the network is back, it would hold the node lock with no node behind it (counted as a live node,
-      // shrinking every node's share).
+      // the network is back, or taking the node lock it waits for, it would hold that lock with no node
+      // behind it (counted as a live node, shrinking every node's share). Its connection is closed, and its
+      // backend, if one started, ended from another connection (a backend waiting for a lock does not read
+      // its socket).
+      let (connection, pid) = state.mutex.withLock { ($0.connection, $0.pid) }
       session.cancel()
+      try? await connection?.close()
+      if let pid {
+        _ = try? await log.withDeadline { [client = log.client] in
+          try await client.query("SELECT pg_terminate_backend(\(pid))", logger: logger)
+        }
+      }
       await leases.close()
       throw error
     }
