@@ -64,7 +64,11 @@ struct BlobTests {
     let database = try await ScratchDatabase.create()
     let key = BlobKey(rawValue: "videos/shared")
     let bytes = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
-    let firstLog = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let firstLog = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     let first = try await LiveServer.start(.stored, log: firstLog)
     let alice = store(first, "alice")
     try await alice.append(bytes.prefix(6_000), to: key, at: 0)
@@ -79,7 +83,11 @@ struct BlobTests {
     #expect(!FileManager.default.fileExists(atPath: first.dataDirectory.appendingPathComponent("blobs").path))
     first.removeData()
     // Another node (a fresh data directory, no files) on the same database.
-    let secondLog = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let secondLog = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     let second = try await LiveServer.start(.stored, log: secondLog)
     defer { second.removeData() }
     let bob = store(second, "bob")

@@ -24,7 +24,12 @@ struct PartitionDeadlineTests {
   func deadlinesRunOnPartitionZero() async throws {
     let database = try await ScratchDatabase.create()
     let map = PartitionMap(count: 4)!
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
+      partitions: map
+    )
     let runs = DeadlineRuns()
     let host = try await Host.open(log: log, rotation: 0) { partition in
       try await EventServer.joining(

@@ -54,7 +54,12 @@ struct PartitionKeyTests {
     on database: ScratchDatabase
   ) async throws -> (PostgresServerLog, Host<Stored>) {
     let map = PartitionedRegisterPropertyTests.partitions
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
+      partitions: map
+    )
     for statement in [
       "CREATE TABLE inbox_sent (partition integer NOT NULL)",
       """

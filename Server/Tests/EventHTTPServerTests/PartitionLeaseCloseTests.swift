@@ -23,10 +23,14 @@ struct PartitionLeaseCloseTests {
     let logA = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
-      operationTimeout: .seconds(120),
+      operationTimeout: testTimeout(.seconds(120)),
       partitions: PartitionMap(count: 4)
     )
-    let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let logB = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     let nodeA = try await PartitionLeases.open(on: logA)
     let nodeB = try await PartitionLeases.open(on: logB)
     for partition in 0..<4 { #expect(try await nodeA.tryAcquire(partition)) }
@@ -82,7 +86,7 @@ extension PartitionLeaseCloseTests {
     let log = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
-      operationTimeout: .seconds(1),
+      operationTimeout: testTimeout(.seconds(1)),
       partitions: PartitionMap(count: 2)
     )
     let observer = try Observer(url: database.url)

@@ -23,9 +23,14 @@ struct PartitionLookWakeTests {
     let logA = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
       partitions: PartitionMap(count: 4)!
     )
-    let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let logB = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     let hostA = try await PostgresPartitionTests.host(on: logA, rotation: 0)
     #expect(try await hostA.rebalance().taken == [0, 1, 2, 3])
     // Each host looks once, then waits a minute or for an announcement.

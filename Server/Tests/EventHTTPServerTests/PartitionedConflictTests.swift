@@ -69,7 +69,12 @@ struct PartitionedConflictTests {
   func concurrentWritesToOneRow() async throws {
     let database = try await ScratchDatabase.create()
     let map = PartitionedRegisterPropertyTests.partitions
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
+      partitions: map
+    )
     let host = try await Host.open(log: log, rotation: 0) { partition in
       try await EventServer.joining(SharedTally(), on: partition, clock: ContinuousClock()).0
     }

@@ -110,7 +110,7 @@ struct PartitionedHTTPTests {
     /// Two nodes that `startNode` starts on a log and with a rotation; their logs' operations (and their
     /// lease sessions) time out after `operationTimeout`.
     static func start(
-      operationTimeout: Duration = .seconds(5),
+      operationTimeout: Duration = testTimeout(.seconds(5)),
       _ startNode: (PostgresServerLog, Int) async throws -> Running<Stored>
     ) async throws -> TwoNodes<Stored> {
       let database = try await ScratchDatabase.create()
@@ -256,7 +256,9 @@ struct PartitionedHTTPTests {
   /// wherever they park, and a partition that moved anyway fails the test saying so.
   @Test("forwarded requests are not queued behind parked forwarded long-polls")
   func forwardedRequestsPassParkedPolls() async throws {
-    let cluster = try await TwoNodes<StoredNoteBoard>.start(operationTimeout: .seconds(60)) { log, rotation in
+    let cluster = try await TwoNodes<StoredNoteBoard>.start(operationTimeout: testTimeout(.seconds(60))) {
+      log,
+      rotation in
       try await PartitionedHTTPTests.start(
         StoredNoteBoard(),
         on: log,

@@ -31,6 +31,7 @@ struct PartitionedOperationsTests {
     let log = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
       partitions: PartitionMap(count: 4)!
     )
     let host = try await Host.open(log: log, rotation: 0) { partition in
@@ -82,6 +83,7 @@ struct PartitionedOperationsTests {
     let log = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
       partitions: PartitionMap(count: 2)!
     )
     var configuration = EventHTTPServerConfiguration(keys: testKeys)
@@ -124,6 +126,7 @@ struct PartitionedOperationsTests {
     let log = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
       partitions: PartitionMap(count: 2)!
     )
     var configuration = EventHTTPServerConfiguration(keys: testKeys)

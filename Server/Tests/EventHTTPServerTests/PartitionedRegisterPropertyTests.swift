@@ -38,7 +38,12 @@ struct PartitionedRegisterPropertyTests {
     var logs: [PostgresServerLog] = []
     var hosts: [Host] = []
     for rotation in 0..<nodes {
-      let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: Self.partitions)
+      let log = try await PostgresServerLog.connect(
+        url: database.url,
+        logger: quietLogger,
+        operationTimeout: testTimeout(.seconds(5)),
+        partitions: Self.partitions
+      )
       logs.append(log)
       hosts.append(
         try await Host.open(log: log, rotation: rotation * Self.partitions.count / nodes) { partition in

@@ -24,7 +24,12 @@ struct PartitionedVideoRaceTests {
   ) async throws {
     let database = try await ScratchDatabase.create()
     let map = PartitionMap(count: 4)!
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
+      partitions: map
+    )
     let host = try await Host.open(log: log, rotation: 0) { partition in
       try await EventServer.joining(StoredVideoServer(), on: partition, clock: ContinuousClock()).0
     }
@@ -101,7 +106,11 @@ struct PartitionedVideoRaceTests {
 
   /// One statement on a log of its own (the tables are the partitions' shared ones).
   private static func query(_ database: ScratchDatabase, _ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     do {
       let rows = try await log.transaction { try await $0.execute(sql, values) }
       await log.close()

@@ -47,7 +47,7 @@ struct PostgresClientLifetimeTests {
     let log = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
-      operationTimeout: .seconds(20),
+      operationTimeout: testTimeout(.seconds(20)),
       partitions: PartitionMap(count: 2)!
     )
     let (openings, opened) = AsyncStream.makeStream(of: Void.self)

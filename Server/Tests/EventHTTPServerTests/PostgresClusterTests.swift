@@ -16,7 +16,11 @@ struct PostgresClusterTests {
   typealias Node = EventServer<NoteBoard, ContinuousClock>
 
   func join(_ url: String, replication: ReplicationSettings = .init()) async throws -> (Node, PostgresServerLog) {
-    let log = try await PostgresServerLog.connect(url: url, logger: quietLogger)
+    let log = try await PostgresServerLog.connect(
+      url: url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     let (node, _) = try await Node.joining(
       log,
       application: NoteBoard(),

@@ -17,7 +17,15 @@ struct PostgresMigrationTests {
   func migrations() async throws {
     let database = try await ScratchDatabase.create()
     var nodes: [PostgresServerLog] = []
-    for _ in 0..<3 { nodes.append(try await PostgresServerLog.connect(url: database.url, logger: quietLogger)) }
+    for _ in 0..<3 {
+      nodes.append(
+        try await PostgresServerLog.connect(
+          url: database.url,
+          logger: quietLogger,
+          operationTimeout: testTimeout(.seconds(5))
+        )
+      )
+    }
     let reports = try await withThrowingTaskGroup(of: MigrationReport.self) { group in
       for node in nodes { group.addTask { try await node.migrate(noteMigrations) } }
       return try await group.reduce(into: []) { $0.append($1) }

@@ -22,6 +22,7 @@ struct PostgresPartitionTests {
     let log = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
       partitions: PartitionMap(count: 4)
     )
     #expect(log.partitions.count == 4)
@@ -34,6 +35,7 @@ struct PostgresPartitionTests {
       _ = try await PostgresServerLog.connect(
         url: database.url,
         logger: quietLogger,
+        operationTimeout: testTimeout(.seconds(5)),
         partitions: PartitionMap(count: 8)
       )
       Issue.record("a log of 4 partitions was opened as 8")
@@ -41,7 +43,11 @@ struct PostgresPartitionTests {
       #expect(error.isSameKind(as: .partitionCount(found: 4, asked: 8)))
       #expect("\(error)".contains("4 partitions"))
     }
-    let reopened = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let reopened = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     #expect(reopened.partitions.count == 4)
     let again = try reopened.partition(3)
     #expect(try await again.load().records.map(\.bytes) == [frame("p3")])
@@ -68,10 +74,19 @@ struct PostgresPartitionTests {
     ] {
       try await ScratchDatabase.admin(statement, on: database.url)
     }
-    let first = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let first = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     try await first.append([StoredRecord(position: 1, bytes: frame("old"))])
     await first.close()
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: .single)
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
+      partitions: .single
+    )
     #expect(log.partitions == .single)
     #expect(try await log.load().records.map(\.bytes) == [frame("old")])
     await log.close()
@@ -88,13 +103,14 @@ struct PostgresPartitionTests {
     let created = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
       partitions: PartitionMap(count: 3)
     )
     await created.close()
     let running = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
-      operationTimeout: .seconds(300),
+      operationTimeout: testTimeout(.seconds(300)),
       partitions: PartitionMap(count: 3)
     )
     let started = try await running.transaction { transaction in
@@ -102,7 +118,7 @@ struct PostgresPartitionTests {
       let log = try await PostgresServerLog.connect(
         url: database.url,
         logger: quietLogger,
-        operationTimeout: .seconds(60),
+        operationTimeout: testTimeout(.seconds(60)),
         partitions: PartitionMap(count: 3)
       )
       await log.close()
@@ -112,7 +128,11 @@ struct PostgresPartitionTests {
     await running.close()
     // A table missing from a log of the current version is made again at the next start.
     try await ScratchDatabase.admin("DROP TABLE event_snapshot_p2", on: database.url)
-    let repaired = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let repaired = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     #expect(repaired.partitions.count == 3)
     let second = try repaired.partition(2)
     try await second.append([StoredRecord(position: 1, bytes: frame("p2"))])
@@ -131,6 +151,7 @@ struct PostgresPartitionTests {
     let log = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
       partitions: PartitionMap(count: 3)
     )
     let views = try (0..<3).map { try log.partition($0) }
@@ -193,6 +214,7 @@ struct PostgresPartitionTests {
     let log = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
       partitions: PartitionMap(count: 2)
     )
     let zero = try log.partition(0)
@@ -232,10 +254,14 @@ struct PostgresPartitionTests {
     let logA = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
-      operationTimeout: .seconds(2),
+      operationTimeout: testTimeout(.seconds(2)),
       partitions: PartitionMap(count: 4)
     )
-    let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let logB = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     let nodeA = try await PartitionLeases.open(on: logA)
     let nodeB = try await PartitionLeases.open(on: logB)
     for partition in 0..<4 { #expect(try await nodeA.tryAcquire(partition)) }
@@ -292,10 +318,14 @@ extension PostgresPartitionTests {
     let logA = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
-      operationTimeout: .seconds(2),
+      operationTimeout: testTimeout(.seconds(2)),
       partitions: map
     )
-    let logB = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let logB = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     let hostA = try await Self.host(on: logA, rotation: 0)
     #expect(try await hostA.rebalance().taken == [0, 1, 2, 3])
     let bob = UserID("bob")  // partition 0: held by A, then by B
@@ -374,7 +404,12 @@ extension PostgresPartitionTests {
   func deliveriesAcrossPartitions() async throws {
     let database = try await ScratchDatabase.create()
     let map = PartitionMap(count: 4)!
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger, partitions: map)
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
+      partitions: map
+    )
     let host = try await StoredHost.open(log: log, rotation: 0) { partition in
       try await EventServer.joining(StoredNoteBoard(), on: partition, clock: ContinuousClock()).0
     }

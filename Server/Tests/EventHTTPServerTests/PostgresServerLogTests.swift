@@ -12,6 +12,15 @@ import Testing
 /// it; without it the suite is skipped, saying why.
 let testPostgresURL = ProcessInfo.processInfo.environment["EVENT_SERVER_TEST_POSTGRES_URL"]
 
+/// A database deadline for a test: `base` times `EVENT_SERVER_TEST_TIMEOUT_SCALE` (1 unless set).
+/// `Server/scripts/postgres-tests.sh` sets 4 under ThreadSanitizer, where every statement of a busy machine's
+/// suites, run side by side, may take longer than a production deadline; a test's verdict is then about
+/// what the log does at its deadline, not about how fast the machine is.
+func testTimeout(_ base: Duration) -> Duration {
+  let scale = ProcessInfo.processInfo.environment["EVENT_SERVER_TEST_TIMEOUT_SCALE"].flatMap(Int.init) ?? 1
+  return base * max(scale, 1)
+}
+
 /// A fresh database on the test server for one test, dropped afterwards.
 struct ScratchDatabase {
   let url: String
@@ -51,7 +60,11 @@ struct PostgresServerLogTests {
   @Test("records and the snapshot survive a reconnect; a snapshot drops what it covers; truncate cuts the tail")
   func roundTrip() async throws {
     let database = try await ScratchDatabase.create()
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     try await log.append((1...3).map { StoredRecord(position: UInt64($0), bytes: frame("r\($0)")) })
     try await log.append([StoredRecord(position: 4, bytes: frame("r4"))])
     try await log.saveSnapshot(StoredSnapshot(position: 2, bytes: Data("state@2".utf8)))
@@ -60,7 +73,11 @@ struct PostgresServerLogTests {
     try await log.append([StoredRecord(position: 5, bytes: frame("r5'"))])
     await log.close()
 
-    let reopened = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let reopened = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     let stored = try await reopened.load()
     #expect(stored.snapshot == StoredSnapshot(position: 2, bytes: Data("state@2".utf8)))
     #expect(stored.records.map(\.position) == [3, 4, 5])
@@ -72,8 +89,16 @@ struct PostgresServerLogTests {
   @Test("a second server on the same database fails its first write; the first server's records stay")
   func fencing() async throws {
     let database = try await ScratchDatabase.create()
-    let first = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
-    let second = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let first = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
+    let second = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     try await first.append([StoredRecord(position: 1, bytes: frame("mine"))])
     await #expect(throws: ServerLogError.self) {
       try await second.append([StoredRecord(position: 1, bytes: frame("theirs"))])
@@ -92,7 +117,11 @@ struct PostgresServerLogTests {
   func claims() async throws {
     let database = try await ScratchDatabase.create()
     func connect() async throws -> PostgresServerLog {
-      try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+      try await PostgresServerLog.connect(
+        url: database.url,
+        logger: quietLogger,
+        operationTimeout: testTimeout(.seconds(5))
+      )
     }
     let single = try await connect()
     let other = try await connect()
@@ -124,19 +153,31 @@ struct PostgresServerLogTests {
   @Test("a database written by a newer schema is refused with a clear error and left as it is")
   func newerSchema() async throws {
     let database = try await ScratchDatabase.create()
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     try await log.append([StoredRecord(position: 1, bytes: frame("kept"))])
     await log.close()
     try await ScratchDatabase.admin("UPDATE event_log_meta SET schema_version = 99", on: database.url)
     do {
-      _ = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+      _ = try await PostgresServerLog.connect(
+        url: database.url,
+        logger: quietLogger,
+        operationTimeout: testTimeout(.seconds(5))
+      )
       Issue.record("a newer schema was accepted")
     } catch {
       #expect(error.isSameKind(as: .newerFormat(found: 99, supported: 1)))
       #expect("\(error)".contains("99"))
     }
     try await ScratchDatabase.admin("UPDATE event_log_meta SET schema_version = 1", on: database.url)
-    let reopened = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let reopened = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     #expect(try await reopened.load().records.map(\.bytes) == [frame("kept")])
     await reopened.close()
     try await database.drop()
@@ -145,7 +186,11 @@ struct PostgresServerLogTests {
   @Test("racing appenders and readers: every reader sees positions 1, 2, 3… with none skipped or reordered")
   func gapFreeUnderRaces() async throws {
     let database = try await ScratchDatabase.create()
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     let appenders = 6
     let batches = 40
     let sizes = (0..<appenders).map { appender in (0..<batches).map { (appender + $0) % 4 + 1 } }
@@ -199,7 +244,11 @@ struct PostgresServerLogTests {
   @Test("a listener hears each append's last position when it commits, from another connection")
   func notifications() async throws {
     let database = try await ScratchDatabase.create()
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     let (heard, continuation) = AsyncStream.makeStream(of: UInt64.self)
     let listening = Task { try await log.listenForAppends { continuation.yield($0) } }
     // LISTEN takes effect once its connection has sent it: append until the first hint arrives.
@@ -234,14 +283,22 @@ struct PostgresServerLogTests {
   @Test("an EventServer recovers its state from PostgreSQL after a restart")
   func serverRecovers() async throws {
     let database = try await ScratchDatabase.create()
-    let log = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     let (server, _) = try await EventServer.recovering(from: log, application: NoteBoard(), clock: ContinuousClock())
     let registration = try await server.register(user: "alice", eventTypes: nil, lifespan: nil, clientID: "phone")
     for index in 1...5 { try await server.handle(.post("note \(index)", to: ["alice"]), from: "bob") }
     await server.shutdown()
     await log.close()
 
-    let reopened = try await PostgresServerLog.connect(url: database.url, logger: quietLogger)
+    let reopened = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5))
+    )
     let (restarted, report) = try await EventServer.recovering(
       from: reopened,
       application: NoteBoard(),
@@ -263,7 +320,11 @@ struct PostgresServerLogTests {
   func badURL() async {
     for url in ["mysql://u@h/db", "postgres://h/db", "not a url", "postgres://u:secret@127.0.0.1/db?sslmode=maybe"] {
       do {
-        _ = try await PostgresServerLog.connect(url: url, logger: quietLogger)
+        _ = try await PostgresServerLog.connect(
+          url: url,
+          logger: quietLogger,
+          operationTimeout: testTimeout(.seconds(5))
+        )
         Issue.record("\(url) was accepted")
       } catch {
         #expect(!"\(error)".contains("secret"))

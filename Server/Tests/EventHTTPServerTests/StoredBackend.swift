@@ -38,7 +38,12 @@ struct StoredDatabase: Sendable {
   func open() async throws -> any TransactionalServerLog {
     switch backend {
     case .sqlite: try await SQLiteServerLog.open(path: location)
-    case .postgres: try await PostgresServerLog.connect(url: location, logger: quietLogger)
+    case .postgres:
+      try await PostgresServerLog.connect(
+        url: location,
+        logger: quietLogger,
+        operationTimeout: testTimeout(.seconds(5))
+      )
     }
   }
 
