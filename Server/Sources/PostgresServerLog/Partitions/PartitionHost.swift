@@ -117,7 +117,9 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       partitionKey: partitionKey,
       startNode: startNode
     )
-    // A node joined: the others let their excess go at once, not at their next look.
+    // A node joined: the others let their excess go at once, not at their next look (and this node hears
+    // them do so: it listens first).
+    log.startListeningForLeaseChanges()
     await log.announceLeaseChange()
     return host
   }

@@ -51,11 +51,17 @@ extension PostgresServerLog: PartitionedSharedLog {
   /// `heard` from ``leaseChangesHeard`` before the work that may miss one), the listening connection
   /// (re)started, or the task is cancelled. The first call starts listening on a connection of its own.
   public func waitForLeaseChange(after heard: UInt64) async {
+    startListeningForLeaseChanges()
+    await leaseHints.wait(after: heard)
+  }
+
+  /// Starts listening for lease changes, if not yet: a node does so before it announces that it joined, so
+  /// that the others' answers (the partitions they let go) are not sent before anyone listens.
+  public func startListeningForLeaseChanges() {
     leaseHints.startIfNeeded { [weak self] onChange throws(ServerLogError) in
       guard let self else { return }
       try await self.listen(on: Self.leaseChannel) { _ in await onChange(self.leaseHints.latest + 1) }
     }
-    await leaseHints.wait(after: heard)
   }
 }
 
