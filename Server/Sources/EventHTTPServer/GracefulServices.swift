@@ -7,7 +7,6 @@ import UnixSignals
 /// ``shutdown()``, even one asked before the group started.
 final class GracefulServices: Sendable {
   private let running = Mutex<ServiceGroup?>(nil)
-  private let shutdownRequested = Mutex(false)
   /// Whether a service failed before any shutdown began, or the shutdown came first.
   private let phase = Mutex(Phase.running)
 
@@ -38,7 +37,7 @@ final class GracefulServices: Sendable {
     configuration.maximumGracefulShutdownDuration = grace
     let group = ServiceGroup(configuration: configuration)
     running.withLock { $0 = group }
-    if shutdownRequested.withLock({ $0 }) { await group.triggerGracefulShutdown() }
+    if case .shuttingDown = phase.withLock({ $0 }) { await group.triggerGracefulShutdown() }
     do {
       try await group.run()
     } catch {
@@ -52,7 +51,6 @@ final class GracefulServices: Sendable {
 
   /// Shuts the group down gracefully (at its start, when it has not started yet).
   func shutdown() async {
-    shutdownRequested.withLock { $0 = true }
     shutdownBegan()
     let group = running.withLock { $0 }
     await group?.triggerGracefulShutdown()

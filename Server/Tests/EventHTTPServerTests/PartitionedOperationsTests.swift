@@ -79,26 +79,11 @@ struct PartitionedOperationsTests {
 
   @Test("--snapshot-interval on a partitioned node is honoured: every partition it serves writes a snapshot")
   func snapshotIntervalHonoured() async throws {
-    let database = try await ScratchDatabase.create()
-    let log = try await PostgresServerLog.connect(
-      url: database.url,
-      logger: quietLogger,
-      operationTimeout: testTimeout(.seconds(5)),
-      partitions: PartitionMap(count: 2)!
-    )
-    var configuration = EventHTTPServerConfiguration(keys: testKeys)
-    configuration.port = 0
-    configuration.snapshotInterval = .milliseconds(100)
-    // No snapshot by work: a snapshot in the log is the interval's.
-    configuration.snapshots = .onlyWhenAsked
-    let server = PartitionedEventHTTPServer(
-      storedApplication: StoredNoteBoard(),
-      log: log,
-      configuration: configuration,
-      logger: quietLogger,
-      rotation: 0,
-      lookInterval: .milliseconds(100)
-    )
+    let (database, log, server) = try await Self.node { configuration in
+      configuration.snapshotInterval = .milliseconds(100)
+      // No snapshot by work: a snapshot in the log is the interval's.
+      configuration.snapshots = .onlyWhenAsked
+    }
     let (ports, bound) = AsyncStream.makeStream(of: Int.self)
     let task = Task { try await server.run(handleSignals: false, onRunning: { bound.yield($0) }) }
     var iterator = ports.makeAsyncIterator()
@@ -122,24 +107,7 @@ struct PartitionedOperationsTests {
 
   @Test("--admin-port on a partitioned node is honoured: its listener answers, with the log-append series")
   func adminListenerListens() async throws {
-    let database = try await ScratchDatabase.create()
-    let log = try await PostgresServerLog.connect(
-      url: database.url,
-      logger: quietLogger,
-      operationTimeout: testTimeout(.seconds(5)),
-      partitions: PartitionMap(count: 2)!
-    )
-    var configuration = EventHTTPServerConfiguration(keys: testKeys)
-    configuration.port = 0
-    configuration.adminPort = 0
-    let server = PartitionedEventHTTPServer(
-      storedApplication: StoredNoteBoard(),
-      log: log,
-      configuration: configuration,
-      logger: quietLogger,
-      rotation: 0,
-      lookInterval: .milliseconds(100)
-    )
+    let (database, log, server) = try await Self.node { $0.adminPort = 0 }
     let (adminPorts, adminBound) = AsyncStream.makeStream(of: Int.self)
     let (mainPorts, mainBound) = AsyncStream.makeStream(of: Int.self)
     let task = Task {
@@ -177,5 +145,31 @@ struct PartitionedOperationsTests {
     try await task.value
     await log.close()
     try await database.drop()
+  }
+
+  /// A partitioned node of the stored note board on a new database of two partitions, its listener on a free
+  /// port and its configuration edited by `configure`; not started.
+  private static func node(
+    _ configure: (inout EventHTTPServerConfiguration) -> Void
+  ) async throws -> (ScratchDatabase, PostgresServerLog, PartitionedEventHTTPServer<StoredNoteBoard>) {
+    let database = try await ScratchDatabase.create()
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
+      partitions: PartitionMap(count: 2)!
+    )
+    var configuration = EventHTTPServerConfiguration(keys: testKeys)
+    configuration.port = 0
+    configure(&configuration)
+    let server = PartitionedEventHTTPServer(
+      storedApplication: StoredNoteBoard(),
+      log: log,
+      configuration: configuration,
+      logger: quietLogger,
+      rotation: 0,
+      lookInterval: .milliseconds(100)
+    )
+    return (database, log, server)
   }
 }
