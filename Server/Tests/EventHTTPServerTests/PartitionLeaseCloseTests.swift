@@ -86,7 +86,7 @@ extension PartitionLeaseCloseTests {
     let log = try await PostgresServerLog.connect(
       url: database.url,
       logger: quietLogger,
-      operationTimeout: testTimeout(.seconds(1)),
+      operationTimeout: testTimeout(.seconds(5)),
       partitions: PartitionMap(count: 2)
     )
     let observer = try Observer(url: database.url)

@@ -13,11 +13,7 @@ import PostgresServerLog
 func runKanbanNode(port: Int, postgresURL: String) async throws {
   let logger = Logger(label: "kanban")
   // Every database call has this deadline; past it a write is answered 503 with Retry-After, never held.
-  let log = try await PostgresServerLog.connect(
-    url: postgresURL,
-    logger: logger,
-    operationTimeout: testTimeout(.seconds(5))
-  )
+  let log = try await PostgresServerLog.connect(url: postgresURL, logger: logger, operationTimeout: .seconds(5))
   var configuration = EventHTTPServerConfiguration(
     keys: try APIKeys(["alice": "alice-secret-key", "bob": "bob-secret-key"])
   )
