@@ -28,6 +28,7 @@ let package = Package(
     .library(name: "VideoBlobRoutes", targets: ["VideoBlobRoutes"]),
     .library(name: "SQLiteServerLog", targets: ["SQLiteServerLog"]),
     .library(name: "PostgresServerLog", targets: ["PostgresServerLog"]),
+    .library(name: "PartitionHosting", targets: ["PartitionHosting"]),
     .library(name: "PushSenders", targets: ["PushSenders"]),
   ],
   dependencies: [
@@ -71,6 +72,17 @@ let package = Package(
     ),
     // Routes, authentication, rate limiting and the shutdown order, over the root's EventServer: for any
     // ServerApplication (no domain here).
+    // A node of a partitioned cluster: the partitions it leases and the cluster node serving each one. Hosts
+    // nodes; the storage module below it never calls back up into them.
+    .target(
+      name: "PartitionHosting",
+      dependencies: [
+        .product(name: "EventProtocol", package: root),
+        .product(name: "EventServer", package: root),
+        "PostgresServerLog",
+      ],
+      swiftSettings: swiftSettings
+    ),
     .target(
       name: "EventHTTPServer",
       dependencies: [
@@ -88,6 +100,7 @@ let package = Package(
         .product(name: "NIOPosix", package: "swift-nio"),
         "SQLiteServerLog",
         "PostgresServerLog",
+        "PartitionHosting",
       ],
       swiftSettings: swiftSettings
     ),
@@ -239,6 +252,7 @@ let package = Package(
         "SQLiteServerLog",
         .product(name: "SQLiteNIO", package: "sqlite-nio"),
         "PostgresServerLog",
+        "PartitionHosting",
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "EventProtocol", package: root),
         .product(name: "EventServer", package: root),

@@ -55,7 +55,10 @@ export EVENT_SERVER_API_KEYS="$keys"
 # start_node N: starts node N on its port and waits until it listens (at most 15 s).
 start_node() {
   local node=$1 log="$work/node$1.log"
-  "$bin/event-server" --app "${APP:-notes}" --host 127.0.0.1 --port "${ports[$node]}" --data-dir "$work/node$node" \
+  # A partitioned node keeps nothing on disk (--data-dir is refused): its state is all in PostgreSQL.
+  local data_dir=(--data-dir "$work/node$node")
+  if [ -n "$partitions" ]; then data_dir=(); fi
+  "$bin/event-server" --app "${APP:-notes}" --host 127.0.0.1 --port "${ports[$node]}" ${data_dir[@]+"${data_dir[@]}"} \
     --postgres "$postgres_url" --rate-burst 100000 --rate-per-second 100000 \
     ${partition_options[@]+"${partition_options[@]}"} ${partitions:+--node-number "$node"} \
     ${poll_ports[$node]:+--poll-port "${poll_ports[$node]}"} >>"$log" 2>&1 &
@@ -106,6 +109,7 @@ kill -TERM "${node_pids[2]}"; wait "${node_pids[2]}" 2>/dev/null || true
 start_node 2
 sleep 1
 echo "cluster-soak: stopping PostgreSQL (pid $postgres_pid) for 10 s while the clients write"
+note_fault dbstop 0
 stop_postgres
 sleep 2
 # Each node answers a write with 503 within its deadline (the default 5 s) while the database is away (a node
@@ -126,6 +130,7 @@ if [ "$outage_statuses" != "$expected_statuses" ]; then
 fi
 sleep 6
 start_postgres
+note_fault dbstart 0
 back=$(date +%s%N)
 for node in $(seq 1 "$nodes"); do restart_if_stopped "$node"; done
 # Recovery: how long after the database is back a write is answered again, with the defaults (the database

@@ -31,7 +31,7 @@ poll_ports=("" "$(free_port)" "$(free_port)")
 start_node() {
   local node=$1 log="$work/node$1.log"
   "$bin/event-server" --app notes --host 127.0.0.1 --port "${ports[$node]}" --poll-port "${poll_ports[$node]}" \
-    --keys-file "$work/keys" --data-dir "$work/node$node" --postgres "$postgres_url" --partitions 1 \
+    --keys-file "$work/keys" --postgres "$postgres_url" --partitions 1 \
     --node-number "$node" --rate-burst 1000000 --rate-per-second 1000000 --max-connections 100000 \
     >>"$log" 2>&1 &
   started_node "$node" "$!" "$log" forwarded-polls

@@ -2,13 +2,21 @@
 """How long partitions went unserved in a partitioned cluster soak, after each fault and each live move.
 
 Usage: partition-takeover.py WORK NODES
-Reads WORK/faults (lines "kill|term NODE EPOCH_MS", written by cluster-soak.sh as it kills or stops a node)
+Reads WORK/faults (lines "kill|term NODE EPOCH_MS", written by cluster-soak.sh as it kills or stops a node,
+"dbstop|dbstart 0 EPOCH_MS" around a database outage, and, from network-cut.sh, "cut|heal NODE EPOCH_MS"
+around a cut between a node and the database and "stopped NODE EPOCH_MS" when the cut-off node stopped
+serving)
 and WORK/node1.log ... WORK/nodeN.log (JSON logs: each "partitions moved" line says what the node took,
 let go or lost). For every fault, the partitions the node held then, and for each the time until some node
 (another, or the same one started again) took it; for every partition a live node let go (a rebalance), the
-time until another took it. Prints one line per fault, the live moves and the totals; exits 1 when a
+time until another took it. For a cut, the partitions must be taken by another node (CUT_LIMIT_MS, 10,000
+ms), and after the cut-off node stopped serving; a partition let go within FAULT_SETTLE_MS after a heal (the
+healed node taking its share again) is served again within 2,000 ms (HEAL_LIMIT_MS). A live move during which a fault happened (a node killed or stopped, the
+database away, or within FAULT_SETTLE_MS = 10,000 ms after it came back) is a fault's time, not a move's: it
+is printed apart and not counted. Prints one line per fault, the live moves and the totals; exits 1 when a
 partition was never served again or a bound is passed (p99 over each kind): a SIGKILL 5,000 ms
-(KILL_LIMIT_MS), a SIGTERM 2,000 ms (TERM_LIMIT_MS); a live move only when MOVE_LIMIT_MS is set.
+(KILL_LIMIT_MS), a SIGTERM 2,000 ms (TERM_LIMIT_MS), a live move 1,000 ms (MOVE_LIMIT_MS; "none" prints it
+only).
 """
 import datetime
 import json
@@ -19,10 +27,11 @@ work, nodes = sys.argv[1], int(sys.argv[2])
 LIMITS_MS = {
     "kill": int(os.environ.get("KILL_LIMIT_MS", 5000)),
     "term": int(os.environ.get("TERM_LIMIT_MS", 2000)),
-    # Printed, asserted only when MOVE_LIMIT_MS is set: a release followed by a fault (the database stopped,
-    # the taker killed) counts the fault's time too, so the figure is not yet a live move's alone.
-    "move": int(os.environ["MOVE_LIMIT_MS"]) if "MOVE_LIMIT_MS" in os.environ else None,
+    "cut": int(os.environ.get("CUT_LIMIT_MS", 10000)),
+    "heal": int(os.environ.get("HEAL_LIMIT_MS", 2000)),
+    "move": None if os.environ.get("MOVE_LIMIT_MS") == "none" else int(os.environ.get("MOVE_LIMIT_MS", 1000)),
 }
+FAULT_SETTLE_MS = int(os.environ.get("FAULT_SETTLE_MS", 10000))
 
 
 def millis(text):
@@ -48,17 +57,51 @@ for node in range(1, nodes + 1):
 moves.sort(key=lambda move: move[0])
 
 faults = []
+# Times when a live move's gap is a fault's: [start, end] windows of node faults, database outages and cuts.
+disturbed = []
+outage_began = None
+cut_began = {}
+healed = []  # [heal, heal + settle] windows: the healed node takes its share back
+stopped_serving = []  # (node, time ms): a cut-off node's /readyz stopped answering 200
 for line in open(f"{work}/faults"):
     kind, node, at = line.split()
-    faults.append((kind, int(node), int(at)))
+    node, at = int(node), int(at)
+    if kind == "dbstop":
+        outage_began = at
+    elif kind == "dbstart":
+        disturbed.append((outage_began if outage_began is not None else at, at + FAULT_SETTLE_MS))
+        outage_began = None
+    elif kind == "heal":
+        disturbed.append((cut_began.pop(node, at), at))
+        healed.append((at, at + FAULT_SETTLE_MS))
+    elif kind == "stopped":
+        stopped_serving.append((node, at))
+    else:
+        faults.append((kind, node, at))
+        if kind == "cut":
+            cut_began[node] = at
+        else:
+            disturbed.append((at, at))
+if outage_began is not None:
+    disturbed.append((outage_began, float("inf")))
+for began in cut_began.values():
+    disturbed.append((began, float("inf")))
 
-gaps = {"kill": [], "term": [], "move": []}
+
+def overlaps_fault(start, end):
+    return any(begin <= end and start <= finish for begin, finish in disturbed)
+
+
+def after_heal(start):
+    return any(begin <= start <= finish for begin, finish in healed)
+
+gaps = {"kill": [], "term": [], "cut": [], "heal": [], "move": []}
 failed = False
 
 
-def next_taken(partition, after):
-    return next((time for time, _, what, partitions in moves
-                 if time > after and what == "taken" and partition in partitions), None)
+def next_taken(partition, after, not_by=None):
+    return next((time for time, taker, what, partitions in moves
+                 if time > after and what == "taken" and partition in partitions and taker != not_by), None)
 
 
 for kind, node, at in faults:
@@ -73,19 +116,28 @@ for kind, node, at in faults:
         else:
             held -= partitions
     fault_gaps = []
+    # A cut-off node still runs: its partitions must go to another node, after it stopped serving them.
+    stopped = next((time for stopper, time in stopped_serving if stopper == node and time >= at), None)
     for partition in sorted(held):
-        taken = next_taken(partition, at)
+        taken = next_taken(partition, at, not_by=node if kind == "cut" else None)
         if taken is None:
             print(f"takeover: partition {partition} of node {node} ({kind}) was never served again")
             failed = True
-        else:
-            fault_gaps.append(taken - at)
+            continue
+        fault_gaps.append(taken - at)
+        if kind == "cut" and (stopped is None or stopped >= taken):
+            print(f"takeover: partition {partition} of node {node} was taken {taken - at} ms after the cut, "
+                  f"before its node stopped serving ({'never' if stopped is None else f'{stopped - at} ms'})")
+            failed = True
     gaps[kind] += fault_gaps
     worst = max(fault_gaps) if fault_gaps else 0
-    print(f"takeover: {kind} node {node}: {len(held)} partitions served again within {worst} ms")
+    served_again = "served by another node" if kind == "cut" else "served again"
+    stop_note = f"; it stopped serving {stopped - at} ms after the cut" if kind == "cut" and stopped else ""
+    print(f"takeover: {kind} node {node}: {len(held)} partitions {served_again} within {worst} ms{stop_note}")
 
 # A live node letting a partition go to rebalance: unserved until another takes it.
 slowest = []
+beside_faults = []
 for time, node, what, partitions in moves:
     if what != "released":
         continue
@@ -94,9 +146,16 @@ for time, node, what, partitions in moves:
         if taken is None:
             print(f"takeover: partition {partition} let go by node {node} was never served again")
             failed = True
+        elif overlaps_fault(time, taken):
+            beside_faults.append(taken - time)
+        elif after_heal(time):
+            gaps["heal"].append(taken - time)
         else:
             gaps["move"].append(taken - time)
             slowest.append((taken - time, partition, node, time))
+if beside_faults:
+    print(f"takeover: {len(beside_faults)} partitions let go while a fault was under way, served again within "
+          f"{max(beside_faults)} ms (a fault's time: not counted as live moves)")
 if gaps["move"]:
     print(f"takeover: {len(gaps['move'])} partitions moved between live nodes within {max(gaps['move'])} ms; "
           "slowest: " + ", ".join(f"p{partition} from node {node} {gap} ms"

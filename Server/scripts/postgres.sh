@@ -4,6 +4,8 @@
 #
 # start_postgres sets postgres_url (postgres://postgres@127.0.0.1:PORT/postgres), postgres_pid and
 # postgres_dir; stop_postgres stops it (start_postgres again restarts the same cluster on the same port).
+# POSTGRES_LISTEN (default 127.0.0.1) lists the addresses it listens on: network-cut.sh, in a network
+# namespace of its own, adds loopback addresses (127.0.0.2 …) so that it can cut each node's path alone.
 postgres_dir=""
 postgres_pid=""
 postgres_port=""
@@ -40,7 +42,7 @@ start_postgres() {
   # the excess waited for "too many clients" until the log's 5 s deadline. Keepalives and the user timeout:
   # a session whose node the network cut off ends within about 11 s, and its leases with it
   # (docs/deploying.md, "PostgreSQL settings"); the kernel's defaults keep it about two hours.
-  as_postgres "$bin/postgres" -D "$postgres_dir/data" -h 127.0.0.1 -p "$postgres_port" -k "$postgres_dir" \
+  as_postgres "$bin/postgres" -D "$postgres_dir/data" -h "${POSTGRES_LISTEN:-127.0.0.1}" -p "$postgres_port" -k "$postgres_dir" \
     -c fsync=on -c synchronous_commit=on -c max_connections=1000 \
     -c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3 -c tcp_user_timeout=5000 \
     >>"$postgres_dir/server.log" 2>&1 &

@@ -36,7 +36,7 @@ export EVENT_SERVER_API_KEYS="$keys"
 # start_node N: starts node N on its port and waits until it listens (at most 15 s).
 start_node() {
   local node=$1 log="$work/node$1.log"
-  "$bin/event-server" --app videos --host 127.0.0.1 --port "${ports[$node]}" --data-dir "$work/node$node" \
+  "$bin/event-server" --app videos --host 127.0.0.1 --port "${ports[$node]}" \
     --postgres "$postgres_url" --partitions "$partitions" --node-number "$node" --log-format json \
     --rate-burst 100000 --rate-per-second 100000 >>"$log" 2>&1 &
   started_node "$node" "$!" "$log" video-partition-soak

@@ -540,17 +540,16 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       return
     }
     // A cluster node's heartbeats, sweeps and deadlines are decisions too: taken in a turn, on current state.
-    guard !durability!.shared!.timerDecisionWaiting else { return }
-    durability!.shared!.timerDecisionWaiting = true
+    guard durability!.shared!.turns.timerFired() == .enqueue else { return }
     enqueueDecision(
       run: {
-        self.durability!.shared!.timerDecisionWaiting = false
+        self.durability!.shared!.turns.timerDecisionEnded()
         let now = self.decisionNow()
         self.timerDecided(self.finish(self.machine.timerFired(now: now)), at: now)
         if let storedDriver = self.storedDriver { Task { await storedDriver.runDeadlineIfDue(self) } }
       },
       fail: { _ in
-        self.durability!.shared!.timerDecisionWaiting = false
+        self.durability!.shared!.turns.timerDecisionEnded()
         self.rescheduleTimer()
       }
     )
@@ -690,7 +689,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     guard !isShutDown else { return }
     var deadline = inPlace { $0.nextDeadline }
     // After a failed turn, a cluster node's timer waits until turns are tried again.
-    if let until = durability?.shared?.failFastUntil { deadline = max(deadline, until) }
+    if let until = durability?.shared?.turns.refusingUntil { deadline = max(deadline, until) }
     // A timer set for no later than the deadline stays: if it fires before anything is due it sets itself
     // again. Replacing it whenever the deadline moved later (every poll answered moves the earliest heartbeat)
     // started a task and cancelled, and so woke, the sleeping one on every request.

@@ -218,9 +218,9 @@ struct EventServerArguments: ParsableCommand {
   @Option(
     name: .customLong("data-dir"),
     help:
-      "Where the input log, snapshots (event-server.sqlite) and blobs are kept; every write is on disk before it is answered."
+      "Where the input log, snapshots (event-server.sqlite) and blobs are kept; every write is on disk before it is answered (default: event-server-data; not with --partitions, whose state is all in PostgreSQL)."
   )
-  var dataDirectory = "event-server-data"
+  var dataDirectory: String?
   @Option(
     name: [.customLong("snapshot-interval"), .customLong("dump-interval")],
     help: "Seconds between snapshots, so a restart replays less (0: only every 100,000 records and on shutdown)."
@@ -376,6 +376,11 @@ struct EventServerArguments: ParsableCommand {
     try check("postgres-timeout", postgresTimeout, 0.1...3600)
     if let partitions {
       try check("partitions", partitions, 1...1024)
+      guard dataDirectory == nil else {
+        throw ValidationError(
+          "--data-dir is not used by a node of a partitioned cluster (its state is all in PostgreSQL): leave it out"
+        )
+      }
       guard app == "notes" || app == "videos" else {
         throw ValidationError("--partitions serves the stored applications: --app videos or --app notes")
       }
@@ -452,7 +457,7 @@ struct Options {
     func duration(_ seconds: Double) -> Duration { .milliseconds(Int64(seconds * 1000)) }
     host = arguments.host
     port = arguments.port
-    dataDirectory = URL(fileURLWithPath: arguments.dataDirectory)
+    dataDirectory = URL(fileURLWithPath: arguments.dataDirectory ?? "event-server-data")
     snapshotInterval = arguments.snapshotInterval == 0 ? nil : duration(arguments.snapshotInterval)
     rateBurst = arguments.rateBurst
     ratePerSecond = arguments.ratePerSecond

@@ -117,6 +117,56 @@ extension PartitionLeaseCloseTests {
   }
 }
 
+extension PartitionLeaseCloseTests {
+  @Test("a session holding the node lock with no node behind it does not count as a live node")
+  func orphanNodeLockNotCounted() async throws {
+    let database = try await ScratchDatabase.create()
+    let log = try await PostgresServerLog.connect(
+      url: database.url,
+      logger: quietLogger,
+      operationTimeout: testTimeout(.seconds(5)),
+      partitions: PartitionMap(count: 4)
+    )
+    let leases = try await PartitionLeases.open(on: log)
+    #expect(try await leases.survey().liveNodes == 1)
+    let observer = try Observer(url: database.url)
+    // A session takes the shared node lock as a lease session given up while it waited would, once the
+    // lock was free: it holds the lock and idles, with no node behind it.
+    let orphan = Task {
+      try? await ScratchDatabase.admin(
+        "SELECT pg_advisory_lock_shared(\(PartitionLeases.nodeKey)), pg_sleep(60)",
+        on: database.url
+      )
+    }
+    let nodeLocks =
+      "SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = \(PartitionLeases.nodeKey >> 32)"
+      + " AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND granted"
+    try await observer.wait(until: nodeLocks, is: 2)
+    let survey = try await leases.survey()
+    #expect(survey.liveNodes == 1, "only the session whose node went on past the lock counts")
+    #expect(
+      PartitionLeasePlan(
+        partitions: 4,
+        liveNodes: survey.liveNodes,
+        mine: survey.mine,
+        heldByOthers: survey.heldByOthers,
+        rotation: 0
+      ).acquire.count == 4,
+      "the node's share is not shrunk by the orphan"
+    )
+
+    try await observer.count(
+      "SELECT count(pg_terminate_backend(pid))::int FROM pg_stat_activity WHERE query LIKE 'SELECT pg_advisory_lock_shared(%'"
+        + " AND datname = current_database()"
+    )
+    _ = await orphan.value
+    observer.close()
+    await leases.close()
+    await log.close()
+    try await database.drop()
+  }
+}
+
 /// A connection of the test's own, to watch the database.
 private struct Observer {
   let client: PostgresClient

@@ -1,6 +1,7 @@
 import EventProtocol
 import EventServer
 import Foundation
+import PartitionHosting
 import PostgresServerLog
 import SampleApps
 import TestScheduling

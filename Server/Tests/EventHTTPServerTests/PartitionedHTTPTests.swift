@@ -2,6 +2,7 @@ import EventHTTPServer
 import EventProtocol
 import EventServer
 import Foundation
+import PartitionHosting
 import PostgresServerLog
 import SampleApps
 import TestScheduling

@@ -3,6 +3,7 @@ import EventServer
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import PartitionHosting
 import PostgresServerLog
 import SampleApps
 import TestScheduling

@@ -24,17 +24,12 @@ extension EventServer {
     }
     if let shared = durability?.shared {
       parts += [
-        "turn \(shared.isTurnUnderWay ? "under way (#\(shared.activeTurn.map(String.init) ?? "none"))" : "idle")",
-        "turns started \(shared.turnsStarted)",
+        "\(shared.turns)",
         "decisions waiting \(shared.waiting.count)",
-        "timer decision waiting \(shared.timerDecisionWaiting)",
-        "inbox waiting \(shared.inboxWaiting)",
         "deadline look under way \(shared.deadlineLookUnderWay)",
         "follower \(shared.follower == nil ? "none" : shared.follower!.isCancelled ? "cancelled" : "running")",
         "announced \(shared.log.announcedPosition)",
       ]
-      if let until = shared.failFastUntil { parts.append("failing fast until \(until)") }
-      if let rejoining = shared.rejoining { parts.append("rejoining after \(rejoining)") }
     }
     return parts.joined(separator: "; ")
   }

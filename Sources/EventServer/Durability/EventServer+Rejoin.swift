@@ -5,15 +5,15 @@ extension EventServer {
   /// Whether this cluster node is rebuilding itself from the shared log after a turn whose outcome it could
   /// not learn (see ``waitUntilRejoined()``): it refuses every request meanwhile, as a node whose database
   /// is unreachable does.
-  public var isRejoiningLog: Bool { durability?.shared?.rejoining != nil }
+  public var isRejoiningLog: Bool { durability?.shared?.turns.rejoiningAfter != nil }
 
   /// How many times this cluster node rebuilt itself from the shared log (0 for a single server).
-  public var logRejoins: Int { durability?.shared?.rejoins ?? 0 }
+  public var logRejoins: Int { durability?.shared?.turns.rejoins ?? 0 }
 
   /// Suspends until this cluster node serves again after rebuilding itself from the log (at once when it is
   /// not rebuilding, or stopped for good).
   public func waitUntilRejoined() async {
-    guard durability?.shared?.rejoining != nil, durability?.commit.failure == nil else { return }
+    guard durability?.shared?.turns.rejoiningAfter != nil, durability?.commit.failure == nil else { return }
     await withCheckedContinuation { durability!.shared!.rejoinWaiters.append($0) }
   }
 
@@ -22,9 +22,9 @@ extension EventServer {
   /// must not decide anything more. Everything waiting fails (nothing of the turn was answered: answers
   /// wait for the commit), requests fail at once, and the node rebuilds its state from the log, retrying
   /// with backoff while the log cannot be read. Clients keep their queues: the log holds every queue any
-  /// client has seen. Only a log that is damaged (not merely unreachable) stops the node for good.
+  /// client has seen. Only a log that is damaged (not merely unreachable) stops the node for good. The turn
+  /// cycle is rejoining already (``TurnCycle/Failure/rejoin``).
   func startRejoining(after failure: ServerLogError) {
-    durability!.shared!.rejoining = failure
     durability!.shared!.follower?.cancel()
     failEverythingWaiting(with: failure)
     let delay = durability!.shared!.settings.retryAfterFailure
@@ -77,10 +77,8 @@ extension EventServer {
     machine.startRecording()
     durability!.commit = GroupCommit(durable: position)
     durability!.snapshotDebt = SnapshotDebt(schedule: durability!.snapshotDebt.schedule)
-    durability!.shared!.rejoining = nil
+    durability!.shared!.turns.rejoined()
     durability!.shared!.rejoinTask = nil
-    durability!.shared!.failFastUntil = nil
-    durability!.shared!.rejoins += 1
     noteCaughtUpIfSo()
     startFollowing()
     resumeRejoinWaiters()

@@ -122,7 +122,7 @@ extension EventServer {
       (continuation: CheckedContinuation<(T, UInt64, Int), any Error>) in
       enqueueDecision(
         run: {
-          let epoch = self.durability!.shared!.rejoins
+          let epoch = self.durability!.shared!.turns.rejoins
           continuation.resume(with: Result { try body() }.map { ($0.0, $0.1, epoch) })
         },
         fail: { continuation.resume(throwing: $0) }
@@ -138,8 +138,8 @@ extension EventServer {
   /// Throws when the node rebuilt itself from the log, or is rebuilding, since a decision taken on the
   /// state `epoch` counted (``logRejoins`` then).
   private func checkSameMachine(as epoch: Int) throws(ServerLogError) {
-    if let failure = durability!.shared!.rejoining { throw failure }
-    guard durability!.shared!.rejoins == epoch else {
+    if let failure = durability!.shared!.turns.rejoiningAfter { throw failure }
+    guard durability!.shared!.turns.rejoins == epoch else {
       throw .storage("the node rebuilt itself from the log before this decision was known durable: send it again")
     }
   }
@@ -159,26 +159,24 @@ extension EventServer {
   /// The last turn's failure while it is fresh (see ``checkTurnsAvailable()``).
   func turnsUnavailable() -> ServerLogError? {
     if let failure = durability?.commit.failure { return failure }
-    if let failure = durability?.shared?.rejoining { return failure }
-    guard let until = durability?.shared?.failFastUntil else { return nil }
-    if timeline.now() < until, let failure = durability!.shared!.lastTurnFailure { return failure }
-    durability!.shared!.failFastUntil = nil
-    return nil
+    guard durability?.shared != nil else { return nil }
+    return durability!.shared!.turns.refusal(now: timeline.now())
   }
 
   // MARK: - Turns
 
   func startTurnIfNeeded() {
-    guard let shared = durability?.shared, !shared.isTurnUnderWay, shared.rejoining == nil,
-      !shared.waiting.isEmpty || !storedBatches.waiting.isEmpty || shared.inboxWaiting
-    else { return }
-    durability!.shared!.isTurnUnderWay = true
-    durability!.shared!.inboxWaiting = false
-    durability!.shared!.turnsStarted += 1
-    let number = durability!.shared!.turnsStarted
-    durability!.shared!.activeTurn = number
+    guard let shared = durability?.shared else { return }
+    let inputsWaiting = !shared.waiting.isEmpty || !storedBatches.waiting.isEmpty
+    start(durability!.shared!.turns.inputsWaiting(inputsWaiting))
+  }
+
+  /// Performs the cycle's ``TurnCycle/Start``.
+  private func start(_ start: TurnCycle.Start) {
+    guard case .startTurn(let number) = start else { return }
+    let log = durability!.shared!.log
     let position = durability!.commit.durable
-    Task { await self.runTurn(number, on: shared.log, after: position) }
+    Task { await self.runTurn(number, on: log, after: position) }
   }
 
   private func runTurn(_ number: Int, on log: any SharedServerLog, after position: UInt64) async {
@@ -196,72 +194,76 @@ extension EventServer {
           try await self.decideTurn(number, after: committed)
         }
       }
-      guard durability!.shared!.activeTurn == number else { return }
-      turnCommitted()
+      turnCommitted(number)
     } catch {
-      guard durability!.shared!.activeTurn == number else { return }
-      turnFailed(error)
+      turnFailed(number, with: error)
     }
   }
 
   /// In the turn, holding the log's lock: applies what other nodes committed, then decides every input
   /// that waited, on state that is current; returns the records to append.
   private func decideTurn(_ number: Int, after committed: [StoredRecord]) throws(ServerLogError) -> [StoredRecord] {
-    guard durability!.shared!.activeTurn == number, durability!.commit.failure == nil else {
+    guard durability!.shared!.turns.isActive(number), durability!.commit.failure == nil else {
       throw .storage("the turn was abandoned at its deadline")
     }
     try applyCommitted(committed)
-    durability!.shared!.hasDecided = true
+    durability!.shared!.turns.turnDecided(number)
     let decisions = durability!.shared!.waiting
     durability!.shared!.waiting = []
     for decision in decisions { decision.run() }
     return durability!.commit.gatherWrite()?.records ?? []
   }
 
-  private func turnCommitted() {
+  private func turnCommitted(_ number: Int) {
+    guard durability!.shared!.turns.turnCommitted(number) == .answer else { return }
     if durability!.commit.isWriting {
       _ = durability!.commit.writeSucceeded()
       releaseDurable()
     }
     answerStoredTurn()
     noteCaughtUpIfSo()
-    endTurn()
+    resumeTurnEndWaiters()
     if durability!.snapshotDebt.isDue { snapshotBetweenTurns() }
     startTurnIfNeeded()
   }
 
-  private func turnFailed(_ error: ServerLogError) {
+  private func turnFailed(_ number: Int, with error: ServerLogError) {
+    let outcome = durability!.shared!.turns.turnFailed(
+      number,
+      with: error,
+      logStopped: durability!.commit.failure != nil,
+      now: timeline.now(),
+      refuseFor: durability!.shared!.settings.retryAfterFailure
+    )
+    if outcome == .ignore { return }
     failStoredInputs(with: error)
-    if durability!.shared!.hasDecided, durability!.commit.failure == nil {
+    resumeTurnEndWaiters()
+    switch outcome {
+    case .ignore:
+      return
+    case .rejoin:
       // What this turn decided may or may not be in the log (a commit whose answer was lost, a database
       // slower than the deadline): the node is ahead of the log. It drops its state and rebuilds it from
       // the log; every request waiting on the turn fails, and none was answered.
-      endTurn()
       startRejoining(after: error)
-      return
-    }
-    if durability!.commit.failure != nil {
+    case .failWaiting:
       logFailed(error)
-      let waiting = durability!.shared!.waiting
-      durability!.shared!.waiting = []
-      for decision in waiting { decision.fail(error) }
-      endTurn()
-      return
+      failDecisionsWaiting(with: error)
+    case .failWaitingAndRefuseUntil:
+      // Nothing was decided: the node is as current as the log; the waiting requests fail (clients retry
+      // after backing off) and, for a moment, so do new ones.
+      failDecisionsWaiting(with: error)
     }
-    // Nothing was decided: the node is as current as the log; the waiting requests fail (clients retry
-    // after backing off) and, for a moment, so do new ones.
-    durability!.shared!.failFastUntil = timeline.now().advanced(by: durability!.shared!.settings.retryAfterFailure)
-    durability!.shared!.lastTurnFailure = error
+  }
+
+  private func failDecisionsWaiting(with error: ServerLogError) {
     let waiting = durability!.shared!.waiting
     durability!.shared!.waiting = []
-    endTurn()
     for decision in waiting { decision.fail(error) }
   }
 
-  func endTurn() {
-    durability!.shared!.isTurnUnderWay = false
-    durability!.shared!.activeTurn = nil
-    durability!.shared!.hasDecided = false
+  /// Resumes what waited for the turn under way to end (``waitBetweenTurns()``).
+  private func resumeTurnEndWaiters() {
     let waiters = durability!.shared!.turnEndWaiters
     durability!.shared!.turnEndWaiters = []
     for waiter in waiters { waiter.resume() }
@@ -372,13 +374,14 @@ extension EventServer {
     guard storedDriver != nil, durability?.shared != nil, durability?.commit.failure == nil, !isShuttingDown else {
       return
     }
-    durability!.shared!.inboxWaiting = true
-    startTurnIfNeeded()
+    start(durability!.shared!.turns.inboxAnnounced())
   }
 
   /// Where the follower reads from; `nil` once the node stopped.
   private func followingPosition() -> UInt64? {
-    guard durability?.commit.failure == nil, durability?.shared?.rejoining == nil, !isShuttingDown else { return nil }
+    guard durability?.commit.failure == nil, durability?.shared?.turns.rejoiningAfter == nil, !isShuttingDown else {
+      return nil
+    }
     return durability!.commit.durable
   }
 
@@ -386,11 +389,10 @@ extension EventServer {
     // During a turn the records are applied by the turn itself (it holds the lock, so it reads them too).
     // A node rebuilding itself reads the log again from its new state (a follower cancelled then may still
     // bring what it read before).
-    guard durability?.shared?.hasDecided == false, durability?.shared?.rejoining == nil,
-      durability?.commit.failure == nil, !Task.isCancelled
+    guard durability?.shared?.turns.followerMayApply == true, durability?.commit.failure == nil, !Task.isCancelled
     else { return }
     try? applyCommitted(records)
-    if durability!.snapshotDebt.isDue, durability!.shared!.isTurnUnderWay == false {
+    if durability!.snapshotDebt.isDue, !durability!.shared!.turns.isTurnUnderWay {
       snapshotBetweenTurns()
     }
   }
@@ -404,7 +406,7 @@ extension EventServer {
 
   /// Suspends until no turn is under way (the machine then holds exactly what the log holds).
   func waitBetweenTurns() async {
-    while durability?.shared?.isTurnUnderWay == true {
+    while durability?.shared?.turns.isTurnUnderWay == true {
       await withCheckedContinuation { durability!.shared!.turnEndWaiters.append($0) }
     }
   }
@@ -438,7 +440,7 @@ extension EventServer {
     await waitBetweenTurns()
     try checkLogHealthy()
     // A node rebuilding itself holds nothing the log does not: there is nothing of its own to save.
-    guard durability!.shared!.rejoining == nil else { return }
+    guard durability!.shared!.turns.rejoiningAfter == nil else { return }
     let position = durability!.commit.durable
     let bytes = try durability!.encodeSnapshot(machine, position)
     durability!.snapshotDebt.snapshotTaken(bytes: bytes.count)

@@ -34,7 +34,7 @@ extension EventServer {
 
   /// How many turns this cluster node has started (each takes the log's, or its partition's, append lock
   /// once); 0 for a single server. With the writes acknowledged, what a turn's batch holds on average.
-  public var turnsStarted: Int { durability?.shared?.turnsStarted ?? 0 }
+  public var turnsStarted: Int { durability?.shared?.turns.turnsStarted ?? 0 }
 
   /// Notes the time when the node has applied every position its log announced.
   func noteCaughtUpIfSo() {

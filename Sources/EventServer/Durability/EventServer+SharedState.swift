@@ -15,26 +15,14 @@ extension EventServer {
     let log: any SharedServerLog
     let settings: ReplicationSettings
     var waiting: [Decision] = []
-    /// A turn was asked for and has not ended.
-    var isTurnUnderWay = false
-    /// Messages from other partitions wait in this partition's inbox: a turn takes them
-    /// (``PartitionedSharedLog``).
-    var inboxWaiting = false
+    /// Whether a turn is under way and has decided, the rebuild after a lost outcome, the moment of failing
+    /// fast: the turn cycle's machine.
+    var turns = TurnCycle()
     /// Whether partition 0's look for a stored application's next deadline is under way.
     var deadlineLookUnderWay = false
-    /// The number of the turn under way: a turn the log abandoned at its deadline and that reaches its
-    /// decision late finds another number (or none) and decides nothing.
-    var activeTurn: Int?
-    var turnsStarted = 0
-    /// The turn under way has decided: the machine is ahead of the log until it commits.
-    var hasDecided = false
-    /// Until then, decisions fail at once (the last turn could not reach the log).
-    var failFastUntil: Timestamp?
-    var lastTurnFailure: ServerLogError?
     /// The latest time any applied or decided entry carries: decisions never go back in time, whatever
     /// the clocks of the nodes that wrote before.
     var latestTime: Timestamp
-    var timerDecisionWaiting = false
     var turnEndWaiters: [CheckedContinuation<Void, Never>] = []
     var follower: Task<Void, Never>?
     /// Rebuilds a machine from what the log holds: its stored state, the time now, the random source.
@@ -43,12 +31,8 @@ extension EventServer {
     )
     /// Rebuilds the machine from what the log holds (see ``EventServer/startRejoining(after:)``).
     let rebuild: Rebuild
-    /// Why the node is rebuilding itself from the log, while it is: requests fail at once meanwhile.
-    var rejoining: ServerLogError?
     var rejoinTask: Task<Void, Never>?
     var rejoinWaiters: [CheckedContinuation<Void, Never>] = []
-    /// How many times the node rebuilt itself from the log.
-    var rejoins = 0
     /// The last time the node had applied every position the log announced (for its replication lag).
     var caughtUpAt: Timestamp
 

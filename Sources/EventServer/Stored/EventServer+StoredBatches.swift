@@ -21,11 +21,9 @@ struct StoredBatches {
   var open: Int?
   /// Whether the open batch decided anything on the machine (a failed commit must then stop the server).
   var decided = false
-  /// After a transaction the database did not complete (unreachable, out of time), inputs fail at once until
-  /// then, instead of each waiting for the database's deadline in turn.
-  var failFastUntil: Timestamp?
-  /// That transaction's failure, answered meanwhile.
-  var lastFailure: ServerLogError?
+  /// After a transaction the database did not complete (unreachable, out of time), inputs fail at once for a
+  /// moment, instead of each waiting for the database's deadline in turn.
+  var failFast = FailFast()
   /// A cluster node's inputs run in the turn under way (answered when it commits, failed when it does not).
   var inTurn: [StoredInput] = []
   /// How to answer them once the turn commits.
@@ -99,11 +97,9 @@ extension EventServer {
     return try outcome.get()
   }
 
-  /// Throws while the last stored transaction's failure is fresh (``StoredBatches/failFastUntil``).
+  /// Throws while the last stored transaction's failure is fresh (``StoredBatches/failFast``).
   func checkStoredAvailable() throws(ServerLogError) {
-    guard let until = storedBatches.failFastUntil, let failure = storedBatches.lastFailure else { return }
-    if timeline.now() < until { throw failure }
-    storedBatches.failFastUntil = nil
+    if let failure = storedBatches.failFast.refusal(now: timeline.now()) { throw failure }
   }
 
   func runStoredBatches(on log: any TransactionalServerLog) async {
@@ -125,7 +121,7 @@ extension EventServer {
     while let durability, durability.commit.failure == nil {
       if storedBatches.isRunning {
         await withCheckedContinuation { storedBatches.idleWaiters.append($0) }
-      } else if durability.shared?.isTurnUnderWay == true {
+      } else if durability.shared?.turns.isTurnUnderWay == true {
         await waitBetweenTurns()
       } else if durability.commit.isWriting {
         try? await waitUntilWritten()
@@ -182,8 +178,7 @@ extension EventServer {
       } else {
         writerReleased()
         // The database did not complete the transaction: what waits behind it fails at once for a second.
-        storedBatches.failFastUntil = timeline.now().advanced(by: .seconds(1))
-        storedBatches.lastFailure = failure
+        storedBatches.failFast.failed(with: failure, now: timeline.now(), for: .seconds(1))
       }
       for input in batch { input.fail(failure) }
     }

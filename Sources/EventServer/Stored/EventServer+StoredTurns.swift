@@ -11,14 +11,14 @@ extension EventServer {
     _ number: Int,
     in transaction: any LogTransaction
   ) async throws(ServerLogError) -> [StoredRecord] {
-    guard durability!.shared!.activeTurn == number, durability!.commit.failure == nil else {
+    guard durability!.shared!.turns.isActive(number), durability!.commit.failure == nil else {
       throw .storage("the turn was abandoned at its deadline")
     }
     // Deliveries other partitions' commands left for this partition's users, delivered once: the records
     // that queue them commit with the messages' removal.
     if let inbox = transaction as? any PartitionedLogTransaction, let receive = storedDriver?.receive {
       let messages = try await inbox.takeInbox()
-      guard durability!.shared!.activeTurn == number, durability!.commit.failure == nil else {
+      guard durability!.shared!.turns.isActive(number), durability!.commit.failure == nil else {
         throw .storage("the turn was abandoned at its deadline")
       }
       if !messages.isEmpty { try receive(self, messages) }
@@ -60,7 +60,7 @@ extension EventServer {
     } catch {
       throw .storage("a stored input's savepoint failed: \(error)")
     }
-    guard durability!.shared!.activeTurn == number, storedBatches.open == number else {
+    guard durability!.shared!.turns.isActive(number), storedBatches.open == number else {
       throw .storage("the turn was abandoned at its deadline")
     }
     storedBatches.runAgain = again

@@ -3,6 +3,7 @@ import EventServer
 import Foundation
 import HTTPTypes
 import Hummingbird
+import PartitionHosting
 import PostgresServerLog
 
 /// The admin listener of a node of a partitioned cluster (``PartitionedEventHTTPServer``), with the routes a

@@ -4,6 +4,7 @@ import EventServer
 import Foundation
 import Hummingbird
 import Logging
+import PartitionHosting
 import PostgresServerLog
 import ServiceLifecycle
 import Synchronization

@@ -12,6 +12,11 @@ import Synchronization
 /// anyone to clean up. Opening the leases also takes a shared lock that marks the node alive, which is how
 /// ``survey()`` counts the nodes.
 ///
+/// The session is asked at least every quarter of the confirmation bound (4/5 of the log's operation
+/// timeout), so that a session that falls silent is given up at the operation timeout even while the node
+/// asks nothing else; ``holdsLeases`` tells whether its last answer is within the bound (what a host may
+/// consult; `PartitionHost` does not yet).
+///
 /// Leases decide who serves a partition, not what is correct: a node that lost its lease without knowing yet
 /// still appends only in turns under the partition's counter row, after applying what others committed, so
 /// two nodes serving one partition for a moment cost work, never a wrong answer.
@@ -36,6 +41,8 @@ public final class PartitionLeases: Sendable {
     case advertise(String, polls: String?, CheckedContinuation<Result<Bool, ServerLogError>, Never>)
     /// Every lock of the session: the leases and the node's own.
     case releaseAll(CheckedContinuation<Result<Bool, ServerLogError>, Never>)
+    /// Nothing but an answer: the session still lives.
+    case confirm(CheckedContinuation<Result<Bool, ServerLogError>, Never>)
 
     /// What is asked, for a log line.
     var name: String {
@@ -45,13 +52,14 @@ public final class PartitionLeases: Sendable {
       case .survey: "survey"
       case .advertise: "advertise"
       case .releaseAll: "release all"
+      case .confirm: "confirm"
       }
     }
 
     func fail(_ error: ServerLogError) {
       switch self {
       case .acquire(_, let continuation), .release(_, let continuation), .advertise(_, _, let continuation),
-        .releaseAll(let continuation):
+        .releaseAll(let continuation), .confirm(let continuation):
         continuation.resume(returning: .failure(error))
       case .survey(let continuation): continuation.resume(returning: .failure(error))
       }
@@ -61,21 +69,46 @@ public final class PartitionLeases: Sendable {
   private struct State: Sendable {
     var held: Set<Int> = []
     var lost: ServerLogError?
+    /// Until when the session's last answer lets the node serve its leases.
+    var confirmation: LeaseConfirmation<ContinuousClock.Instant>
     /// The session's connection and backend, once connected: what an abandoned open ends.
     var connection: PostgresConnection?
     var pid: Int32?
+    /// Asks the session regularly, so that its silence is noticed within the bound.
+    var confirming: Task<Void, Never>?
   }
 
   /// The state, shared with the task holding the session (which marks the leases lost when it ends).
   private final class SharedState: Sendable {
-    let mutex = Mutex(State())
+    let mutex: Mutex<State>
+
+    init(confirmationBound: Duration) {
+      mutex = Mutex(State(confirmation: LeaseConfirmation(bound: confirmationBound)))
+    }
 
     func markLost(_ error: ServerLogError) {
       mutex.withLock {
         $0.held = []
+        $0.confirmation.lost()
         if $0.lost == nil { $0.lost = error }
       }
     }
+
+    /// The session answered a request sent at `askedAt`: the leases hold for the bound from then, unless
+    /// they were lost meanwhile.
+    func confirm(askedAt: ContinuousClock.Instant) {
+      mutex.withLock {
+        if $0.lost == nil { $0.confirmation.answered(askedAt: askedAt) }
+      }
+    }
+  }
+
+  /// How long an answer of the session confirms the leases (``LeaseConfirmation/bound``) on a log whose
+  /// operations must end within `operationTimeout`: four fifths of it, so that the node stops serving before
+  /// it gives the session up, and before the database (whose `tcp_user_timeout` is at least the operation
+  /// timeout) releases the leases.
+  public static func confirmationBound(operationTimeout: Duration) -> Duration {
+    operationTimeout / 5 * 4
   }
 
   private let state: SharedState
@@ -107,8 +140,16 @@ public final class PartitionLeases: Sendable {
   }
 
   /// Opens a session of its own on `log`'s database and marks this node alive in it.
+  /// - Parameters:
+  ///   - log: Partition 0 of the log (or its only partition).
+  ///   - confirmationBound: How long an answer of the session lets the node serve its leases
+  ///     (``holdsLeases``); by default ``confirmationBound(operationTimeout:)`` of the log's. Shorter than
+  ///     the log's operation timeout and than the database's `tcp_user_timeout`.
   /// - Throws: ``ServerLogError/storage(_:)`` when the database cannot be reached in time.
-  public static func open(on log: PostgresServerLog) async throws(ServerLogError) -> PartitionLeases {
+  public static func open(
+    on log: PostgresServerLog,
+    confirmationBound: Duration? = nil
+  ) async throws(ServerLogError) -> PartitionLeases {
     let (stream, requests) = AsyncStream.makeStream(of: Request.self)
     let (opened, open) = AsyncStream.makeStream(of: Result<Int32, ServerLogError>.self)
     // A client of its own, made for this session: the lease session never waits behind the nodes' work for
@@ -121,7 +162,9 @@ public final class PartitionLeases: Sendable {
     let logger = log.logger
     let location = log.location
     let survey = Self.surveyQuery
-    let state = SharedState()
+    let began = ContinuousClock.now
+    let bound = confirmationBound ?? Self.confirmationBound(operationTimeout: log.operationTimeout)
+    let state = SharedState(confirmationBound: bound)
     let session = Task {
       var failure = ServerLogError.storage("\(location): the session holding the partition leases ended")
       do {
@@ -140,6 +183,7 @@ public final class PartitionLeases: Sendable {
           }
           try await connection.query("SELECT pg_advisory_lock_shared(\(Self.nodeKey))", logger: logger)
           try await Self.addPollAddressColumn(on: connection, logger: logger)
+          try await Self.register(on: connection, logger: logger)
           open.yield(.success(pid))
           for await request in stream {
             let began = ContinuousClock.now
@@ -171,6 +215,9 @@ public final class PartitionLeases: Sendable {
                 continuation.resume(returning: .success(try await survey(connection, pid, logger)))
               case .releaseAll(let continuation):
                 try await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
+                continuation.resume(returning: .success(true))
+              case .confirm(let continuation):
+                try await connection.query("SELECT 1", logger: logger)
                 continuation.resume(returning: .success(true))
               case .advertise(let address, let pollAddress, let continuation):
                 // Rows of sessions that ended are stale: a new session may reuse their pid, so they go first.
@@ -250,7 +297,44 @@ public final class PartitionLeases: Sendable {
       await leases.close()
       throw error
     }
+    state.confirm(askedAt: began)
+    leases.startConfirming(every: bound / 4)
     return leases
+  }
+
+  /// Asks the session every `interval` until it is lost or closed: each answer confirms the leases
+  /// (``holdsLeases``), and a session that does not answer within the operation timeout is lost.
+  private func startConfirming(every interval: Duration) {
+    let task = Task { [weak self] in
+      while !Task.isCancelled {
+        try? await Task.sleep(for: interval)
+        guard let leases = self, !Task.isCancelled else { return }
+        do throws(ServerLogError) {
+          try await leases.confirm()
+        } catch {
+          return
+        }
+      }
+    }
+    state.mutex.withLock { $0.confirming = task }
+  }
+
+  /// Whether the node may serve its leased partitions now: the session lives and answered within the
+  /// bound (``LeaseConfirmation``). A session silent for longer serves nothing, even before it is given up.
+  public var holdsLeases: Bool {
+    state.mutex.withLock { $0.lost == nil && $0.confirmation.holds(at: .now) }
+  }
+
+  /// Until when the session's answers confirm the leases, as of now.
+  public var confirmation: LeaseConfirmation<ContinuousClock.Instant> { state.mutex.withLock { $0.confirmation } }
+
+  /// The database backend holding the session, once connected (for tests that stall it).
+  var sessionBackendPID: Int32? { state.mutex.withLock { $0.pid } }
+
+  /// Asks the session for nothing but an answer, which confirms the leases.
+  /// - Throws: ``ServerLogError/storage(_:)`` when the session ended or did not answer in time.
+  public func confirm() async throws(ServerLogError) {
+    _ = try await ask { .confirm($0) }
   }
 
   /// The partitions this node holds (empty once the session ended).
@@ -309,6 +393,7 @@ public final class PartitionLeases: Sendable {
   /// ends): under load a survey in progress took seconds, and a node stopping waited for it before its
   /// partitions were free (found by the video partition soak: a SIGTERM's takeover took 5 s).
   public func close() async {
+    state.mutex.withLock { $0.confirming?.cancel() }
     requests.finish()
     client.cancel()
     let session = session
@@ -332,6 +417,7 @@ public final class PartitionLeases: Sendable {
     let state = state
     let session = session
     let client = client
+    let askedAt = ContinuousClock.now
     let answered = try await PostgresServerLog.withDeadline(
       operationTimeout,
       at: location,
@@ -347,7 +433,9 @@ public final class PartitionLeases: Sendable {
         }
       }
     }
-    return try answered.get()
+    let value = try answered.get()
+    state.confirm(askedAt: askedAt)
+    return value
   }
 
   /// Adds `partition_node.poll_address` to a log created before the lean poll listener served partitioned
@@ -370,7 +458,27 @@ public final class PartitionLeases: Sendable {
     )
   }
 
-  /// Reads the advisory locks of this database: nodes alive (holders of ``nodeKey``) and partition leases.
+  /// Records this session in `partition_node` (with no address until ``advertise(_:pollAddress:)``), once it
+  /// holds the node lock: only a session whose node went on past the lock's answer counts as a live node
+  /// (``LeaseSurvey/liveNodes``). A session whose node gave it up while it waited for the lock, or before
+  /// it connected, may still take the lock; it never gets this far, and holds no lease.
+  private static func register(on connection: PostgresConnection, logger: Logger) async throws {
+    // Rows of sessions that ended are stale: a new session may reuse their pid, so they go first.
+    try await connection.query(
+      """
+      DELETE FROM partition_node WHERE pid = pg_backend_pid()
+        OR pid NOT IN (SELECT pid FROM pg_stat_activity)
+      """,
+      logger: logger
+    )
+    try await connection.query(
+      "INSERT INTO partition_node (pid, address) VALUES (pg_backend_pid(), '')",
+      logger: logger
+    )
+  }
+
+  /// Reads the advisory locks of this database: nodes alive (holders of ``nodeKey`` recorded in
+  /// `partition_node`: ``register(on:logger:)``) and partition leases.
   private static let surveyQuery: @Sendable (PostgresConnection, Int32, Logger) async throws -> LeaseSurvey = {
     connection,
     pid,
@@ -379,7 +487,7 @@ public final class PartitionLeases: Sendable {
     let nodeKind = nodeKey >> 32
     let rows = try await connection.query(
       """
-      SELECT l.classid::bigint, l.objid::bigint, l.pid, n.address, n.poll_address FROM pg_locks l
+      SELECT l.classid::bigint, l.objid::bigint, l.pid, n.pid IS NOT NULL, n.address, n.poll_address FROM pg_locks l
       LEFT JOIN partition_node n ON n.pid = l.pid
       WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -388,16 +496,17 @@ public final class PartitionLeases: Sendable {
       logger: logger
     )
     var survey = LeaseSurvey(liveNodes: 0, mine: [], heldByOthers: [])
-    for try await (kind, low, holder, address, pollAddress) in rows.decode(
-      (Int64, Int64, Int32, String?, String?).self
+    for try await (kind, low, holder, registered, address, pollAddress) in rows.decode(
+      (Int64, Int64, Int32, Bool, String?, String?).self
     ) {
       if kind == nodeKind {
-        survey.liveNodes += 1
+        // A session holding the node lock with no node behind it (given up while it waited) is not one.
+        if registered || holder == pid { survey.liveNodes += 1 }
       } else if holder == pid {
         survey.mine.insert(Int(low))
       } else {
         survey.heldByOthers.insert(Int(low))
-        if let address { survey.addresses[Int(low)] = address }
+        if let address, !address.isEmpty { survey.addresses[Int(low)] = address }
         if let pollAddress { survey.pollAddresses[Int(low)] = pollAddress }
       }
     }
@@ -408,7 +517,8 @@ public final class PartitionLeases: Sendable {
 /// What a node saw of the cluster's leases (``PartitionLeases/survey()``): the input of a
 /// ``PartitionLeasePlan``.
 public struct LeaseSurvey: Sendable, Hashable {
-  /// The nodes holding leases or ready to (each holds the shared node lock), this one included.
+  /// The nodes holding leases or ready to (each holds the shared node lock and is recorded in
+  /// `partition_node`), this one included.
   public var liveNodes: Int
   /// The partitions this node holds.
   public var mine: Set<Int>

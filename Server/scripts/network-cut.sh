@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Network cuts between partitioned nodes and PostgreSQL: silent drops, each direction, in a network namespace
+# of the script's own. PostgreSQL (keepalives 5/2/3, tcp_user_timeout 5 s: postgres.sh), three event-server
+# nodes on a log of 6 partitions, soak-client processes writing notes through them. Each node reaches
+# PostgreSQL at a loopback address of its own (node N at 127.0.0.N+1), so that a traffic-control filter on the
+# namespace's loopback can drop one node's packets alone, without a word to either side:
+#   - node 1: both directions, for CUT_SECONDS (default 25), then healed;
+#   - node 2: only what PostgreSQL sends it (its queries arrive, no answer does);
+#   - node 3: only what it sends PostgreSQL.
+# Asserted (partition-takeover.py, kind "cut"): another node serves each of the cut-off node's partitions
+# within 10 s (p99; CUT_LIMIT_MS), and the cut-off node had stopped serving (its /readyz not 200) before any
+# of them was taken; a partition the healed node takes back is unserved at most 2 s (HEAL_LIMIT_MS); 2 s
+# after each heal and again before the next cut every partition is served by some node (their /metrics,
+# within 2 s of looking), nothing restarted; no node stopped on its own; at the end every client's notes are
+# on the server exactly once, in order, and its state equals a fresh snapshot (0 lost, 0 twice).
+#
+# Usage: scripts/network-cut.sh [CLIENTS] [NOTES]   (defaults 3 120; the long suite runs the defaults)
+# Needs root (ip netns, tc, from Debian's iproute2). Everything listens on loopback addresses of the
+# namespace, which nothing outside it can reach; every wait is bounded; every process is stopped by its pid.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in -h | --help)
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+  ;;
+esac
+clients=${1:-3}
+notes=${2:-120}
+[[ "$clients" =~ ^[1-9][0-9]*$ && "$notes" =~ ^[1-9][0-9]*$ ]] ||
+  { echo "network-cut: CLIENTS and NOTES must be positive integers (--help)"; exit 2; }
+cut_seconds=${CUT_SECONDS:-25}
+
+if [ -z "${NETWORK_CUT_NAMESPACE:-}" ]; then
+  [ "$(id -u)" = 0 ] || { echo "network-cut: FAILED (needs root for network namespaces)"; exit 1; }
+  command -v tc >/dev/null || apt-get install -y iproute2 >/dev/null 2>&1 ||
+    { echo "network-cut: FAILED (tc, from iproute2, is missing and cannot be installed)"; exit 1; }
+  # Built outside the namespace (the package cache is reached as usual), run inside it.
+  source scripts/build-flags.sh
+  swift build "${build_flags[@]}" --product event-server
+  swift build "${build_flags[@]}" --product soak-client
+  namespace="um-cut-$$"
+  ip netns add "$namespace"
+  trap 'ip netns del "$namespace" 2>/dev/null || true' EXIT
+  ip netns exec "$namespace" ip link set lo up
+  status=0
+  NETWORK_CUT_NAMESPACE=$namespace ip netns exec "$namespace" bash "$0" "$@" || status=$?
+  exit "$status"
+fi
+
+nodes=3
+partitions=6
+source scripts/build-flags.sh
+bin=$(swift build "${build_flags[@]}" --show-bin-path)
+POSTGRES_LISTEN="127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4"
+source scripts/cluster-common.sh
+start_postgres
+echo "network-cut: in namespace $NETWORK_CUT_NAMESPACE; PostgreSQL on port $postgres_port of 127.0.0.1-4 (pid $postgres_pid)"
+# A filter on loopback drops the packets one cut names; nothing else is touched.
+tc qdisc add dev lo root handle 1: prio
+
+admin_ports=("")
+for _ in $(seq 1 "$nodes"); do admin_ports+=("$(free_port)"); done
+keys=""
+for index in $(seq 1 "$clients"); do keys+="${keys:+,}user$index:user$index-soak-key"; done
+export EVENT_SERVER_API_KEYS="$keys"
+
+# The loopback address node N reaches PostgreSQL at.
+database_address() { echo "127.0.0.$(($1 + 1))"; }
+
+# start_node N: starts node N on its port and waits until it listens (at most 15 s).
+start_node() {
+  local node=$1 log="$work/node$1.log"
+  "$bin/event-server" --app notes --host 127.0.0.1 --port "${ports[$node]}" --admin-port "${admin_ports[$node]}" \
+    --postgres "postgres://postgres@$(database_address "$node"):$postgres_port/postgres" \
+    --rate-burst 100000 --rate-per-second 100000 --partitions "$partitions" --node-number "$node" \
+    --log-format json >>"$log" 2>&1 &
+  started_node "$node" "$!" "$log" network-cut
+}
+
+# cut N DIRECTION: drops node N's packets to PostgreSQL (to-db), PostgreSQL's to node N (from-db), or both.
+cut() {
+  local node=$1 direction=$2 address
+  address=$(database_address "$node")
+  note_fault cut "$node"
+  if [ "$direction" != from-db ]; then
+    tc filter add dev lo parent 1: protocol ip prio $((10 + node)) u32 \
+      match ip dst "$address"/32 match ip dport "$postgres_port" 0xffff action drop
+  fi
+  if [ "$direction" != to-db ]; then
+    tc filter add dev lo parent 1: protocol ip prio $((20 + node)) u32 \
+      match ip src "$address"/32 match ip sport "$postgres_port" 0xffff action drop
+  fi
+}
+
+heal() {
+  tc filter del dev lo parent 1: prio $((10 + $1)) 2>/dev/null || true
+  tc filter del dev lo parent 1: prio $((20 + $1)) 2>/dev/null || true
+  note_fault heal "$1"
+}
+
+# watch_readiness N: notes when node N's /readyz first answers anything but 200 (at most 60 s of looking).
+watch_readiness() {
+  local node=$1 code
+  for _ in $(seq 1 1200); do
+    code=$(curl -s -m 1 -o /dev/null -w '%{http_code}' "http://127.0.0.1:${admin_ports[$node]}/readyz" || true)
+    if [ "$code" != 200 ]; then note_fault stopped "$node"; return 0; fi
+    sleep 0.05
+  done
+}
+
+# served_everywhere: whether every partition is served by some node, as their /metrics say.
+served_everywhere() {
+  local served="" node
+  for node in $(seq 1 "$nodes"); do
+    served+=$(curl -s -m 2 "http://127.0.0.1:${admin_ports[$node]}/metrics" |
+      sed -n 's/^event_server_partition_served{partition="\([0-9]*\)"} 1$/\1 /p' || true)
+  done
+  for partition in $(seq 0 $((partitions - 1))); do
+    [[ " $served " == *" $partition "* ]] || { echo "partition $partition unserved"; return 1; }
+  done
+}
+
+# check_served WHEN: fails the script unless every partition is served at some moment within the next 2 s
+# (looked at every 100 ms: a partition moving between live nodes is unserved for a moment).
+check_served() {
+  local missing
+  for _ in $(seq 1 20); do
+    if missing=$(served_everywhere); then break; fi
+    sleep 0.1
+  done
+  if ! missing=$(served_everywhere); then
+    echo "network-cut: FAILED ($missing $1)"
+    for node in $(seq 1 "$nodes"); do echo "--- node $node"; tail -8 "$work/node$node.log"; done
+    exit 1
+  fi
+  echo "network-cut: every partition served $1"
+}
+
+for node in $(seq 1 "$nodes"); do start_node "$node"; done
+sleep 3
+check_served "before the first cut"
+interval=$(((3 * (cut_seconds + 12) * 1000 + 10000) / notes))
+echo "network-cut: $clients clients write $notes notes each, one every $interval ms, each through one node"
+client_pids=()
+for index in $(seq 1 "$clients"); do
+  node=$(((index - 1) % nodes + 1))
+  "$bin/soak-client" --server "http://127.0.0.1:${ports[$node]}" --user "user$index" --key "user$index-soak-key" \
+    --state-dir "$work/client$index" --count "$notes" --interval "$interval" --timeout 300 >"$work/client$index.log" 2>&1 &
+  client_pids+=("$!")
+  pids+=("$!")
+done
+sleep 3
+
+directions=("" both from-db to-db)
+for node in 1 2 3; do
+  echo "network-cut: cutting node $node from PostgreSQL (${directions[$node]}) for $cut_seconds s"
+  cut "$node" "${directions[$node]}"
+  watch_readiness "$node" &
+  pids+=("$!")
+  sleep "$cut_seconds"
+  heal "$node"
+  echo "network-cut: node $node healed"
+  sleep 2
+  check_served "2 s after node $node's heal"
+  sleep 4
+  check_served "8 s after node $node's heal"
+  for other in $(seq 1 "$nodes"); do
+    if ! kill -0 "${node_pids[$other]}" 2>/dev/null; then
+      echo "network-cut: FAILED (node $other stopped on its own)"; tail -20 "$work/node$other.log"; exit 1
+    fi
+  done
+done
+echo "network-cut: cuts done after $(($(date +%s) - started)) s; waiting for the clients (at most 300 s)"
+
+failed=0
+for index in $(seq 1 "$clients"); do
+  if ! wait "${client_pids[$((index - 1))]}"; then failed=1; fi
+  tail -1 "$work/client$index.log"
+done
+echo "network-cut: $(python3 scripts/soak-totals.py "$work" "$clients")"
+if ((failed)); then
+  for index in $(seq 1 "$clients"); do echo "--- client $index"; tail -5 "$work/client$index.log"; done
+  for node in $(seq 1 "$nodes"); do echo "--- node $node"; tail -15 "$work/node$node.log"; done
+  echo "network-cut: FAILED after $(($(date +%s) - started)) s"
+  exit 1
+fi
+python3 scripts/partition-takeover.py "$work" "$nodes" || { echo "network-cut: FAILED (takeover)"; exit 1; }
+echo "network-cut: passed in $(($(date +%s) - started)) s"
