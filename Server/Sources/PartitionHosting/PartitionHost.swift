@@ -65,14 +65,12 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   public private(set) var lastLook = LookTimings()
 
   private let log: PostgresServerLog
-  private(set) var leases: PartitionLeases
+  private var leases: PartitionLeases
   private let startNode: StartNode
   /// Each user's partition key (``StoredApplication/partitionKey(for:)``).
   private let partitionKey: @Sendable (UserID) -> String
   /// Where this node starts looking among free partitions.
   public let rotation: Int
-  /// How long an answer of the lease session lets this node serve (``PartitionLeases/holdsLeases``).
-  private let confirmationBound: Duration?
   private var serving: [Int: (view: PostgresServerLog, node: Node)] = [:]
   /// Where this node answers HTTP, and its lean poll listener if any, told to the others with each lease
   /// session.
@@ -88,14 +86,12 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
     log: PostgresServerLog,
     leases: PartitionLeases,
     rotation: Int,
-    confirmationBound: Duration?,
     partitionKey: @escaping @Sendable (UserID) -> String,
     startNode: @escaping StartNode
   ) {
     self.log = log
     self.leases = leases
     self.rotation = rotation
-    self.confirmationBound = confirmationBound
     self.partitionKey = partitionKey
     self.startNode = startNode
   }
@@ -108,22 +104,17 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   ///     nodes apart).
   ///   - partitionKey: Each user's partition key: the stored application's
   ///     ``StoredApplication/partitionKey(for:)`` (by default the user's id).
-  ///   - confirmationBound: How long an answer of the lease session lets the host serve its partitions
-  ///     (``PartitionLeases/open(on:confirmationBound:)``; by default four fifths of the log's operation
-  ///     timeout).
   ///   - startNode: Starts the node of a partition taken.
   public static func open(
     log: PostgresServerLog,
     rotation: Int,
     partitionKey: @escaping @Sendable (UserID) -> String = { $0.rawValue },
-    confirmationBound: Duration? = nil,
     startNode: @escaping StartNode
   ) async throws(ServerLogError) -> PartitionHost {
     let host = PartitionHost(
       log: log,
-      leases: try await PartitionLeases.open(on: log, confirmationBound: confirmationBound),
+      leases: try await PartitionLeases.open(on: log),
       rotation: rotation,
-      confirmationBound: confirmationBound,
       partitionKey: partitionKey,
       startNode: startNode
     )
@@ -230,7 +221,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       elsewhere = [:]
       elsewherePolls = [:]
       await leases.close()
-      leases = try await PartitionLeases.open(on: log, confirmationBound: confirmationBound)
+      leases = try await PartitionLeases.open(on: log)
       if let address { try await leases.advertise(address.main, pollAddress: address.polls) }
       await log.announceLeaseChange()
     }

@@ -220,18 +220,11 @@ public final class PartitionLeases: Sendable {
                 try await connection.query("SELECT 1", logger: logger)
                 continuation.resume(returning: .success(true))
               case .advertise(let address, let pollAddress, let continuation):
-                // Rows of sessions that ended are stale: a new session may reuse their pid, so they go first.
+                // The session's own row, recorded when it opened (``register(on:logger:)``).
                 try await connection.query(
                   """
-                  DELETE FROM partition_node WHERE pid = pg_backend_pid()
-                    OR pid NOT IN (SELECT pid FROM pg_stat_activity)
-                  """,
-                  logger: logger
-                )
-                try await connection.query(
-                  """
-                  INSERT INTO partition_node (pid, address, poll_address)
-                  VALUES (pg_backend_pid(), \(address), \(pollAddress))
+                  UPDATE partition_node SET address = \(address), poll_address = \(pollAddress)
+                  WHERE pid = pg_backend_pid()
                   """,
                   logger: logger
                 )
@@ -327,9 +320,6 @@ public final class PartitionLeases: Sendable {
 
   /// Until when the session's answers confirm the leases, as of now.
   public var confirmation: LeaseConfirmation<ContinuousClock.Instant> { state.mutex.withLock { $0.confirmation } }
-
-  /// The database backend holding the session, once connected (for tests that stall it).
-  var sessionBackendPID: Int32? { state.mutex.withLock { $0.pid } }
 
   /// Asks the session for nothing but an answer, which confirms the leases.
   /// - Throws: ``ServerLogError/storage(_:)`` when the session ended or did not answer in time.
