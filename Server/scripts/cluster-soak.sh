@@ -12,7 +12,13 @@
 # acknowledgement to the note reaching the poll.
 #
 # Usage: scripts/cluster-soak.sh [CLIENTS] [NOTES] [LAG_SAMPLES]   (defaults 4 150 200; CI runs 3 80 100)
-# APP=notes (default: the stored board, its notes in a table) or APP=notes-memory (the in-memory board).
+# APP=notes (default: the stored board, its notes in a table) or APP=notes-memory (the in-memory board), or
+# APP=checklist, the team workload: each client is the writer of a team of six (tN/u1), adding items to the
+# team's checklist (every write delivered to the whole team); its five teammates joined first and register
+# at their own points during the writes (soak-client --teammate). Every copy is checked against a fresh
+# snapshot, and the script then audits the tables themselves (each member's count of writes equals the
+# writes logged for them, each team's items equal its counted writes). With PARTITIONS it runs partitioned by
+# team (TeamChecklist.partitionKey).
 # NODES=N runs N nodes (default 3; the faults hit nodes 1 to 3). PARTITIONS=P partitions the log by user
 # (docs/scaling.md): each node serves the partitions it leases and forwards other users' requests; the
 # script then also prints how long each killed or stopped node's partitions went unserved (takeover).
@@ -50,6 +56,20 @@ for node in $(seq 1 "$nodes"); do
 done
 keys="lag:lag-soak-key"
 for index in $(seq 1 "$clients"); do keys+=",user$index:user$index-soak-key"; done
+if [ "${APP:-}" = checklist ]; then
+  for index in $(seq 1 "$clients"); do
+    for member in 1 2 3 4 5 6; do keys+=",t$index/u$member:t$index-u$member-soak-key"; done
+  done
+fi
+# client_options N: client N's user, key and workload.
+client_options() {
+  if [ "${APP:-}" = checklist ]; then
+    printf '%s\n' --app checklist --user "t$1/u1" --key "t$1-u1-soak-key"
+    for member in 2 3 4 5 6; do printf '%s\n' --teammate "t$1/u$member:t$1-u$member-soak-key"; done
+  else
+    printf '%s\n' --user "user$1" --key "user$1-soak-key"
+  fi
+}
 export EVENT_SERVER_API_KEYS="$keys"
 
 # start_node N: starts node N on its port and waits until it listens (at most 15 s).
@@ -91,7 +111,8 @@ interval=${INTERVAL:-$((20000 / notes > 40 ? 20000 / notes : 40))}
 echo "cluster-soak: $clients clients write $notes notes each through nginx, one every $interval ms"
 client_pids=()
 for index in $(seq 1 "$clients"); do
-  "$bin/soak-client" --server "http://127.0.0.1:$nginx_port" --user "user$index" --key "user$index-soak-key" \
+  mapfile -t workload < <(client_options "$index")
+  "$bin/soak-client" --server "http://127.0.0.1:$nginx_port" "${workload[@]}" \
     --state-dir "$work/client$index" --count "$notes" --interval "$interval" --timeout 240 >"$work/client$index.log" 2>&1 &
   client_pids+=("$!")
   pids+=("$!")
@@ -171,10 +192,29 @@ if ((failed)); then
 fi
 reregistered=$(cat "$work"/client*.log | grep -o "registers [0-9]*" | awk '{ n += $2 - 1 } END { print n + 0 }')
 
-"$bin/soak-client" --user lag --key lag-soak-key --lag-samples "$lag_samples" \
-  --lag-write-server "http://127.0.0.1:${ports[1]}" --lag-poll-server "http://127.0.0.1:${ports[2]}" 2>/dev/null |
-  tee "$work/lag.log"
-grep -q "p50" "$work/lag.log" || { echo "cluster-soak: FAILED (lag probe)"; exit 1; }
+if [ "${APP:-}" = checklist ]; then
+  # The tables themselves: every member's count of writes is the number of writes logged for them, and every
+  # team's items are its members' counted writes (the soak only adds): nothing applied twice or lost between
+  # the tables of one transaction.
+  audit=$(psql "$postgres_url" -At -c "
+    SELECT (SELECT count(*) FROM checklist_members m
+              WHERE m.writes <> (SELECT count(*) FROM checklist_writes w WHERE w.author = m.member)),
+           (SELECT count(*) FROM (SELECT team, count(*) AS n FROM checklist_items GROUP BY team) i
+              FULL JOIN (SELECT team, sum(writes) AS s FROM checklist_members GROUP BY team) m USING (team)
+              WHERE i.n IS DISTINCT FROM m.s),
+           (SELECT count(*) FROM checklist_members), (SELECT count(*) FROM checklist_items)")
+  IFS='|' read -r counts_off teams_off members items <<<"$audit"
+  echo "cluster-soak: tables: $members members, $items items; members whose count differs from their logged" \
+    "writes $counts_off, teams whose items differ from their counted writes $teams_off"
+  if [ "$counts_off" != 0 ] || [ "$teams_off" != 0 ] || [ "$items" != $((clients * notes)) ]; then
+    echo "cluster-soak: FAILED (the tables disagree: expected $((clients * notes)) items, 0 and 0)"; exit 1
+  fi
+else
+  "$bin/soak-client" --user lag --key lag-soak-key --lag-samples "$lag_samples" \
+    --lag-write-server "http://127.0.0.1:${ports[1]}" --lag-poll-server "http://127.0.0.1:${ports[2]}" 2>/dev/null |
+    tee "$work/lag.log"
+  grep -q "p50" "$work/lag.log" || { echo "cluster-soak: FAILED (lag probe)"; exit 1; }
+fi
 for status in $outage_statuses; do
   if [ "$status" != 503 ] && [ "$status" != stopped ]; then echo "cluster-soak: FAILED (HTTP $status during the outage, not 503)"; exit 1; fi
 done

@@ -7,6 +7,10 @@
 # STORE=postgres keeps the log (and a stored app's tables) in a PostgreSQL this script starts
 # (scripts/postgres.sh) instead of SQLite. CONFIGURATION=debug measures the debug build. DEVICES=N runs N
 # devices at once (N users, RATE/N writes/s each, batches of 32 only) and prints their sum and worst p99.
+# APP=checklist serves the team checklist (event-server --app checklist: items, per-member counts and a
+# write log in tables; every write delivered to the whole team): the devices are members of teams of 6
+# (t1/u1 … t1/u6, t2/u1 …), and a team with fewer devices than 6 has the rest joined and long-polling in its
+# first device's process (soak-client --teammate), so every write reaches six queues.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rate=${1:-1000}
@@ -24,6 +28,27 @@ fi
 source scripts/live-server.sh
 echo "writer:writer-key-1234" > "$work/keys"
 for index in $(seq 1 "$devices"); do echo "writer$index:writer$index-key-1234" >>"$work/keys"; done
+app_options=()
+# device_user N: the user device N writes as; device_options N: its extra soak-client options.
+device_user() { echo "writer$1"; }
+device_options() { :; }
+if [ "${APP:-}" = checklist ]; then
+  teams=$(((devices + 5) / 6))
+  for team in $(seq 1 "$teams"); do
+    for member in 1 2 3 4 5 6; do echo "t$team/u$member:t$team-u$member-key-1234" >>"$work/keys"; done
+  done
+  app_options=(--app checklist)
+  device_user() { echo "t$((($1 - 1) / 6 + 1))/u$((($1 - 1) % 6 + 1))"; }
+  # A team's first device hosts the members no device writes as.
+  device_options() {
+    local team=$((($1 - 1) / 6 + 1)) first_member=$((($1 - 1) % 6 + 1)) writing member
+    [ "$first_member" = 1 ] || return 0
+    writing=$((devices - (team - 1) * 6))
+    for member in $(seq $((writing > 6 ? 7 : writing + 1)) 6); do
+      printf -- '--teammate\nt%s/u%s:t%s-u%s-key-1234\n' "$team" "$member" "$team" "$member"
+    done
+  }
+fi
 store=(--data-dir "$work/data")
 if [ "${STORE:-sqlite}" = postgres ]; then
   source scripts/postgres.sh
@@ -38,9 +63,12 @@ if ((devices > 1)); then
     "$configuration build, app ${APP:-notes-memory}, ${STORE:-sqlite})"
   device_pids=()
   for index in $(seq 1 "$devices"); do
-    timeout 180 "$bin/soak-client" --server "http://127.0.0.1:$port" --user "writer$index" \
-      --key "writer$index-key-1234" --state-dir "$work/device-$index" --write-rate $(((rate + devices - 1) / devices)) \
-      --write-seconds "$seconds" --batch 32 >"$work/device-$index.log" 2>&1 &
+    user=$(device_user "$index")
+    mapfile -t extra < <(device_options "$index")
+    timeout 180 "$bin/soak-client" --server "http://127.0.0.1:$port" --user "$user" \
+      --key "$(grep "^$user:" "$work/keys" | cut -d: -f2)" --state-dir "$work/device-$index" \
+      --write-rate $(((rate + devices - 1) / devices)) --write-seconds "$seconds" --batch 32 \
+      ${app_options[@]+"${app_options[@]}"} ${extra[@]+"${extra[@]}"} >"$work/device-$index.log" 2>&1 &
     device_pids+=("$!")
   done
   failed=0
@@ -66,10 +94,14 @@ PY
 fi
 echo "== one device, $rate writes/s offered for $seconds s (cores: $(nproc), $configuration build," \
   "app ${APP:-notes-memory}, ${STORE:-sqlite})"
+user=$(device_user 1)
+if [ "${APP:-}" != checklist ]; then user=writer; fi
+mapfile -t extra < <(device_options 1)
 for batch in 1 32; do
   echo "-- --batch $batch"
-  timeout 180 "$bin/soak-client" --server "http://127.0.0.1:$port" --user writer --key writer-key-1234 \
-    --state-dir "$work/client-$batch" --write-rate "$rate" --write-seconds "$seconds" --batch "$batch" ||
+  timeout 180 "$bin/soak-client" --server "http://127.0.0.1:$port" --user "$user" \
+    --key "$(grep "^$user:" "$work/keys" | cut -d: -f2)" --state-dir "$work/client-$batch" --write-rate "$rate" \
+    --write-seconds "$seconds" --batch "$batch" ${app_options[@]+"${app_options[@]}"} ${extra[@]+"${extra[@]}"} ||
     [ "$batch" = 1 ]  # one write per round trip may not keep up: reported, not a failure
 done
 stop_server

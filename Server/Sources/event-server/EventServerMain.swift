@@ -73,7 +73,28 @@ struct EventServerMain {
       let log: (any ServerLog)? = postgres
       if let postgres, options.partitions != nil {
         // One node of a partitioned cluster: it serves the partitions it leases and forwards the rest.
-        if options.app == "videos" {
+        /// Serves `application`'s partitions on this node.
+        func serve<Stored: StoredApplication>(
+          _ application: Stored,
+          maintenance: [PartitionedEventHTTPServer<Stored>.MaintenanceTask] = [],
+          extraRoutes: PartitionedEventHTTPServer<Stored>.ExtraRoutes? = nil
+        ) async throws {
+          let node = PartitionedEventHTTPServer(
+            storedApplication: application,
+            log: postgres,
+            configuration: configuration,
+            logger: logger,
+            pushGateway: pushGateway,
+            rotation: options.nodeNumber,
+            advertisedAddress: options.advertisedAddress,
+            advertisedPollAddress: options.advertisedPollAddress,
+            maintenance: maintenance,
+            extraRoutes: extraRoutes
+          )
+          try await node.run(onRunning: onRunning, onPollRunning: onPollRunning, onAdminRunning: onAdminRunning)
+        }
+        switch options.app {
+        case "videos":
           let video = PartitionedVideoServing(
             application: StoredVideoServer(),
             blobs: DatabaseBlobStore(log: postgres),
@@ -82,31 +103,9 @@ struct EventServerMain {
             interval: options.janitorInterval,
             logger: logger
           )
-          let node = PartitionedEventHTTPServer(
-            storedApplication: video.application,
-            log: postgres,
-            configuration: configuration,
-            logger: logger,
-            pushGateway: pushGateway,
-            rotation: options.nodeNumber,
-            advertisedAddress: options.advertisedAddress,
-            advertisedPollAddress: options.advertisedPollAddress,
-            maintenance: [video.janitorTask],
-            extraRoutes: video.routes
-          )
-          try await node.run(onRunning: onRunning, onPollRunning: onPollRunning, onAdminRunning: onAdminRunning)
-        } else {
-          let node = PartitionedEventHTTPServer(
-            storedApplication: StoredNoteBoard(),
-            log: postgres,
-            configuration: configuration,
-            logger: logger,
-            pushGateway: pushGateway,
-            rotation: options.nodeNumber,
-            advertisedAddress: options.advertisedAddress,
-            advertisedPollAddress: options.advertisedPollAddress
-          )
-          try await node.run(onRunning: onRunning, onPollRunning: onPollRunning, onAdminRunning: onAdminRunning)
+          try await serve(video.application, maintenance: [video.janitorTask], extraRoutes: video.routes)
+        case "checklist": try await serve(TeamChecklist())
+        default: try await serve(StoredNoteBoard())
         }
         try await pushClient?.shutdown()
         await postgres.close()
@@ -117,6 +116,16 @@ struct EventServerMain {
         // The note board with its notes in a table of the database (SQLite in --data-dir, or PostgreSQL).
         let server = EventHTTPServer(
           storedApplication: StoredNoteBoard(),
+          configuration: configuration,
+          logger: logger,
+          pushGateway: pushGateway,
+          log: postgres
+        )
+        try await server.run(onRunning: onRunning, onAdminRunning: onAdminRunning, onPollRunning: onPollRunning)
+      case "checklist":
+        // A team's shared checklist in tables of the database: every write reaches the whole team.
+        let server = EventHTTPServer(
+          storedApplication: TeamChecklist(),
           configuration: configuration,
           logger: logger,
           pushGateway: pushGateway,
@@ -192,7 +201,7 @@ struct EventServerArguments: ParsableCommand {
     commandName: "event-server",
     abstract: "Serves an application's events API (docs/protocol.md, Server/openapi.yaml) over HTTP.",
     discussion: """
-      Apps: video messaging with its blobs (default), the podcast episode queue, or the sample note board.
+      Apps: video messaging with its blobs (default), the podcast episode queue, the sample note board, or a team checklist.
       SIGTERM or SIGINT shuts down gracefully: parked polls are answered, HTTP drains, a snapshot is written.
       A restart (after a shutdown, a crash or a power cut) rebuilds the state from the snapshot and the log:
       clients resume without registering, and no acknowledged write is lost.
@@ -203,7 +212,7 @@ struct EventServerArguments: ParsableCommand {
     help: """
       videos (default: video messaging, its videos in database tables) | videos-memory (the same service held \
       in memory and rebuilt from the log) | episodes | notes (the sample note board, its notes in a database \
-      table) | notes-memory (the same board held in memory)
+      table) | notes-memory (the same board held in memory) | checklist (a team's shared checklist in database       tables, users named team/name, partitioned by team)
       """
   )
   var app = "videos"
@@ -305,7 +314,7 @@ struct EventServerArguments: ParsableCommand {
     help: """
       Partition the PostgreSQL log by user into this many partitions (1...1024, fixed when the log is created; \
       see docs/scaling.md): each node serves the partitions it leases and forwards other users' requests to \
-      their node. Needs --postgres, and --app videos (the default) or --app notes.
+      their node. Needs --postgres, and --app videos (the default), notes or checklist.
       """
   )
   var partitions: Int?
@@ -338,8 +347,10 @@ struct EventServerArguments: ParsableCommand {
         throw ValidationError("--\(name) must be in \(range.lowerBound)...\(range.upperBound), not \(value)")
       }
     }
-    guard ["videos", "videos-memory", "episodes", "notes", "notes-memory"].contains(app) else {
-      throw ValidationError("--app must be videos, videos-memory, episodes, notes or notes-memory, not '\(app)'")
+    guard ["videos", "videos-memory", "episodes", "notes", "notes-memory", "checklist"].contains(app) else {
+      throw ValidationError(
+        "--app must be videos, videos-memory, episodes, notes, notes-memory or checklist, not '\(app)'"
+      )
     }
     if let blobs {
       guard ["database", "files"].contains(blobs) else {
@@ -381,8 +392,10 @@ struct EventServerArguments: ParsableCommand {
           "--data-dir is not used by a node of a partitioned cluster (its state is all in PostgreSQL): leave it out"
         )
       }
-      guard app == "notes" || app == "videos" else {
-        throw ValidationError("--partitions serves the stored applications: --app videos or --app notes")
+      guard ["notes", "videos", "checklist"].contains(app) else {
+        throw ValidationError(
+          "--partitions serves the stored applications: --app videos, --app notes or --app checklist"
+        )
       }
       guard blobs != "files" else {
         throw ValidationError("--partitions keeps the video files in the database: leave out --blobs files")

@@ -29,6 +29,12 @@ struct SoakClientMain {
       print(line)
       exit(succeeded ? 0 : 1)
     }
+    if arguments.app == .checklist {
+      let soak = TeamSoak(options: options, teammates: arguments.teammateCredentials)
+      let (line, succeeded) = await Task.detached { await soak.run() }.value
+      print(line)
+      exit(succeeded ? 0 : 1)
+    }
     let (line, succeeded) = await Task.detached { await run(options) }.value
     print(line)
     exit(succeeded ? 0 : 1)
@@ -126,7 +132,9 @@ struct SoakClientArguments: ParsableCommand {
     discussion: """
       Writes --count notes (USER-1 … USER-N) to USER, one every --interval milliseconds, against an \
       event-server run with --app notes. Exits 0 once every note is applied exactly once and the client \
-      converged; prints one result line either way.
+      converged; prints one result line either way. With --app checklist, adds --count items to the team \
+      checklist of USER (event-server --app checklist) instead, each --teammate registering during the \
+      writes, and checks every copy against the tables.
       """
   )
 
@@ -172,6 +180,35 @@ struct SoakClientArguments: ParsableCommand {
   var idleCPULimit = 0.05
   @Option(help: "The most writes the outbox sends in one request (1 to 32, the server's window).")
   var batch = UpdateMachineConfiguration().maximumMutationsPerRequest
+  @Option(
+    help: """
+      What the soak and the write-rate probe write: notes (to the device's own user; event-server --app notes \
+      or notes-memory) or checklist (items of the user's team; event-server --app checklist).
+      """
+  )
+  var app = App.notes
+  @Option(
+    name: .customLong("teammate"),
+    help: """
+      USER:KEY of a member of the user's team (--app checklist): the soak registers one at its own point \
+      during the writes; the write-rate probe has each listen for the whole run.
+      """
+  )
+  var teammates: [String] = []
+
+  /// Each `--teammate` (checked by ``validate()`` to be `USER:KEY`).
+  var teammateCredentials: [HTTPCredentials] {
+    teammates.map { teammate in
+      let parts = teammate.split(separator: ":", maxSplits: 1).map(String.init)
+      return HTTPCredentials(user: UserID(parts[0]), apiKey: parts[1])
+    }
+  }
+
+  /// What the write-rate probe writes.
+  enum App: String, ExpressibleByArgument, CaseIterable {
+    case notes
+    case checklist
+  }
 
   func validate() throws {
     for (name, value) in [("server", server), ("lag-write-server", lagWriteServer), ("lag-poll-server", lagPollServer)]
@@ -189,6 +226,17 @@ struct SoakClientArguments: ParsableCommand {
     }
     if !(1...600).contains(writeSeconds) {
       throw ValidationError("--write-seconds must be a whole number in 1...600, not \(writeSeconds)")
+    }
+    for teammate in teammates where teammate.split(separator: ":", maxSplits: 1).count != 2 {
+      throw ValidationError("--teammate must be USER:KEY, not '\(teammate)'")
+    }
+    if !teammates.isEmpty, app != .checklist {
+      throw ValidationError("--teammate goes with --app checklist")
+    }
+    if app == .checklist, idleSeconds != nil || lagWriteServer != nil {
+      throw ValidationError(
+        "--app checklist is for the soak and the write-rate probe, not --idle-seconds or the lag probe"
+      )
     }
     if !(1...32).contains(batch) {
       throw ValidationError("--batch must be a whole number in 1...32, not \(batch)")

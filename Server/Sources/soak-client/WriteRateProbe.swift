@@ -4,17 +4,26 @@ import SampleApps
 import Synchronization
 import UpdateMachine
 
-/// `soak-client --write-rate R --write-seconds S [--batch K]`: one device's acknowledged writes per second
-/// and their latency. The engine (a `FileStore`, `URLSessionTransport`) submits notes at `R` a second for
-/// `S` seconds; each write's latency is from `submit` to the answer that acknowledged it. Prints the writes
-/// acknowledged per second over the run (first submit to last acknowledgement), p50, p99 and the largest
-/// latency. `--batch 1` sends one write per round trip (as before batches).
+/// `soak-client --write-rate R --write-seconds S [--batch K] [--app checklist --teammate USER:KEY ...]`: one
+/// device's acknowledged writes per second and their latency. The engine (a `FileStore`,
+/// `URLSessionTransport`) submits writes at `R` a second for `S` seconds; each write's latency is from
+/// `submit` to the answer that acknowledged it. Prints the writes acknowledged per second over the run (first
+/// submit to last acknowledgement), p50, p99 and the largest latency. `--batch 1` sends one write per round
+/// trip (as before batches).
+///
+/// `--app notes` (the default) posts notes to the device's own user. `--app checklist` adds items to the
+/// user's team checklist (`event-server --app checklist`): every write is delivered to the whole team. Each
+/// `--teammate` is a member of the team joined and long-polling in this process for the whole run, so the
+/// writes reach their queues as a team's do; at the end every teammate must hold the device's items.
 final class WriteRateProbe: Sendable {
   /// The server, the user and key, and the state folder (`SoakClientMain`'s options).
   let client: Options
   let rate: Int
   let seconds: Int
   let batch: Int
+  let app: SoakClientArguments.App
+  /// The team members who listen while the device writes (checklist only).
+  let teammates: [HTTPCredentials]
 
   init?(_ arguments: SoakClientArguments) {
     guard let rate = arguments.writeRate else { return nil }
@@ -22,10 +31,76 @@ final class WriteRateProbe: Sendable {
     self.rate = rate
     seconds = arguments.writeSeconds
     batch = arguments.batch
+    app = arguments.app
+    teammates = arguments.teammateCredentials
   }
 
   func run() async -> (String, Bool) {
-    let transport = URLSessionTransport<NoteSnapshot, NoteEvent, NoteBoard.Command>(
+    switch app {
+    case .notes:
+      let user = client.user
+      return await measure(reducer: NotesReducer(user: user), join: nil) { .post("rate-\($0)", to: [user]) }
+    case .checklist:
+      var listeners: [UpdateMachine<ChecklistSnapshot, ChecklistChange, ChecklistCommand>] = []
+      for teammate in teammates { listeners.append(await Self.listen(as: teammate, at: client.server)) }
+      // This run's items, told apart from an earlier run's in the same team.
+      let expected = "\(client.user.rawValue)-\(UUID().uuidString.prefix(8))-"
+      var (line, succeeded) = await measure(reducer: ChecklistReducer(user: client.user), join: .join) {
+        .add(title: "\(expected)\($0)")
+      }
+      // Every teammate heard every item the device added (they were delivered to the whole team).
+      var heard: [Int] = []
+      for listener in listeners {
+        let deadline = ContinuousClock.now + .seconds(30)
+        var count = 0
+        while ContinuousClock.now < deadline {
+          let state = await listener.snapshot.confirmedState
+          count = state?.items.filter { $0.title.hasPrefix(expected) }.count ?? 0
+          if count >= acknowledgedWrites.withLock({ $0 }) { break }
+          try? await Task.sleep(for: .milliseconds(50))
+        }
+        heard.append(count)
+        await listener.stop()
+      }
+      if !listeners.isEmpty {
+        let all = acknowledgedWrites.withLock { $0 }
+        let complete = heard.allSatisfy { $0 >= all }
+        line += "; \(listeners.count) teammates heard \(heard.map(String.init).joined(separator: "/")) of \(all)"
+        succeeded = succeeded && complete
+      }
+      return (line, succeeded)
+    }
+  }
+
+  /// How many of the device's writes were acknowledged (set at the end of ``measure(reducer:join:command:)``).
+  private let acknowledgedWrites = Mutex(0)
+
+  /// A teammate: joins the team and long-polls until stopped.
+  private static func listen(
+    as credentials: HTTPCredentials,
+    at server: URL
+  ) async -> UpdateMachine<ChecklistSnapshot, ChecklistChange, ChecklistCommand> {
+    let machine = UpdateMachine(
+      reducer: ChecklistReducer(user: credentials.user),
+      transport: URLSessionTransport<ChecklistSnapshot, ChecklistChange, ChecklistCommand>(
+        baseURL: server,
+        credentials: credentials
+      ),
+      store: InMemoryStore()
+    )
+    await machine.start()
+    _ = await machine.submit(.join)
+    _ = await machine.waitUntilLive()
+    return machine
+  }
+
+  /// Offers the device's writes (`command(n)` for the n-th) after `join`, if any, and times them.
+  private func measure<Reducer: UpdateReducer>(
+    reducer: Reducer,
+    join: Reducer.Mutation?,
+    command: (Int) -> Reducer.Mutation
+  ) async -> (String, Bool) {
+    let transport = URLSessionTransport<Reducer.State, Reducer.Event, Reducer.Mutation>(
       baseURL: client.server,
       credentials: HTTPCredentials(user: client.user, apiKey: client.key)
     )
@@ -34,7 +109,7 @@ final class WriteRateProbe: Sendable {
     configuration.maximumMutationsPerRequest = batch
     try? FileManager.default.createDirectory(at: client.stateDirectory, withIntermediateDirectories: true)
     let machine = UpdateMachine(
-      reducer: NotesReducer(user: client.user),
+      reducer: reducer,
       transport: transport,
       store: FileStore(url: client.stateDirectory.appendingPathComponent("write-rate.json")),
       configuration: configuration,
@@ -47,6 +122,15 @@ final class WriteRateProbe: Sendable {
     )
     await machine.start()
     _ = await machine.waitUntilLive()
+    if let join {
+      // The join is acknowledged before the run begins, and is not one of its writes.
+      let id = await machine.submit(join)
+      let deadline = ContinuousClock.now + .seconds(30)
+      while acknowledgedAt.withLock({ $0[id] == nil }), ContinuousClock.now < deadline {
+        try? await Task.sleep(for: .milliseconds(10))
+      }
+      acknowledgedAt.withLock { $0 = [:] }
+    }
     let offered = rate * seconds
     // A device that cannot keep up stops being offered writes at twice the run's length.
     let cutoff = ContinuousClock.now + .seconds(2 * seconds)
@@ -61,7 +145,7 @@ final class WriteRateProbe: Sendable {
       let due = started + .nanoseconds(Int64(number) * 1_000_000_000 / Int64(rate))
       if due > ContinuousClock.now { try? await Task.sleep(until: due, clock: .continuous) }
       let submitted = ContinuousClock.now
-      let id = await machine.submit(.post("rate-\(number)", to: [client.user]))
+      let id = await machine.submit(command(number))
       submittedAt[id] = submitted
     }
     let deadline = ContinuousClock.now + .seconds(30)
@@ -71,6 +155,7 @@ final class WriteRateProbe: Sendable {
     await machine.stop()
     let acknowledged = acknowledgedAt.withLock { $0 }
     let latencies = submittedAt.compactMap { id, submitted in acknowledged[id].map { $0 - submitted } }.sorted()
+    acknowledgedWrites.withLock { $0 = latencies.count }
     guard latencies.count == total, let last = acknowledged.values.max() else {
       return (
         "write-rate: batches of at most \(batch): \(latencies.count) of \(total) writes acknowledged within 30 s "
