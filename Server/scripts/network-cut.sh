@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Network cuts between partitioned nodes and PostgreSQL: silent drops, each direction, in a network namespace
-# of the script's own. PostgreSQL (keepalives 5/2/3, tcp_user_timeout 5 s: postgres.sh), three event-server
-# nodes on a log of 6 partitions, soak-client processes writing notes through them. Each node reaches
-# PostgreSQL at a loopback address of its own (node N at 127.0.0.N+1), so that a traffic-control filter on the
-# namespace's loopback can drop one node's packets alone, without a word to either side:
+# Network cuts between partitioned nodes and PostgreSQL: silent drops, each direction, between network
+# namespaces of the script's own. PostgreSQL (keepalives and tcp_user_timeout: postgres.sh) runs in one,
+# three event-server nodes on a log of 6 partitions and soak-client processes writing notes through them in
+# another, and a third forwards between them, as a router would. Each node reaches PostgreSQL at an address
+# of its own (node N at 10.77.2.N+1), so that a traffic-control filter on the router can drop one node's
+# packets alone, in flight: neither end's own stack sees the drop (a filter on the sender's interface would
+# tell its TCP, which then never gives up), as on a real network. The cuts:
 #   - node 1: both directions, for CUT_SECONDS (default 25), then healed;
 #   - node 2: only what PostgreSQL sends it (its queries arrive, no answer does);
 #   - node 3: only what it sends PostgreSQL.
@@ -15,8 +17,9 @@
 # on the server exactly once, in order, and its state equals a fresh snapshot (0 lost, 0 twice).
 #
 # Usage: scripts/network-cut.sh [CLIENTS] [NOTES]   (defaults 3 120; the long suite runs the defaults)
-# Needs root (ip netns, tc, from Debian's iproute2). Everything listens on loopback addresses of the
-# namespace, which nothing outside it can reach; every wait is bounded; every process is stopped by its pid.
+# Needs root (ip netns, veth, tc with htb, from Debian's iproute2). Everything listens inside the script's
+# namespaces, which nothing outside them can reach; every wait is bounded; every process is stopped by its
+# pid, and the namespaces are deleted at exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in -h | --help)
@@ -29,34 +32,70 @@ notes=${2:-120}
 [[ "$clients" =~ ^[1-9][0-9]*$ && "$notes" =~ ^[1-9][0-9]*$ ]] ||
   { echo "network-cut: CLIENTS and NOTES must be positive integers (--help)"; exit 2; }
 cut_seconds=${CUT_SECONDS:-25}
+nodes=3
+partitions=6
 
-if [ -z "${NETWORK_CUT_NAMESPACE:-}" ]; then
+# The router's interfaces: toward PostgreSQL's namespace and toward the nodes'.
+to_database=r-db
+to_nodes=r-n
+
+if [ -z "${NETWORK_CUT_ROUTER:-}" ]; then
   [ "$(id -u)" = 0 ] || { echo "network-cut: FAILED (needs root for network namespaces)"; exit 1; }
   command -v tc >/dev/null || apt-get install -y iproute2 >/dev/null 2>&1 ||
     { echo "network-cut: FAILED (tc, from iproute2, is missing and cannot be installed)"; exit 1; }
-  # Built outside the namespace (the package cache is reached as usual), run inside it.
+  # Built outside the namespaces (the package cache is reached as usual), run inside them.
   source scripts/build-flags.sh
   swift build "${build_flags[@]}" --product event-server
   swift build "${build_flags[@]}" --product soak-client
-  namespace="um-cut-$$"
-  ip netns add "$namespace"
-  trap 'ip netns del "$namespace" 2>/dev/null || true' EXIT
-  ip netns exec "$namespace" ip link set lo up
+  suffix=$$
+  nodes_ns="um-cut-nodes-$suffix" router_ns="um-cut-router-$suffix" database_ns="um-cut-db-$suffix"
+  trap 'for ns in "$nodes_ns" "$router_ns" "$database_ns"; do ip netns del "$ns" 2>/dev/null || true; done' EXIT
+  for ns in "$nodes_ns" "$router_ns" "$database_ns"; do
+    ip netns add "$ns"
+    ip netns exec "$ns" ip link set lo up
+  done
+  # nodes (10.77.1.1) <-> router (10.77.1.254 | 10.77.2.254) <-> PostgreSQL (10.77.2.1, and .2 to .4).
+  ip link add n0 netns "$nodes_ns" type veth peer name "$to_nodes" netns "$router_ns"
+  ip link add db0 netns "$database_ns" type veth peer name "$to_database" netns "$router_ns"
+  ip -n "$nodes_ns" addr add 10.77.1.1/24 dev n0
+  ip -n "$router_ns" addr add 10.77.1.254/24 dev "$to_nodes"
+  ip -n "$router_ns" addr add 10.77.2.254/24 dev "$to_database"
+  ip -n "$database_ns" addr add 10.77.2.1/24 dev db0
+  for node in $(seq 1 "$nodes"); do ip -n "$database_ns" addr add "10.77.2.$((node + 1))/24" dev db0; done
+  ip -n "$nodes_ns" link set n0 up
+  ip -n "$database_ns" link set db0 up
+  ip -n "$router_ns" link set "$to_nodes" up
+  ip -n "$router_ns" link set "$to_database" up
+  ip -n "$nodes_ns" route add default via 10.77.1.254
+  ip -n "$database_ns" route add default via 10.77.2.254
+  ip netns exec "$router_ns" sysctl -qw net.ipv4.ip_forward=1
+  # On each of the router's interfaces, filters send the packets a cut names to a class whose queue holds
+  # none (pfifo limit 0): dropped in flight. Everything else takes the default class. Only classification
+  # is used (htb, pfifo, u32): no action module (act_gact), which kernels without modules may lack.
+  for device in "$to_nodes" "$to_database"; do
+    ip netns exec "$router_ns" tc qdisc add dev "$device" root handle 1: htb default 1 r2q 10000
+    ip netns exec "$router_ns" tc class add dev "$device" parent 1: classid 1:1 htb rate 10gbit
+    ip netns exec "$router_ns" tc class add dev "$device" parent 1: classid 1:2 htb rate 10gbit
+    ip netns exec "$router_ns" tc qdisc add dev "$device" parent 1:2 handle 20: pfifo limit 0
+  done
   status=0
-  NETWORK_CUT_NAMESPACE=$namespace ip netns exec "$namespace" bash "$0" "$@" || status=$?
+  NETWORK_CUT_ROUTER=$router_ns POSTGRES_NETNS=$database_ns ip netns exec "$nodes_ns" bash "$0" "$@" || status=$?
   exit "$status"
 fi
 
-nodes=3
-partitions=6
 source scripts/build-flags.sh
 bin=$(swift build "${build_flags[@]}" --show-bin-path)
-POSTGRES_LISTEN="127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4"
+POSTGRES_LISTEN="127.0.0.1,10.77.2.2,10.77.2.3,10.77.2.4"
+POSTGRES_TRUST=10.77.1.0/24
 source scripts/cluster-common.sh
 start_postgres
-echo "network-cut: in namespace $NETWORK_CUT_NAMESPACE; PostgreSQL on port $postgres_port of 127.0.0.1-4 (pid $postgres_pid)"
-# A filter on loopback drops the packets one cut names; nothing else is touched.
-tc qdisc add dev lo root handle 1: prio
+echo "network-cut: nodes in namespace $(ip netns identify), PostgreSQL in $POSTGRES_NETNS on port $postgres_port" \
+  "(pid $postgres_pid), forwarded by $NETWORK_CUT_ROUTER"
+# Each node's first look must reach PostgreSQL through the router.
+for node in $(seq 1 "$nodes"); do
+  timeout 10 bash -c "until (exec 3<>/dev/tcp/10.77.2.$((node + 1))/$postgres_port) 2>/dev/null; do sleep 0.1; done" ||
+    { echo "network-cut: FAILED (PostgreSQL unreachable at 10.77.2.$((node + 1)) from the nodes' namespace)"; exit 1; }
+done
 
 admin_ports=("")
 for _ in $(seq 1 "$nodes"); do admin_ports+=("$(free_port)"); done
@@ -64,8 +103,8 @@ keys=""
 for index in $(seq 1 "$clients"); do keys+="${keys:+,}user$index:user$index-soak-key"; done
 export EVENT_SERVER_API_KEYS="$keys"
 
-# The loopback address node N reaches PostgreSQL at.
-database_address() { echo "127.0.0.$(($1 + 1))"; }
+# The address node N reaches PostgreSQL at.
+database_address() { echo "10.77.2.$(($1 + 1))"; }
 
 # start_node N: starts node N on its port and waits until it listens (at most 15 s).
 start_node() {
@@ -83,18 +122,18 @@ cut() {
   address=$(database_address "$node")
   note_fault cut "$node"
   if [ "$direction" != from-db ]; then
-    tc filter add dev lo parent 1: protocol ip prio $((10 + node)) u32 \
-      match ip dst "$address"/32 match ip dport "$postgres_port" 0xffff action drop
+    ip netns exec "$NETWORK_CUT_ROUTER" tc filter add dev "$to_database" parent 1: protocol ip prio $((10 + node)) \
+      u32 match ip dst "$address"/32 match ip dport "$postgres_port" 0xffff flowid 1:2
   fi
   if [ "$direction" != to-db ]; then
-    tc filter add dev lo parent 1: protocol ip prio $((20 + node)) u32 \
-      match ip src "$address"/32 match ip sport "$postgres_port" 0xffff action drop
+    ip netns exec "$NETWORK_CUT_ROUTER" tc filter add dev "$to_nodes" parent 1: protocol ip prio $((20 + node)) \
+      u32 match ip src "$address"/32 match ip sport "$postgres_port" 0xffff flowid 1:2
   fi
 }
 
 heal() {
-  tc filter del dev lo parent 1: prio $((10 + $1)) 2>/dev/null || true
-  tc filter del dev lo parent 1: prio $((20 + $1)) 2>/dev/null || true
+  ip netns exec "$NETWORK_CUT_ROUTER" tc filter del dev "$to_database" parent 1: prio $((10 + $1)) 2>/dev/null || true
+  ip netns exec "$NETWORK_CUT_ROUTER" tc filter del dev "$to_nodes" parent 1: prio $((20 + $1)) 2>/dev/null || true
   note_fault heal "$1"
 }
 
@@ -112,11 +151,11 @@ watch_readiness() {
 served_everywhere() {
   local served="" node
   for node in $(seq 1 "$nodes"); do
-    served+=$(curl -s -m 2 "http://127.0.0.1:${admin_ports[$node]}/metrics" |
-      sed -n 's/^event_server_partition_served{partition="\([0-9]*\)"} 1$/\1 /p' || true)
+    served+=" "$(curl -s -m 2 "http://127.0.0.1:${admin_ports[$node]}/metrics" |
+      sed -n 's/^event_server_partition_served{partition="\([0-9]*\)"} 1\(\.0*\)\{0,1\}$/\1/p' | tr '\n' ' ' || true)
   done
   for partition in $(seq 0 $((partitions - 1))); do
-    [[ " $served " == *" $partition "* ]] || { echo "partition $partition unserved"; return 1; }
+    [[ " $served " == *" $partition "* ]] || { echo "partition $partition unserved (served: $served)"; return 1; }
   done
 }
 
