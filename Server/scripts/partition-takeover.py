@@ -50,10 +50,19 @@ for node in range(1, nodes + 1):
         if entry.get("message") != "partitions moved":
             continue
         metadata = entry.get("metadata", {})
+        logged = millis(entry["time"])
         for kind in ("taken", "released", "lost"):
             partitions = json.loads(metadata.get(kind, "[]"))
-            if partitions:
-                moves.append((millis(entry["time"]), node, kind, set(partitions)))
+            if not partitions:
+                continue
+            # The line is written when the look ends. A take is served from then on. The partitions let go
+            # stopped being served during the look's release phase, one after another, before it went on to
+            # acquire and start nodes: their time is the phase's start (the longest each may have been
+            # unserved), since another node may take and log one before this line is written.
+            at = logged
+            if kind == "released":
+                at -= sum(int(metadata.get(phase, 0)) for phase in ("release_ms", "acquire_ms", "start_ms"))
+            moves.append((at, node, kind, set(partitions)))
 moves.sort(key=lambda move: move[0])
 
 faults = []
@@ -105,16 +114,19 @@ def next_taken(partition, after, not_by=None):
 
 
 for kind, node, at in faults:
-    held = set()
+    # Who held each partition when the fault came: the last node to take it, unless it let it go since. A
+    # take by another node means the holder had let it go (a lease has one holder), even when the holder's
+    # look was cut short by the fault before it logged so.
+    holder = {}
     for time, mover, what, partitions in moves:
         if time >= at:
             break
-        if mover != node:
-            continue
-        if what == "taken":
-            held |= partitions
-        else:
-            held -= partitions
+        for partition in partitions:
+            if what == "taken":
+                holder[partition] = mover
+            elif holder.get(partition) == mover:
+                del holder[partition]
+    held = {partition for partition, holding in holder.items() if holding == node}
     fault_gaps = []
     # A cut-off node still runs: its partitions must go to another node, after it stopped serving them.
     stopped = next((time for stopper, time in stopped_serving if stopper == node and time >= at), None)
