@@ -54,7 +54,7 @@ if [ "${STORE:-sqlite}" = postgres ]; then
   source scripts/postgres.sh
   trap 'cleanup; remove_postgres' EXIT
   start_postgres
-  store=(--postgres "$postgres_url")
+  store=(--postgres "$postgres_url" --data-dir "$work/data")  # its lock file, out of the tree
 fi
 start_server "$bin/event-server" --app "${APP:-notes-memory}" --host 127.0.0.1 --port "$port" "${store[@]}" \
   --keys-file "$work/keys" --rate-burst 1000000 --rate-per-second 1000000

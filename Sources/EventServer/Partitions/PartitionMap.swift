@@ -51,11 +51,6 @@ public struct PartitionMap: Sendable, Hashable {
 
   /// FNV-1a (64 bits) of `text`'s UTF-8 bytes.
   static func stableHash(_ text: String) -> UInt64 {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in text.utf8 {
-      hash ^= UInt64(byte)
-      hash &*= 0x0000_0100_0000_01b3
-    }
-    return hash
+    FNV1a.hash(text.utf8)
   }
 }
