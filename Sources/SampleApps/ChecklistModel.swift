@@ -54,12 +54,16 @@ public struct ChecklistChange: EventPayload {
   public var writes: Int
   /// The item added or checked; `nil` when the author joined.
   public var item: ChecklistItem?
+  /// The whole checklist as this write left it, sent only to its author when the write made them a member
+  /// (they heard none of the team's writes before): it replaces their copy.
+  public var checklist: ChecklistSnapshot?
 
   /// A change from its parts.
-  public init(author: UserID, writes: Int, item: ChecklistItem?) {
+  public init(author: UserID, writes: Int, item: ChecklistItem?, checklist: ChecklistSnapshot? = nil) {
     self.author = author
     self.writes = writes
     self.item = item
+    self.checklist = checklist
   }
 }
 

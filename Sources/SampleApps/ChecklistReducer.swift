@@ -16,6 +16,10 @@ public struct ChecklistReducer: UpdateReducer {
   public var initialState: ChecklistSnapshot { ChecklistSnapshot() }
 
   public func apply(_ change: ChecklistChange, to state: inout ChecklistSnapshot) throws(ReducerError) {
+    if let checklist = change.checklist {
+      state = checklist
+      return
+    }
     state.writes[change.author.rawValue] = change.writes
     guard let item = change.item else { return }
     if let index = state.items.firstIndex(where: { $0.id == item.id }) {

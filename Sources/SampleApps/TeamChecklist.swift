@@ -7,8 +7,10 @@ import EventServer
 ///
 /// Users are named `team/name` (``EventProtocol/UserID/team``), and the team is the partition key, so on a
 /// partitioned log a team's writes, registrations and deliveries stay in one partition
-/// (docs/scaling.md, "Choosing the partition key and P"). A member hears the team's writes once they
-/// ``ChecklistCommand/join`` or write.
+/// (docs/scaling.md, "Choosing the partition key and P"). A user becomes a member with their first command
+/// (``ChecklistCommand/join`` or a write): until then their snapshot is empty and they hear nothing, and that
+/// command's event brings them the whole checklist (``ChecklistChange/checklist``), so a copy registered
+/// before the join stays equal to the tables.
 ///
 /// `event-server --app checklist` serves it on SQLite (`--data-dir`), PostgreSQL (`--postgres`), or a
 /// partitioned cluster (`--partitions`); ``ChecklistReducer`` is its client side.
@@ -62,8 +64,15 @@ public struct TeamChecklist: StoredApplication {
   /// The user's team: its users share a partition.
   public func partitionKey(for user: UserID) -> String { user.team }
 
+  /// The team's checklist for a member; empty for a user who has not joined (they hear none of the team's
+  /// writes yet: the write that makes them a member brings them the whole checklist).
   public func snapshot(for user: UserID, in transaction: any DatabaseTransaction) async throws -> ChecklistSnapshot {
-    try await Self.checklist(of: user.team, in: transaction)
+    let member = try await transaction.execute(
+      "SELECT member FROM checklist_members WHERE member = ?",
+      [.text(user.rawValue)]
+    )
+    guard !member.isEmpty else { return ChecklistSnapshot() }
+    return try await Self.checklist(of: user.team, in: transaction)
   }
 
   public func handle(
@@ -74,10 +83,14 @@ public struct TeamChecklist: StoredApplication {
   ) async throws -> [Delivery<ChecklistChange>] {
     let team = SQLValue.text(user.team)
     let author = SQLValue.text(user.rawValue)
-    try await transaction.execute(
-      "INSERT INTO checklist_members (member, team, writes) VALUES (?, ?, 0) ON CONFLICT (member) DO NOTHING",
+    // A user's first command makes them a member (a row returned: inserted now).
+    let joined = try await !transaction.execute(
+      """
+      INSERT INTO checklist_members (member, team, writes) VALUES (?, ?, 0) ON CONFLICT (member) DO NOTHING
+      RETURNING member
+      """,
       [author, team]
-    )
+    ).isEmpty
     let item: ChecklistItem?
     let action: String
     switch command {
@@ -121,7 +134,16 @@ public struct TeamChecklist: StoredApplication {
       "SELECT member FROM checklist_members WHERE team = ? ORDER BY member",
       [team]
     ).compactMap { row in row["member"]?.text.map { UserID($0) } }
-    return [Delivery(to: members, event: ChecklistChange(author: user, writes: writes, item: item))]
+    let change = ChecklistChange(author: user, writes: writes, item: item)
+    guard joined else { return [Delivery(to: members, event: change)] }
+    // A new member heard none of the team's writes before this one: this one brings the whole checklist as
+    // it now is, the others hear the change.
+    var welcome = change
+    welcome.checklist = try await Self.checklist(of: user.team, in: transaction)
+    return [
+      Delivery(to: [user], event: welcome),
+      Delivery(to: members.filter { $0 != user }, event: change),
+    ]
   }
 
   /// A team's checklist as its tables hold it, read in `transaction`: what a registration returns, and the

@@ -117,10 +117,16 @@ struct TeamSoak {
     let counted = server.writes[options.user.rawValue] ?? 0
     let matches = writerSnapshot.confirmedState == server
     let readersMatching = readerStates.filter { $0 == server }.count
+    // What differs, when a copy does: its items or its members' counts.
+    func difference(_ copy: ChecklistSnapshot?) -> String {
+      guard let copy, copy != server else { return copy == nil ? " (no copy)" : "" }
+      let parts = [copy.items != server.items ? "items" : nil, copy.writes != server.writes ? "counts" : nil]
+      return " (differs in \(parts.compactMap { $0 }.joined(separator: " and ")))"
+    }
     let line =
       "soak-client \(options.user): written \(expected.count), acknowledged \(acknowledged.withLock { $0 }), "
       + "on server \(titles.count), lost \(missing), applied twice \(twice), in order \(inOrder), "
-      + "client equals server \(matches), converged \(converged), registers \(registers.withLock { $0 }), "
+      + "client equals server \(matches)\(difference(writerSnapshot.confirmedState)), converged \(converged), registers \(registers.withLock { $0 }), "
       + "rejected \(writerSnapshot.rejectedMutations.count); writes counted \(counted), "
       + "teammates registered during the writes \(readers.count), equal to the server \(readersMatching)"
     let succeeded =

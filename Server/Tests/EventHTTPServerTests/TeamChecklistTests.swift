@@ -117,6 +117,43 @@ struct TeamChecklistTests {
     await database.close(log)
   }
 
+  @Test(
+    "a device registered before its user joined: an empty snapshot, then the join brings the whole checklist",
+    arguments: StoredBackend.available
+  )
+  func registeredBeforeJoining(_ backend: StoredBackend) async throws {
+    let database = try await backend.scratch()
+    let log = try await database.open()
+    let server = try await EventServer.serving(TeamChecklist(), from: log, clock: ContinuousClock()).0
+    let (member, newcomer) = (Self.team[0], Self.team[1])
+    /// `member` adds an item, as its `number`-th write.
+    func add(_ title: String, _ number: UInt64) async throws {
+      _ = try await server.applyMutation(
+        .request(.add(title: title)),
+        from: member,
+        clientID: "phone",
+        mutationID: MutationID(number)
+      )
+    }
+    try await add("first", 1)
+    let early = try await server.register(user: newcomer)
+    #expect(early.snapshot == ChecklistSnapshot(), "a user who has not joined sees nothing yet")
+    // A write the newcomer's queue cannot hear (not a member yet), then the newcomer's join.
+    try await add("second", 2)
+    _ = try await server.applyMutation(.request(.join), from: newcomer, clientID: "tablet", mutationID: MutationID(1))
+    try await add("third", 3)
+
+    let truth = try await server.readStoredState { try await TeamChecklist.checklist(of: "t1", in: $0) }
+    #expect(truth.items.map(\.title) == ["first", "second", "third"])
+    #expect(try await Self.copy(of: newcomer, from: early, on: server) == truth, "the copy registered before the join")
+    let member1 = try await server.register(user: member)
+    #expect(try await Self.copy(of: member, from: member1, on: server) == truth)
+
+    await server.shutdown()
+    await server.waitForWrites()
+    await database.close(log)
+  }
+
   @Test("a team shares one partition key, and a user without a team is a team of their own")
   func partitionKey() {
     let checklist = TeamChecklist()
