@@ -21,6 +21,13 @@ cleanup() {
 trap cleanup EXIT
 started=$(date +%s)
 
+# partitions_served ADMIN_PORT: the partitions the node with that admin port serves, as its /metrics say
+# (event_server_partition_served 1), separated by spaces.
+partitions_served() {
+  curl -s -m 2 "http://127.0.0.1:$1/metrics" |
+    sed -n 's/^event_server_partition_served{partition="\([0-9]*\)"} 1\(\.0*\)\{0,1\}$/\1/p' | tr '\n' ' ' || true
+}
+
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 ports=("")
 node_pids=("")

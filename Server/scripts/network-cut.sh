@@ -151,8 +151,7 @@ watch_readiness() {
 served_everywhere() {
   local served="" node
   for node in $(seq 1 "$nodes"); do
-    served+=" "$(curl -s -m 2 "http://127.0.0.1:${admin_ports[$node]}/metrics" |
-      sed -n 's/^event_server_partition_served{partition="\([0-9]*\)"} 1\(\.0*\)\{0,1\}$/\1/p' | tr '\n' ' ' || true)
+    served+=" $(partitions_served "${admin_ports[$node]}")"
   done
   for partition in $(seq 0 $((partitions - 1))); do
     [[ " $served " == *" $partition "* ]] || { echo "partition $partition unserved (served: $served)"; return 1; }

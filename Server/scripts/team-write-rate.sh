@@ -49,11 +49,8 @@ for node in $(seq 1 "$nodes"); do
   started_node "$node" "$!" "$work/node$node.log" team-write-rate
 done
 
-# served_by N: the partitions node N serves, as its /metrics say.
-served_by() {
-  curl -s -m 2 "http://127.0.0.1:${admin_ports[$1]}/metrics" |
-    sed -n 's/^event_server_partition_served{partition="\([0-9]*\)"} 1\(\.0*\)\{0,1\}$/\1/p' | tr '\n' ' '
-}
+# served_by N: the partitions node N serves.
+served_by() { partitions_served "${admin_ports[$1]}"; }
 # The leases settle: every partition served, by nodes holding their shares (at most 20 s).
 share=$(((partitions + nodes - 1) / nodes))
 for _ in $(seq 1 200); do
