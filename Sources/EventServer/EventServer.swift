@@ -29,7 +29,9 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     case suspended(CheckedContinuation<Machine.PollOutcome, Never>)
     case callback(@Sendable (Result<[EventEnvelope<Event>], any Error>) -> Void)
   }
-  private var parkedWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+  /// Who waits in ``waitForParkedPolls(count:)``, by a number of its own so a cancelled wait can be found.
+  private var parkedWaiters: [UInt64: (count: Int, continuation: CheckedContinuation<Void, Never>)] = [:]
+  private var nextParkedWaiterID: UInt64 = 0
   private var timerWaiters: [(instant: Timestamp, continuation: CheckedContinuation<Void, Never>)] = []
   private var lastTimerFiring: Timestamp?
   private var nextPollID: UInt64 = 0
@@ -480,11 +482,24 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     }
   }
 
-  /// Suspends until at least `count` polls are parked: lets tests and the demo act on a waiting poll
-  /// without sleeping.
+  /// Suspends until at least `count` polls are parked, or until the calling task is cancelled (then it
+  /// returns at once; the caller reads ``parkedPollCount`` to tell which): lets tests and the demo act on a
+  /// waiting poll without sleeping, and race the wait against a poll that ends early.
   public func waitForParkedPolls(count: Int) async {
     if parkedPollCount >= count { return }
-    await withCheckedContinuation { parkedWaiters.append((count, $0)) }
+    let waiterID = nextParkedWaiterID
+    nextParkedWaiterID += 1
+    await withTaskCancellationHandler {
+      await withCheckedContinuation { continuation in
+        if Task.isCancelled { continuation.resume() } else { parkedWaiters[waiterID] = (count, continuation) }
+      }
+    } onCancel: {
+      Task { await self.endParkedWait(waiterID) }
+    }
+  }
+
+  private func endParkedWait(_ waiterID: UInt64) {
+    parkedWaiters.removeValue(forKey: waiterID)?.continuation.resume()
   }
 
   /// Suspends until the timer has done its work (heartbeats, sweep) at a time at or after `instant`: lets
@@ -673,9 +688,11 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   private func afterActions() {
     if !parkedWaiters.isEmpty {
       let parked = inPlace { $0.parkedPollCount }
-      let ready = parkedWaiters.filter { $0.count <= parked }
-      parkedWaiters.removeAll { $0.count <= parked }
-      for waiter in ready { waiter.continuation.resume() }
+      let ready = parkedWaiters.filter { $0.value.count <= parked }
+      for (waiterID, waiter) in ready {
+        parkedWaiters.removeValue(forKey: waiterID)
+        waiter.continuation.resume()
+      }
     }
     rescheduleTimer()
   }
