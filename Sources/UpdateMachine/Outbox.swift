@@ -140,8 +140,15 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   /// new batch goes out. So after a crash the record can hold at most one batch of writes the server
   /// already decided, and their repeats stay within the server's memory of decisions
   /// (`EventServerConfiguration.mutationWindow`): a repeat further back would look like a reused id.
+  ///
+  /// One pass over the outbox, since the machine asks on every step and a device behind holds thousands of
+  /// writes: ids are unique in it, so every saved id is still pending exactly when as many pending entries
+  /// are among them as there are saved ids.
   var decisionsSaved: Bool {
-    savedPending.allSatisfy { id in entries.contains { $0.id == id && !$0.isAcknowledged } }
+    if savedPending.isEmpty { return true }
+    var stillPending = 0
+    for entry in entries where !entry.isAcknowledged && savedPending.contains(entry.id) { stillPending += 1 }
+    return stillPending == savedPending.count
   }
 
   /// Whether a write can be sent at `now`: one is waiting, saved, the server's last decisions are saved,
