@@ -201,9 +201,11 @@ struct LiveServer {
     try? FileManager.default.removeItem(at: dataDirectory)
   }
 
-  func transport(_ user: UserID, maximumConnections: Int = 8) -> VideoTransport {
+  /// A transport for `user`; `longPollTimeout` is how long it waits for a poll's answer (the default when `nil`).
+  func transport(_ user: UserID, maximumConnections: Int = 8, longPollTimeout: Duration? = nil) -> VideoTransport {
     var configuration = VideoTransport.Configuration()
     configuration.maximumConnections = maximumConnections
+    if let longPollTimeout { configuration.longPollTimeout = longPollTimeout }
     let key = testKeyByUser[user] ?? "no-such-key"
     return VideoTransport(baseURL: url, credentials: .init(user: user, apiKey: key), configuration: configuration)
   }

@@ -245,14 +245,7 @@ struct LiveServerTests {
       configuration.connections.unauthenticatedTimeout = .seconds(120)
     }
     defer { live.removeData() }
-    var transportConfiguration = VideoTransport.Configuration()
-    transportConfiguration.maximumConnections = 600
-    transportConfiguration.longPollTimeout = .seconds(3_600)
-    let transport = VideoTransport(
-      baseURL: live.url,
-      credentials: .init(user: "alice", apiKey: testKeyByUser["alice"]!),
-      configuration: transportConfiguration
-    )
+    let transport = live.transport("alice", maximumConnections: 600, longPollTimeout: .seconds(3_600))
     var registered: [QueueID] = []
     for _ in 0..<500 {
       registered.append(try await transport.register(eventTypes: nil, lifespan: nil, clientID: nil).queueID)
