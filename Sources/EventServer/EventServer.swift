@@ -43,53 +43,13 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   private(set) var timerTasksStarted = 0
   private var isShutDown = false
   var nextFailureWaiterID = 0
-  /// The durable side, when the server keeps an input log; `nil` for a server in memory only.
-  var durability: Durability?
-  /// How requests are served when the application is a ``StoredApplication``; `nil` for an in-memory one.
-  var storedDriver: StoredDriver<Application, C>?
+  /// How this server keeps what it decides: in memory, as a single durable server, or as a cluster node.
+  let deployment: Deployment
+  /// Where the application's state lives; a stored application's driver is set once, when the server
+  /// starts serving it and before it is handed to any caller.
+  var applicationStorage = ApplicationStorage.inMachine
   /// The stored application's inputs waiting for the database, and the batch under way.
   var storedBatches = StoredBatches()
-
-  /// A durable server's log, its group commit, and what waits for it.
-  ///
-  /// A class, owned by the actor alone and never handed out: the actor reads and changes it in place dozens
-  /// of times per request, and as an optional struct nested in the generic actor each read through
-  /// `durability!` copied the whole of it (retaining every reference it holds) in the server's
-  /// unspecialised code.
-  final class Durability {
-    let log: any ServerLog
-    var commit: GroupCommit
-    /// Encodes a snapshot of the machine at a position (the application is `Codable` for durable servers).
-    let encodeSnapshot: @Sendable (Machine, UInt64) throws(ServerLogError) -> Data
-    /// The records since the last snapshot, against the schedule that says when the next is due.
-    var snapshotDebt: SnapshotDebt
-    /// Actions held until the log is durable through their position, oldest first.
-    var gated: [(position: UInt64, actions: [Machine.Action])] = []
-    var gatedStart = 0
-    /// Requests waiting for the log to be durable through their position.
-    var waiters: [(position: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
-    var failureWaiters: [(id: Int, continuation: CheckedContinuation<ServerLogError?, Never>)] = []
-    /// Callers of ``EventServer/waitForAnswersHeld(count:)``, with the count each waits for.
-    var heldAnswerWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
-    /// Callers of ``EventServer/waitUntilAppended(through:)``, with the position each waits for.
-    var appendWaiters: [(position: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
-    /// Why the last snapshot could not be stored, if it could not.
-    var snapshotFailure: ServerLogError?
-    /// A cluster node's side (``EventServer/joining(_:application:configuration:clock:anchor:random:pushGateway:replication:)``).
-    var shared: SharedState?
-
-    init(
-      log: any ServerLog,
-      commit: GroupCommit,
-      encodeSnapshot: @escaping @Sendable (Machine, UInt64) throws(ServerLogError) -> Data,
-      snapshotDebt: SnapshotDebt
-    ) {
-      self.log = log
-      self.commit = commit
-      self.encodeSnapshot = encodeSnapshot
-      self.snapshotDebt = snapshotDebt
-    }
-  }
 
   /// Creates a server.
   /// - Parameters:
@@ -111,14 +71,16 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     self.timeline = timeline
     self.pushGateway = pushGateway
     self.machine = Machine(application: application, configuration: configuration, random: random, now: timeline.now())
+    self.deployment = .inMemory
   }
 
-  /// A server over a machine rebuilt from its log (see ``recovering(from:application:configuration:clock:anchor:random:pushGateway:snapshots:)``).
-  init(machine: Machine, timeline: Timeline<C>, pushGateway: any PushGateway, durability: Durability) {
+  /// A durable server over a machine rebuilt from its log (see ``recovering(from:application:configuration:clock:anchor:random:pushGateway:snapshots:)``
+  /// and ``joining(_:application:configuration:clock:anchor:random:pushGateway:replication:)``).
+  init(machine: Machine, timeline: Timeline<C>, pushGateway: any PushGateway, deployment: Deployment) {
     self.machine = machine
     self.timeline = timeline
     self.pushGateway = pushGateway
-    self.durability = durability
+    self.deployment = deployment
   }
 
   /// The application's current state.
@@ -155,8 +117,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     clientID: ClientID? = nil
   ) async throws(ServerLogError) -> Registration<Application.Snapshot> {
     try checkLogHealthy()
-    if let storedDriver {
-      return try await storedDriver.register(self, user, eventTypes, lifespan, clientID)
+    if case .inTables(let driver) = applicationStorage {
+      return try await driver.register(self, user, eventTypes, lifespan, clientID)
     }
     do {
       return try await decide {
@@ -185,7 +147,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     queueID: QueueID,
     user: UserID
   ) async throws(EventAPIError) -> FetchAnswer<Application.FetchedItem> {
-    if let storedDriver { return try await storedDriver.fetch(self, request, queueID, user) }
+    if case .inTables(let driver) = applicationStorage { return try await driver.fetch(self, request, queueID, user) }
     return try machine.fetch(request, queueID: queueID, user: user, now: timeline.now())
   }
 
@@ -224,7 +186,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     case .failed(let error): throw error
     case .cancelled:
       if let failure = pollFailures.removeValue(forKey: pollID) { throw failure }
-      if let failure = durability?.commit.failure { throw failure }
+      if let failure = logFailure { throw failure }
       throw CancellationError()
     }
   }
@@ -291,12 +253,11 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
         )
       )
     }
-    if durability?.shared == nil {
-      poll()
-    } else if let failure = turnsUnavailable() {
+    guard case .clusterNode(_, let node) = deployment else { return poll() }
+    if let failure = turnsUnavailable() {
       endPoll(pollID, failingWith: failure)
     } else {
-      enqueueDecision(run: poll, fail: { self.endPoll(pollID, failingWith: $0) })
+      enqueueDecision(on: node, run: poll, fail: { self.endPoll(pollID, failingWith: $0) })
     }
   }
 
@@ -313,7 +274,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ///   server cannot make it durable.
   public func handle(_ command: Application.Command, from user: UserID) async throws {
     try checkLogHealthy()
-    if let storedDriver { return try await storedDriver.handle(self, command, user) }
+    if case .inTables(let driver) = applicationStorage { return try await driver.handle(self, command, user) }
     try await decide { ((), self.finish(try self.machine.handle(command, from: user, now: self.decisionNow()))) }
   }
 
@@ -331,7 +292,9 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     mutationID: MutationID
   ) async throws -> MutationReceipt {
     try checkLogHealthy()
-    if let storedDriver { return try await storedDriver.applyMutation(self, command, user, clientID, mutationID) }
+    if case .inTables(let driver) = applicationStorage {
+      return try await driver.applyMutation(self, command, user, clientID, mutationID)
+    }
     let (digest, commandBytes) = MutationDigest.measuring(command)
     return try await decideMutation(
       command,
@@ -390,7 +353,9 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ) async throws -> [MutationOutcome] where Application.Command: Equatable {
     try checkLogHealthy()
     if let malformation = batch.malformation { throw EventAPIError.badRequest(malformation) }
-    if let storedDriver { return try await storedMutations(batch, from: user, driver: storedDriver) }
+    if case .inTables(let driver) = applicationStorage {
+      return try await storedMutations(batch, from: user, driver: driver)
+    }
     let measured = batch.requests.map { MutationDigest.measuring($0.mutation) }.map { ($0.0, $0.1) }
     return try await decide { () -> ([MutationOutcome], UInt64) in
       let (outcomes, actions) = try self.machine.applyMutations(
@@ -462,12 +427,14 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// then recovers from what is durable.
   public func shutdown() async {
     isShutDown = true
-    if durability?.shared == nil {
+    switch deployment {
+    case .inMemory, .singleServer:
       finish(machine.connectionsDropped(now: timeline.now()))
-    } else {
+    case .clusterNode(_, let node):
       failParkedPolls(with: .storage("this node is stopping: poll again"))
-      stopFollowing()
+      stopFollowing(node)
       enqueueDecision(
+        on: node,
         run: { self.finish(self.machine.connectionsDropped(now: self.decisionNow())) },
         fail: { _ in self.perform(self.machine.connectionsDropped(now: self.timeline.now())) }
       )
@@ -477,8 +444,8 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     timerDeadline = nil
     // A single server: every record given to the log, the acknowledgements too (a poll's answer does not
     // wait for those). A cluster node records its stop in a turn of its own (above).
-    if durability?.shared == nil, let appended = durability?.commit.appended {
-      try? await waitUntilDurable(appended)
+    if case .singleServer(let durability) = deployment {
+      try? await waitUntilDurable(durability.commit.appended)
     }
   }
 
@@ -512,12 +479,13 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   // MARK: - Performing actions
 
   private func pushTokenInvalid(_ token: PushToken) {
-    guard durability?.shared != nil else {
+    guard case .clusterNode(_, let node) = deployment else {
       machine.pushTokenInvalid(token, now: timeline.now())
       finish([])
       return
     }
     enqueueDecision(
+      on: node,
       run: {
         self.machine.pushTokenInvalid(token, now: self.decisionNow())
         self.finish([])
@@ -529,7 +497,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// Ends a poll: its caller (or its ``startPoll(queueID:user:lastEventID:dontBlock:limit:answer:)`` callback)
   /// gets `CancellationError`, its queue stays. Does nothing for a poll already answered.
   public func cancelPoll(_ pollID: PollID) {
-    guard durability?.shared != nil else {
+    guard case .clusterNode(_, let node) = deployment else {
       finish(machine.pollCancelled(pollID, now: timeline.now()))
       return
     }
@@ -537,7 +505,11 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     // any) unparks it after.
     endPoll(pollID, with: .cancelled)
     if turnsUnavailable() == nil {
-      enqueueDecision(run: { self.finish(self.machine.pollCancelled(pollID, now: self.decisionNow())) }, fail: { _ in })
+      enqueueDecision(
+        on: node,
+        run: { self.finish(self.machine.pollCancelled(pollID, now: self.decisionNow())) },
+        fail: { _ in }
+      )
     }
   }
 
@@ -549,22 +521,23 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       rescheduleTimer()
       return
     }
-    guard durability?.shared != nil else {
+    guard case .clusterNode(_, let node) = deployment else {
       timerDecided(finish(machine.timerFired(now: timeline.now())), at: timeline.now())
-      if let storedDriver { Task { await storedDriver.runDeadlineIfDue(self) } }
+      if let driver = applicationStorage.driver { Task { await driver.runDeadlineIfDue(self) } }
       return
     }
     // A cluster node's heartbeats, sweeps and deadlines are decisions too: taken in a turn, on current state.
-    guard durability!.shared!.turns.timerFired() == .enqueue else { return }
+    guard node.turns.timerFired() == .enqueue else { return }
     enqueueDecision(
+      on: node,
       run: {
-        self.durability!.shared!.turns.timerDecisionEnded()
+        node.turns.timerDecisionEnded()
         let now = self.decisionNow()
         self.timerDecided(self.finish(self.machine.timerFired(now: now)), at: now)
-        if let storedDriver = self.storedDriver { Task { await storedDriver.runDeadlineIfDue(self) } }
+        if let driver = self.applicationStorage.driver { Task { await driver.runDeadlineIfDue(self) } }
       },
       fail: { _ in
-        self.durability!.shared!.turns.timerDecisionEnded()
+        node.turns.timerDecisionEnded()
         self.rescheduleTimer()
       }
     )
@@ -585,10 +558,30 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// - Returns: The log position the input's effects need (0 without a log).
   @discardableResult
   func finish(_ actions: [Machine.Action]) -> UInt64 {
-    guard durability != nil else {
+    switch deployment {
+    case .inMemory:
       perform(actions)
       return 0
+    case .singleServer(let durability):
+      return record(actions, in: durability, writes: .themselves)
+    case .clusterNode(let durability, _):
+      return record(actions, in: durability, writes: .inTurns)
     }
+  }
+
+  /// Who writes a durable server's records to its log.
+  enum RecordWriter {
+    /// A single server: the group commit writes them (with a snapshot when one is due), and a poll that
+    /// only acknowledges waits for the newest record that decided anything, not for its own.
+    case themselves
+    /// A cluster node: its turn appends them in the turn's transaction; every answer waits for its own
+    /// records (other nodes keep a queue alive by its recorded contact).
+    case inTurns
+  }
+
+  /// ``finish(_:)`` on a durable server: encodes what the input recorded, enqueues it in the group commit,
+  /// and holds `actions` until the log is durable through it.
+  private func record(_ actions: [Machine.Action], in durability: Durability, writes: RecordWriter) -> UInt64 {
     let entries = machine.takeRecordedEntries()
     var frames: [Data] = []
     frames.reserveCapacity(entries.count)
@@ -600,38 +593,35 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
         return UInt64.max
       }
     }
-    // A single server's poll answer waits for the events it reveals, not for its own acknowledgement (a
-    // cluster node keeps waiting for its own: other nodes keep its queue alive by the recorded contact).
     let acknowledgementsOnly =
-      durability!.shared == nil && !entries.isEmpty
+      writes == .themselves && !entries.isEmpty
       && entries.allSatisfy {
         switch $0.input {
         case .acknowledged, .acknowledgements: true
         default: false
         }
       }
-    // Mutated in place: the gated list and the pending records are not copied per request.
-    let (position, write) = durability!.commit.enqueue(frames, acknowledgementsOnly: acknowledgementsOnly)
-    durability!.snapshotDebt.recorded(count: frames.count, bytes: frames.reduce(0) { $0 + $1.count })
+    // Changed in place (a class): the gated list and the pending records are not copied per request.
+    let (position, write) = durability.commit.enqueue(frames, acknowledgementsOnly: acknowledgementsOnly)
+    durability.snapshotDebt.recorded(count: frames.count, bytes: frames.reduce(0) { $0 + $1.count })
     var snapshotWrite: GroupCommit.Write?
-    if durability!.shared == nil, durability!.snapshotDebt.isDue, durability!.commit.failure == nil {
-      if let bytes = try? durability!.encodeSnapshot(machine, durability!.commit.appended) {
-        durability!.snapshotDebt.snapshotTaken(bytes: bytes.count)
-        snapshotWrite = durability!.commit.enqueueSnapshot(bytes)
+    if writes == .themselves, durability.snapshotDebt.isDue, durability.commit.failure == nil {
+      if let bytes = try? durability.encodeSnapshot(machine, durability.commit.appended) {
+        durability.snapshotDebt.snapshotTaken(bytes: bytes.count)
+        snapshotWrite = durability.commit.enqueueSnapshot(bytes)
       }
     }
-    if position <= durability!.commit.durable {
+    if position <= durability.commit.durable {
       perform(actions)
     } else {
       if !actions.isEmpty {
-        durability!.gated.append((position, actions))
-        if !durability!.heldAnswerWaiters.isEmpty { resumeHeldAnswerWaiters() }
+        durability.gated.append((position, actions))
+        if !durability.heldAnswerWaiters.isEmpty { resumeHeldAnswerWaiters(durability) }
       }
       afterActions()
     }
-    // A cluster node's records are appended by its turn, in the turn's transaction.
-    if durability!.shared == nil, let next = write ?? snapshotWrite { startWriting(next) }
-    if !durability!.appendWaiters.isEmpty { resumeAppendWaiters() }
+    if writes == .themselves, let next = write ?? snapshotWrite { startWriting(next, to: durability) }
+    if !durability.appendWaiters.isEmpty { resumeAppendWaiters(durability) }
     return position
   }
 
@@ -648,7 +638,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
       case .cancelled:
         if let failure = pollFailures.removeValue(forKey: pollID) {
           answer(.failure(failure))
-        } else if let failure = durability?.commit.failure {
+        } else if let failure = logFailure {
           answer(.failure(failure))
         } else if isShutDown {
           answer(.success([]))
@@ -706,7 +696,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
     guard !isShutDown else { return }
     var deadline = inPlace { $0.nextDeadline }
     // After a failed turn, a cluster node's timer waits until turns are tried again.
-    if let until = durability?.shared?.turns.refusingUntil { deadline = max(deadline, until) }
+    if let until = deployment.clusterNode?.turns.refusingUntil { deadline = max(deadline, until) }
     // A timer set for no later than the deadline stays: if it fires before anything is due it sets itself
     // again. Replacing it whenever the deadline moved later (every poll answered moves the earliest heartbeat)
     // started a task and cancelled, and so woke, the sleeping one on every request.

@@ -17,18 +17,18 @@ extension EventServer {
       parts.append("application deadline \(relay.deadline.map { "\($0)" } ?? "none")")
       if let due = relay.deadlineDue { parts.append("application deadline due since \(due)") }
     }
-    if let durability {
+    if let durability = deployment.durability {
       parts.append("durable through \(durability.commit.durable)")
       if durability.commit.isWriting { parts.append("writing") }
       if let failure = durability.commit.failure { parts.append("log failed: \(failure)") }
     }
-    if let shared = durability?.shared {
+    if let node = deployment.clusterNode {
       parts += [
-        "\(shared.turns)",
-        "decisions waiting \(shared.waiting.count)",
-        "deadline look under way \(shared.deadlineLookUnderWay)",
-        "follower \(shared.follower == nil ? "none" : shared.follower!.isCancelled ? "cancelled" : "running")",
-        "announced \(shared.log.announcedPosition)",
+        "\(node.turns)",
+        "decisions waiting \(node.waiting.count)",
+        "deadline look under way \(node.deadlineLookUnderWay)",
+        "follower \(node.follower.map { $0.isCancelled ? "cancelled" : "running" } ?? "none")",
+        "announced \(node.log.shared.announcedPosition)",
       ]
     }
     return parts.joined(separator: "; ")

@@ -56,7 +56,12 @@ extension EventServer where Application: Codable {
       },
       snapshotDebt: SnapshotDebt(schedule: snapshots, after: stored, report: report)
     )
-    let server = EventServer(machine: machine, timeline: timeline, pushGateway: pushGateway, durability: durability)
+    let server = EventServer(
+      machine: machine,
+      timeline: timeline,
+      pushGateway: pushGateway,
+      deployment: .singleServer(durability)
+    )
     try await server.completeRecovery(actions)
     return (server, report)
   }
@@ -68,27 +73,27 @@ extension EventServer where Application: Codable {
 
 extension EventServer {
   /// Whether the server keeps an input log.
-  public var isDurable: Bool { durability != nil }
+  public var isDurable: Bool { deployment.durability != nil }
 
   /// The last log position known durable (0 without a log).
-  public var durablePosition: UInt64 { durability?.commit.durable ?? 0 }
+  public var durablePosition: UInt64 { deployment.durability?.commit.durable ?? 0 }
 
   /// Why the log stopped accepting records, if it did: the server then refuses every request, and must be
   /// restarted (it recovers from what is durable).
-  public var logFailure: ServerLogError? { durability?.commit.failure }
+  public var logFailure: ServerLogError? { deployment.durability?.commit.failure }
 
   /// The last log position given to a record (0 without a log); ahead of ``durablePosition`` while a write
   /// is under way.
-  public var appendedPosition: UInt64 { durability?.commit.appended ?? 0 }
+  public var appendedPosition: UInt64 { deployment.durability?.commit.appended ?? 0 }
 
   /// Why the last snapshot could not be stored, if it could not (the log still holds everything).
-  public var snapshotFailure: ServerLogError? { durability?.snapshotFailure }
+  public var snapshotFailure: ServerLogError? { deployment.durability?.snapshotFailure }
 
   /// Suspends until the log fails (for a host that stops the process then).
   /// - Returns: The failure; `nil` when the waiting task is cancelled first (or the server has no log).
   public func waitForLogFailure() async -> ServerLogError? {
-    guard durability != nil else { return nil }
-    if let failure = durability!.commit.failure { return failure }
+    guard let durability = deployment.durability else { return nil }
+    if let failure = durability.commit.failure { return failure }
     let id = nextFailureWaiterID
     nextFailureWaiterID += 1
     return await withTaskCancellationHandler {
@@ -96,7 +101,7 @@ extension EventServer {
         if Task.isCancelled {
           continuation.resume(returning: nil)
         } else {
-          durability!.failureWaiters.append((id, continuation))
+          durability.failureWaiters.append((id, continuation))
         }
       }
     } onCancel: {
@@ -105,46 +110,53 @@ extension EventServer {
   }
 
   private func cancelFailureWaiter(_ id: Int) {
-    guard let index = durability?.failureWaiters.firstIndex(where: { $0.id == id }) else { return }
-    durability!.failureWaiters.remove(at: index).continuation.resume(returning: nil)
+    guard let durability = deployment.durability,
+      let index = durability.failureWaiters.firstIndex(where: { $0.id == id })
+    else { return }
+    durability.failureWaiters.remove(at: index).continuation.resume(returning: nil)
   }
 
   /// Writes a snapshot of the state now (after the records before it), and waits until it is stored, so a
   /// restart replays only what comes after. A host calls it on shutdown and now and then.
   /// - Throws: ``ServerLogError`` when the snapshot or the records before it could not be stored.
   public func saveSnapshot() async throws(ServerLogError) {
-    guard durability != nil else { return }
-    if durability!.shared != nil { return try await saveSharedSnapshot() }
-    try checkLogHealthy()
-    let bytes = try durability!.encodeSnapshot(machine, durability!.commit.appended)
-    durability!.snapshotDebt.snapshotTaken(bytes: bytes.count)
-    durability!.snapshotFailure = nil
-    let position = durability!.commit.appended
-    if let write = durability!.commit.enqueueSnapshot(bytes) { startWriting(write) }
-    // A snapshot-only write advances no position: wait for the write after which no write is under way.
-    try await waitUntilDurable(position)
-    while durability!.commit.isWriting { try await waitUntilWritten() }
-    if let failure = durability!.snapshotFailure { throw failure }
+    switch deployment {
+    case .inMemory:
+      return
+    case .clusterNode(let durability, let node):
+      return try await saveSharedSnapshot(durability, node)
+    case .singleServer(let durability):
+      try checkLogHealthy()
+      let bytes = try durability.encodeSnapshot(machine, durability.commit.appended)
+      durability.snapshotDebt.snapshotTaken(bytes: bytes.count)
+      durability.snapshotFailure = nil
+      let position = durability.commit.appended
+      if let write = durability.commit.enqueueSnapshot(bytes) { startWriting(write, to: durability) }
+      // A snapshot-only write advances no position: wait for the write after which no write is under way.
+      try await waitUntilDurable(position)
+      while durability.commit.isWriting { try await waitUntilWritten(durability) }
+      if let failure = durability.snapshotFailure { throw failure }
+    }
   }
 
   /// Suspends until records through `position` have been given to the log (durable or not): lets a test
   /// act once a number of requests are under way, without sleeping.
   public func waitUntilAppended(through position: UInt64) async {
-    guard durability != nil, durability!.commit.appended < position else { return }
-    await withCheckedContinuation { durability!.appendWaiters.append((position, $0)) }
+    guard let durability = deployment.durability, durability.commit.appended < position else { return }
+    await withCheckedContinuation { durability.appendWaiters.append((position, $0)) }
   }
 
   /// Suspends until at least `count` requests' answers wait for the log to be durable (a poll whose
   /// events are not yet durable, say): lets a test act once a request is held, without sleeping.
   public func waitForAnswersHeld(count: Int) async {
-    guard durability != nil, durability!.gated.count - durability!.gatedStart < count else { return }
-    await withCheckedContinuation { durability!.heldAnswerWaiters.append((count, $0)) }
+    guard let durability = deployment.durability, durability.heldAnswers < count else { return }
+    await withCheckedContinuation { durability.heldAnswerWaiters.append((count, $0)) }
   }
 
-  func resumeHeldAnswerWaiters() {
-    let held = durability!.gated.count - durability!.gatedStart
+  func resumeHeldAnswerWaiters(_ durability: Durability) {
+    let held = durability.heldAnswers
     var ready: [CheckedContinuation<Void, Never>] = []
-    durability!.heldAnswerWaiters.removeAll { waiter in
+    durability.heldAnswerWaiters.removeAll { waiter in
       guard waiter.count <= held else { return false }
       ready.append(waiter.continuation)
       return true
@@ -152,10 +164,10 @@ extension EventServer {
     for continuation in ready { continuation.resume() }
   }
 
-  func resumeAppendWaiters() {
-    let appended = durability!.commit.appended
+  func resumeAppendWaiters(_ durability: Durability) {
+    let appended = durability.commit.appended
     var ready: [CheckedContinuation<Void, Never>] = []
-    durability!.appendWaiters.removeAll { waiter in
+    durability.appendWaiters.removeAll { waiter in
       guard waiter.position <= appended else { return false }
       ready.append(waiter.continuation)
       return true
@@ -167,16 +179,16 @@ extension EventServer {
 
   /// Throws the log's failure, if it failed.
   func checkLogHealthy() throws(ServerLogError) {
-    if let failure = durability?.commit.failure { throw failure }
+    if let failure = logFailure { throw failure }
   }
 
   /// Suspends until the log is durable through `position` (at once without a log or when it already is).
   func waitUntilDurable(_ position: UInt64) async throws(ServerLogError) {
-    guard durability != nil else { return }
-    if let failure = durability!.commit.failure { throw failure }
-    if position <= durability!.commit.durable { return }
+    guard let durability = deployment.durability else { return }
+    if let failure = durability.commit.failure { throw failure }
+    if position <= durability.commit.durable { return }
     do {
-      try await withCheckedThrowingContinuation { durability!.waiters.append((position, $0)) }
+      try await withCheckedThrowingContinuation { durability.waiters.append((position, $0)) }
     } catch let error as ServerLogError {
       throw error
     } catch {
@@ -185,55 +197,52 @@ extension EventServer {
   }
 
   /// Suspends until the write under way ends.
-  func waitUntilWritten() async throws(ServerLogError) {
-    try await waitUntilDurable(durability!.commit.durable + 1)
+  func waitUntilWritten(_ durability: Durability) async throws(ServerLogError) {
+    try await waitUntilDurable(durability.commit.durable + 1)
   }
 
-  /// Performs one write of the group commit, then the next.
-  func startWriting(_ write: GroupCommit.Write) {
-    guard let log = durability?.log else { return }
-    Task { await self.perform(write, on: log) }
+  /// Performs one write of a single server's group commit, then the next.
+  func startWriting(_ write: GroupCommit.Write, to durability: Durability) {
+    Task { await self.perform(write, on: durability) }
   }
 
-  private func perform(_ write: GroupCommit.Write, on log: any ServerLog) async {
+  private func perform(_ write: GroupCommit.Write, on durability: Durability) async {
     do {
-      if !write.records.isEmpty { try await log.append(write.records) }
+      if !write.records.isEmpty { try await durability.log.append(write.records) }
     } catch {
       logFailed(error)
       return
     }
     if let snapshot = write.snapshot {
       do {
-        try await log.saveSnapshot(snapshot)
+        try await durability.log.saveSnapshot(snapshot)
       } catch {
         // Not fatal: the log still holds every record; the next snapshot tries again.
-        durability!.snapshotFailure = error
+        durability.snapshotFailure = error
       }
     }
-    let next = durability!.commit.writeSucceeded()
-    releaseDurable()
-    if let next { startWriting(next) }
+    let next = durability.commit.writeSucceeded()
+    releaseDurable(durability)
+    if let next { startWriting(next, to: durability) }
   }
 
   /// Performs the held actions and wakes the requests whose positions are now durable.
-  func releaseDurable() {
-    let durable = durability!.commit.durable
+  func releaseDurable(_ durability: Durability) {
+    let durable = durability.commit.durable
     var ready: [[Machine.Action]] = []
-    while durability!.gatedStart < durability!.gated.count,
-      durability!.gated[durability!.gatedStart].position <= durable
-    {
-      ready.append(durability!.gated[durability!.gatedStart].actions)
-      durability!.gatedStart += 1
+    while durability.gatedStart < durability.gated.count, durability.gated[durability.gatedStart].position <= durable {
+      ready.append(durability.gated[durability.gatedStart].actions)
+      durability.gatedStart += 1
     }
-    if durability!.gatedStart > 64, durability!.gatedStart * 2 > durability!.gated.count {
-      durability!.gated.removeFirst(durability!.gatedStart)
-      durability!.gatedStart = 0
+    if durability.gatedStart > 64, durability.gatedStart * 2 > durability.gated.count {
+      durability.gated.removeFirst(durability.gatedStart)
+      durability.gatedStart = 0
     }
     // Waiters are in position order too, except the "write ended" ones (position durable + 1): wake every
     // waiter whose position is durable, and those when no write is under way.
-    let isIdle = !durability!.commit.isWriting
+    let isIdle = !durability.commit.isWriting
     var woken: [CheckedContinuation<Void, any Error>] = []
-    durability!.waiters.removeAll { waiter in
+    durability.waiters.removeAll { waiter in
       guard waiter.position <= durable || isIdle else { return false }
       woken.append(waiter.continuation)
       return true
@@ -243,16 +252,17 @@ extension EventServer {
   }
 
   /// The log failed: nothing more becomes durable. Held answers are dropped (their polls end as cancelled,
-  /// their requests fail), so nothing that a restart would undo is revealed.
+  /// their requests fail), so nothing that a restart would undo is revealed. Nothing to do in memory.
   func logFailed(_ error: ServerLogError) {
-    durability!.commit.fail(error)
-    let gated = durability!.gated[durability!.gatedStart...]
-    durability!.gated = []
-    durability!.gatedStart = 0
-    let waiters = durability!.waiters
-    durability!.waiters = []
-    let failureWaiters = durability!.failureWaiters
-    durability!.failureWaiters = []
+    guard let durability = deployment.durability else { return }
+    durability.commit.fail(error)
+    let gated = durability.gated[durability.gatedStart...]
+    durability.gated = []
+    durability.gatedStart = 0
+    let waiters = durability.waiters
+    durability.waiters = []
+    let failureWaiters = durability.failureWaiters
+    durability.failureWaiters = []
     for (_, actions) in gated {
       for case .completePoll(let pollID, _) in actions { endPoll(pollID, with: .cancelled) }
     }

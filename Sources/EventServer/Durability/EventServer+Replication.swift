@@ -58,8 +58,8 @@ extension EventServer where Application: Codable {
       },
       snapshotDebt: SnapshotDebt(schedule: replication.snapshots, after: stored, report: report)
     )
-    durability.shared = SharedState(
-      log: log,
+    let node = ClusterNode(
+      log: log.clusterLog,
       settings: replication,
       latestTime: timeline.now(),
       rebuild: { (stored, now, random) throws(ServerLogError) in
@@ -72,7 +72,12 @@ extension EventServer where Application: Codable {
         )
       }
     )
-    let server = EventServer(machine: machine, timeline: timeline, pushGateway: pushGateway, durability: durability)
+    let server = EventServer(
+      machine: machine,
+      timeline: timeline,
+      pushGateway: pushGateway,
+      deployment: .clusterNode(durability, node)
+    )
     await server.startFollowing()
     if startsCluster { try await server.recordClusterStart() }
     return (server, report)
@@ -86,7 +91,7 @@ extension EventServer where Application: Codable {
     do {
       try await decide { ((), self.finish(self.machine.recover(now: self.decisionNow()))) }
     } catch {
-      stopFollowing()
+      if let node = deployment.clusterNode { stopFollowing(node) }
       if let error = error as? ServerLogError { throw error }
       throw .storage("the first turn of a node starting the cluster failed: \(error)")
     }
@@ -95,14 +100,14 @@ extension EventServer where Application: Codable {
 
 extension EventServer {
   /// Whether this server is a node of a cluster (``joining(_:application:configuration:clock:anchor:random:pushGateway:replication:)``).
-  public var isClusterNode: Bool { durability?.shared != nil }
+  public var isClusterNode: Bool { deployment.clusterNode != nil }
 
   /// The time decisions are taken at: the clock's, but never before an entry already applied.
   func decisionNow() -> Timestamp {
     let now = timeline.now()
-    guard durability?.shared != nil else { return now }
-    let latest = max(now, durability!.shared!.latestTime)
-    durability!.shared!.latestTime = latest
+    guard let node = deployment.clusterNode else { return now }
+    let latest = max(now, node.latestTime)
+    node.latestTime = latest
     return latest
   }
 
@@ -111,7 +116,7 @@ extension EventServer {
   /// - Parameter body: Performs one input and returns its result and the log position its effects need
   ///   (what ``finish(_:)`` returned).
   func decide<T: Sendable>(_ body: @escaping () throws -> (T, UInt64)) async throws -> T {
-    guard durability?.shared != nil else {
+    guard case .clusterNode(_, let node) = deployment else {
       let (value, position) = try body()
       try await waitUntilDurable(position)
       return value
@@ -121,8 +126,9 @@ extension EventServer {
     let (value, position, machineEpoch) = try await withCheckedThrowingContinuation {
       (continuation: CheckedContinuation<(T, UInt64, Int), any Error>) in
       enqueueDecision(
+        on: node,
         run: {
-          let epoch = self.durability!.shared!.turns.rejoins
+          let epoch = node.turns.rejoins
           continuation.resume(with: Result { try body() }.map { ($0.0, $0.1, epoch) })
         },
         fail: { continuation.resume(throwing: $0) }
@@ -130,23 +136,23 @@ extension EventServer {
     }
     // The caller resumes after the turn that decided: the node may have dropped that state meanwhile (a
     // turn whose outcome it could not learn), and the position is then one of the old state's.
-    try checkSameMachine(as: machineEpoch)
+    try checkSameMachine(node, as: machineEpoch)
     try await waitUntilDurable(position)
     return value
   }
 
   /// Throws when the node rebuilt itself from the log, or is rebuilding, since a decision taken on the
   /// state `epoch` counted (``logRejoins`` then).
-  private func checkSameMachine(as epoch: Int) throws(ServerLogError) {
-    if let failure = durability!.shared!.turns.rejoiningAfter { throw failure }
-    guard durability!.shared!.turns.rejoins == epoch else {
+  private func checkSameMachine(_ node: ClusterNode, as epoch: Int) throws(ServerLogError) {
+    if let failure = node.turns.rejoiningAfter { throw failure }
+    guard node.turns.rejoins == epoch else {
       throw .storage("the node rebuilt itself from the log before this decision was known durable: send it again")
     }
   }
 
-  /// Adds an input to the next turn (cluster nodes only), starting one when none is under way.
-  func enqueueDecision(run: @escaping () -> Void, fail: @escaping (ServerLogError) -> Void) {
-    durability!.shared!.waiting.append(SharedState.Decision(run: run, fail: fail))
+  /// Adds an input to `node`'s next turn, starting one when none is under way.
+  func enqueueDecision(on node: ClusterNode, run: @escaping () -> Void, fail: @escaping (ServerLogError) -> Void) {
+    node.waiting.append(ClusterNode.Decision(run: run, fail: fail))
     startTurnIfNeeded()
   }
 
@@ -156,32 +162,32 @@ extension EventServer {
     if let failure = turnsUnavailable() { throw failure }
   }
 
-  /// The last turn's failure while it is fresh (see ``checkTurnsAvailable()``).
+  /// The log's failure, or on a cluster node the last turn's failure while it is fresh (see
+  /// ``checkTurnsAvailable()``).
   func turnsUnavailable() -> ServerLogError? {
-    if let failure = durability?.commit.failure { return failure }
-    guard durability?.shared != nil else { return nil }
-    return durability!.shared!.turns.refusal(now: timeline.now())
+    if let failure = logFailure { return failure }
+    return deployment.clusterNode?.turns.refusal(now: timeline.now())
   }
 
   // MARK: - Turns
 
+  /// Starts a turn when inputs wait and none is under way (cluster nodes only; nothing to do otherwise).
   func startTurnIfNeeded() {
-    guard let shared = durability?.shared else { return }
-    let inputsWaiting = !shared.waiting.isEmpty || !storedBatches.waiting.isEmpty
-    start(durability!.shared!.turns.inputsWaiting(inputsWaiting))
+    guard case .clusterNode(let durability, let node) = deployment else { return }
+    let inputsWaiting = !node.waiting.isEmpty || !storedBatches.waiting.isEmpty
+    start(node.turns.inputsWaiting(inputsWaiting), durability, node)
   }
 
   /// Performs the cycle's ``TurnCycle/Start``.
-  private func start(_ start: TurnCycle.Start) {
+  private func start(_ start: TurnCycle.Start, _ durability: Durability, _ node: ClusterNode) {
     guard case .startTurn(let number) = start else { return }
-    let log = durability!.shared!.log
-    let position = durability!.commit.durable
-    Task { await self.runTurn(number, on: log, after: position) }
+    let position = durability.commit.durable
+    Task { await self.runTurn(number, durability, node, after: position) }
   }
 
-  private func runTurn(_ number: Int, on log: any SharedServerLog, after position: UInt64) async {
+  private func runTurn(_ number: Int, _ durability: Durability, _ node: ClusterNode, after position: UInt64) async {
     do {
-      if storedDriver != nil, let transactional = log as? any TransactionalSharedLog {
+      if applicationStorage.driver != nil, let transactional = node.log.transactional {
         // A stored application's inputs run in the turn's transaction, after everything else it decides.
         let isolation = storedTurnIsolation()
         try await transactional.appendTurn(after: position, isolation: isolation) {
@@ -190,54 +196,56 @@ extension EventServer {
           return try await self.decideStoredInTurn(number, in: transaction)
         }
       } else {
-        try await log.appendTurn(after: position) { committed throws(ServerLogError) in
+        try await node.log.shared.appendTurn(after: position) { committed throws(ServerLogError) in
           try await self.decideTurn(number, after: committed)
         }
       }
-      turnCommitted(number)
+      turnCommitted(number, durability, node)
     } catch {
-      turnFailed(number, with: error)
+      turnFailed(number, durability, node, with: error)
     }
   }
 
   /// In the turn, holding the log's lock: applies what other nodes committed, then decides every input
   /// that waited, on state that is current; returns the records to append.
   private func decideTurn(_ number: Int, after committed: [StoredRecord]) throws(ServerLogError) -> [StoredRecord] {
-    guard durability!.shared!.turns.isActive(number), durability!.commit.failure == nil else {
+    guard case .clusterNode(let durability, let node) = deployment, node.turns.isActive(number),
+      durability.commit.failure == nil
+    else {
       throw .storage("the turn was abandoned at its deadline")
     }
-    try applyCommitted(committed)
-    durability!.shared!.turns.turnDecided(number)
-    let decisions = durability!.shared!.waiting
-    durability!.shared!.waiting = []
+    try applyCommitted(committed, durability, node)
+    node.turns.turnDecided(number)
+    let decisions = node.waiting
+    node.waiting = []
     for decision in decisions { decision.run() }
-    return durability!.commit.gatherWrite()?.records ?? []
+    return durability.commit.gatherWrite()?.records ?? []
   }
 
-  private func turnCommitted(_ number: Int) {
-    guard durability!.shared!.turns.turnCommitted(number) == .answer else { return }
-    if durability!.commit.isWriting {
-      _ = durability!.commit.writeSucceeded()
-      releaseDurable()
+  private func turnCommitted(_ number: Int, _ durability: Durability, _ node: ClusterNode) {
+    guard node.turns.turnCommitted(number) == .answer else { return }
+    if durability.commit.isWriting {
+      _ = durability.commit.writeSucceeded()
+      releaseDurable(durability)
     }
     answerStoredTurn()
     noteCaughtUpIfSo()
-    resumeTurnEndWaiters()
-    if durability!.snapshotDebt.isDue { snapshotBetweenTurns() }
+    resumeTurnEndWaiters(node)
+    if durability.snapshotDebt.isDue { snapshotBetweenTurns(durability) }
     startTurnIfNeeded()
   }
 
-  private func turnFailed(_ number: Int, with error: ServerLogError) {
-    let outcome = durability!.shared!.turns.turnFailed(
+  private func turnFailed(_ number: Int, _ durability: Durability, _ node: ClusterNode, with error: ServerLogError) {
+    let outcome = node.turns.turnFailed(
       number,
       with: error,
-      logStopped: durability!.commit.failure != nil,
+      logStopped: durability.commit.failure != nil,
       now: timeline.now(),
-      refuseFor: durability!.shared!.settings.retryAfterFailure
+      refuseFor: node.settings.retryAfterFailure
     )
     if outcome == .ignore { return }
     failStoredInputs(with: error)
-    resumeTurnEndWaiters()
+    resumeTurnEndWaiters(node)
     switch outcome {
     case .ignore:
       return
@@ -245,27 +253,27 @@ extension EventServer {
       // What this turn decided may or may not be in the log (a commit whose answer was lost, a database
       // slower than the deadline): the node is ahead of the log. It drops its state and rebuilds it from
       // the log; every request waiting on the turn fails, and none was answered.
-      startRejoining(after: error)
+      startRejoining(after: error, durability, node)
     case .failWaiting:
       logFailed(error)
-      failDecisionsWaiting(with: error)
+      failDecisionsWaiting(node, with: error)
     case .failWaitingAndRefuseUntil:
       // Nothing was decided: the node is as current as the log; the waiting requests fail (clients retry
       // after backing off) and, for a moment, so do new ones.
-      failDecisionsWaiting(with: error)
+      failDecisionsWaiting(node, with: error)
     }
   }
 
-  private func failDecisionsWaiting(with error: ServerLogError) {
-    let waiting = durability!.shared!.waiting
-    durability!.shared!.waiting = []
+  private func failDecisionsWaiting(_ node: ClusterNode, with error: ServerLogError) {
+    let waiting = node.waiting
+    node.waiting = []
     for decision in waiting { decision.fail(error) }
   }
 
   /// Resumes what waited for the turn under way to end (``waitBetweenTurns()``).
-  private func resumeTurnEndWaiters() {
-    let waiters = durability!.shared!.turnEndWaiters
-    durability!.shared!.turnEndWaiters = []
+  private func resumeTurnEndWaiters(_ node: ClusterNode) {
+    let waiters = node.turnEndWaiters
+    node.turnEndWaiters = []
     for waiter in waiters { waiter.resume() }
   }
 
@@ -275,10 +283,14 @@ extension EventServer {
   /// complete when an event reaches their queue.
   /// - Throws: ``ServerLogError`` for a gap (records dropped behind a snapshot while this node was behind)
   ///   or an undecodable record; the node has stopped then.
-  private func applyCommitted(_ records: [StoredRecord]) throws(ServerLogError) {
+  private func applyCommitted(
+    _ records: [StoredRecord],
+    _ durability: Durability,
+    _ node: ClusterNode
+  ) throws(ServerLogError) {
     var applied = false
     for record in records {
-      let durable = durability!.commit.durable
+      let durable = durability.commit.durable
       if record.position <= durable { continue }
       do throws(ServerLogError) {
         guard record.position == durable + 1 else { throw ServerLogError.gap(after: durable, next: record.position) }
@@ -288,9 +300,9 @@ extension EventServer {
         )
         guard case .entry(let entry) = reading else { throw ServerLogError.damaged(position: record.position) }
         let actions = machine.applyCommitted(entry)
-        durability!.shared!.latestTime = max(durability!.shared!.latestTime, entry.time)
-        durability!.commit.adopt(through: record.position)
-        durability!.snapshotDebt.recorded(count: 1, bytes: record.bytes.count)
+        node.latestTime = max(node.latestTime, entry.time)
+        durability.commit.adopt(through: record.position)
+        durability.snapshotDebt.recorded(count: 1, bytes: record.bytes.count)
         applied = true
         perform(actions)
       } catch {
@@ -299,21 +311,20 @@ extension EventServer {
       }
     }
     if applied { noteCaughtUpIfSo() }
-    if applied, !durability!.appendWaiters.isEmpty { resumeAppendWaiters() }
+    if applied, !durability.appendWaiters.isEmpty { resumeAppendWaiters(durability) }
   }
 
   /// Starts the task that reads what other nodes commit: at each hint from the log, and at least every
   /// ``ReplicationSettings/followInterval``.
   func startFollowing() {
-    guard let shared = durability?.shared else { return }
-    let log = shared.log
-    let settings = shared.settings
-    durability!.shared!.follower = Task { [weak self, timeline] in
+    guard let node = deployment.clusterNode else { return }
+    let log = node.log.shared
+    let partition = node.log.partition
+    let settings = node.settings
+    node.follower = Task { [weak self, timeline] in
       var woken = FollowerWake.timer
       // Partition 0 runs a stored application's deadlines and looks for new ones (``lookForStoredDeadline()``).
-      let looksForDeadlines = (log as? any PartitionedSharedLog).map {
-        $0.partitions.count > 1 && $0.partitionIndex == 0
-      }
+      let looksForDeadlines = partition.map { $0.partitions.count > 1 && $0.partitionIndex == 0 } ?? false
       var nextDeadlineLook = timeline.now()
       while !Task.isCancelled {
         guard let position = await self?.followingPosition() else { return }
@@ -328,12 +339,10 @@ extension EventServer {
         }
         // Messages another partition left in this one's inbox are taken by a turn (``PartitionedSharedLog``);
         // looked for when its hint or the timer wakes the follower, not at every append.
-        if woken != .append, let partitioned = log as? any PartitionedSharedLog,
-          (try? await partitioned.hasInbox()) == true
-        {
+        if woken != .append, let partition, (try? await partition.hasInbox()) == true {
           await self?.inboxHasMessages()
         }
-        if looksForDeadlines == true, timeline.now() >= nextDeadlineLook {
+        if looksForDeadlines, timeline.now() >= nextDeadlineLook {
           nextDeadlineLook = timeline.now().advanced(by: settings.followInterval)
           // Not awaited: the look is a stored input, which waits for a turn, and a turn may wait for this follower.
           Task { await self?.lookForStoredDeadline() }
@@ -348,9 +357,9 @@ extension EventServer {
             try? await timeline.sleep(until: timeline.now().advanced(by: settings.followInterval))
             return .timer
           }
-          if let partitioned = log as? any PartitionedSharedLog {
+          if let partition {
             group.addTask {
-              await partitioned.waitForInbox()
+              await partition.waitForInbox()
               return .inbox
             }
           }
@@ -371,79 +380,80 @@ extension EventServer {
 
   /// Starts a turn to take the partition's inbox (a stored application's node; see ``PartitionedSharedLog``).
   private func inboxHasMessages() {
-    guard storedDriver != nil, durability?.shared != nil, durability?.commit.failure == nil, !isShuttingDown else {
-      return
-    }
-    start(durability!.shared!.turns.inboxAnnounced())
+    guard case .clusterNode(let durability, let node) = deployment, applicationStorage.driver != nil,
+      durability.commit.failure == nil, !isShuttingDown
+    else { return }
+    start(node.turns.inboxAnnounced(), durability, node)
   }
 
   /// Where the follower reads from; `nil` once the node stopped.
   private func followingPosition() -> UInt64? {
-    guard durability?.commit.failure == nil, durability?.shared?.turns.rejoiningAfter == nil, !isShuttingDown else {
-      return nil
-    }
-    return durability!.commit.durable
+    guard case .clusterNode(let durability, let node) = deployment, durability.commit.failure == nil,
+      node.turns.rejoiningAfter == nil, !isShuttingDown
+    else { return nil }
+    return durability.commit.durable
   }
 
   private func follow(_ records: [StoredRecord]) {
     // During a turn the records are applied by the turn itself (it holds the lock, so it reads them too).
     // A node rebuilding itself reads the log again from its new state (a follower cancelled then may still
     // bring what it read before).
-    guard durability?.shared?.turns.followerMayApply == true, durability?.commit.failure == nil, !Task.isCancelled
+    guard case .clusterNode(let durability, let node) = deployment, node.turns.followerMayApply,
+      durability.commit.failure == nil, !Task.isCancelled
     else { return }
-    try? applyCommitted(records)
-    if durability!.snapshotDebt.isDue, !durability!.shared!.turns.isTurnUnderWay {
-      snapshotBetweenTurns()
-    }
+    try? applyCommitted(records, durability, node)
+    if durability.snapshotDebt.isDue, !node.turns.isTurnUnderWay { snapshotBetweenTurns(durability) }
   }
 
-  func stopFollowing() {
-    durability?.shared?.follower?.cancel()
-    durability?.shared?.rejoinTask?.cancel()
+  func stopFollowing(_ node: ClusterNode) {
+    node.follower?.cancel()
+    node.rejoinTask?.cancel()
   }
 
   // MARK: - Snapshots
 
-  /// Suspends until no turn is under way (the machine then holds exactly what the log holds).
+  /// Suspends until no turn is under way (the machine then holds exactly what the log holds); at once
+  /// for a server that is not a cluster node.
   func waitBetweenTurns() async {
-    while durability?.shared?.turns.isTurnUnderWay == true {
-      await withCheckedContinuation { durability!.shared!.turnEndWaiters.append($0) }
+    guard let node = deployment.clusterNode else { return }
+    while node.turns.isTurnUnderWay {
+      await withCheckedContinuation { node.turnEndWaiters.append($0) }
     }
   }
 
   /// Encodes the state now (between turns: exactly the log through ``durablePosition``) and stores it in the
   /// background; a failure is kept in ``snapshotFailure`` and the log still holds everything.
-  private func snapshotBetweenTurns() {
-    guard let bytes = try? durability!.encodeSnapshot(machine, durability!.commit.durable) else {
+  private func snapshotBetweenTurns(_ durability: Durability) {
+    guard let bytes = try? durability.encodeSnapshot(machine, durability.commit.durable) else {
       // Not encodable now: counted as taken, so the next try waits for as much work again.
-      durability!.snapshotDebt.snapshotTaken(bytes: durability!.snapshotDebt.snapshotBytes)
+      durability.snapshotDebt.snapshotTaken(bytes: durability.snapshotDebt.snapshotBytes)
       return
     }
-    durability!.snapshotDebt.snapshotTaken(bytes: bytes.count)
-    let snapshot = StoredSnapshot(position: durability!.commit.durable, bytes: bytes)
-    let log = durability!.log
+    durability.snapshotDebt.snapshotTaken(bytes: bytes.count)
+    let snapshot = StoredSnapshot(position: durability.commit.durable, bytes: bytes)
+    let log = durability.log
     Task {
       do throws(ServerLogError) {
         try await log.saveSnapshot(snapshot)
       } catch {
-        self.snapshotFailed(error)
+        self.snapshotFailed(error, durability)
       }
     }
   }
 
-  private func snapshotFailed(_ error: ServerLogError) {
-    durability?.snapshotFailure = error
+  private func snapshotFailed(_ error: ServerLogError, _ durability: Durability) {
+    durability.snapshotFailure = error
   }
 
   /// A cluster node's ``saveSnapshot()``: between turns, the state at the committed position.
-  func saveSharedSnapshot() async throws(ServerLogError) {
+  func saveSharedSnapshot(_ durability: Durability, _ node: ClusterNode) async throws(ServerLogError) {
     await waitBetweenTurns()
     try checkLogHealthy()
     // A node rebuilding itself holds nothing the log does not: there is nothing of its own to save.
-    guard durability!.shared!.turns.rejoiningAfter == nil else { return }
-    let position = durability!.commit.durable
-    let bytes = try durability!.encodeSnapshot(machine, position)
-    durability!.snapshotDebt.snapshotTaken(bytes: bytes.count)
-    try await durability!.log.saveSnapshot(StoredSnapshot(position: position, bytes: bytes))
+    guard node.turns.rejoiningAfter == nil else { return }
+    let position = durability.commit.durable
+    let bytes = try durability.encodeSnapshot(machine, position)
+    durability.snapshotDebt.snapshotTaken(bytes: bytes.count)
+    try await durability.log.saveSnapshot(StoredSnapshot(position: position, bytes: bytes))
   }
 }

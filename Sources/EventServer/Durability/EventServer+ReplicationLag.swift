@@ -21,24 +21,26 @@ extension EventServer {
   /// notifications); `nil` for a single server. A node rebuilding itself is behind by everything it has not
   /// read again.
   public var replicationLag: ReplicationLag? {
-    guard let shared = durability?.shared else { return nil }
-    let applied = durability!.commit.durable
-    let announced = shared.log.announcedPosition
+    guard case .clusterNode(let durability, let node) = deployment else { return nil }
+    let applied = durability.commit.durable
+    let announced = node.log.shared.announcedPosition
     let now = timeline.now()
     guard announced > applied else {
-      durability!.shared!.caughtUpAt = now
+      node.caughtUpAt = now
       return ReplicationLag(records: 0, behindFor: .zero)
     }
-    return ReplicationLag(records: announced - applied, behindFor: now.sinceEpoch - shared.caughtUpAt.sinceEpoch)
+    return ReplicationLag(records: announced - applied, behindFor: now.sinceEpoch - node.caughtUpAt.sinceEpoch)
   }
 
   /// How many turns this cluster node has started (each takes the log's, or its partition's, append lock
   /// once); 0 for a single server. With the writes acknowledged, what a turn's batch holds on average.
-  public var turnsStarted: Int { durability?.shared?.turns.turnsStarted ?? 0 }
+  public var turnsStarted: Int { deployment.clusterNode?.turns.turnsStarted ?? 0 }
 
   /// Notes the time when the node has applied every position its log announced.
   func noteCaughtUpIfSo() {
-    guard let shared = durability?.shared, durability!.commit.durable >= shared.log.announcedPosition else { return }
-    durability!.shared!.caughtUpAt = timeline.now()
+    guard case .clusterNode(let durability, let node) = deployment,
+      durability.commit.durable >= node.log.shared.announcedPosition
+    else { return }
+    node.caughtUpAt = timeline.now()
   }
 }

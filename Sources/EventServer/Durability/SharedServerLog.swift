@@ -20,6 +20,11 @@ import Foundation
 /// let (nodeB, _) = try await EventServer.joining(log, application: NoteBoard(), clock: clock)
 /// ```
 public protocol SharedServerLog: ServerLog {
+  /// This log as the kind of shared log it is: records only, transactional, or one partition of several.
+  /// Provided by the protocols' extensions (the most refined one a log conforms to); a log does not write
+  /// its own.
+  var clusterLog: ClusterLog { get }
+
   /// Up to `limit` records committed after `position`, in order: a gap-free run starting at
   /// `position + 1`, or nothing. A run that starts later means the records were dropped behind a snapshot;
   /// the node then rebuilds from ``ServerLog/load()``.

@@ -104,12 +104,12 @@ extension EventServer {
     _ application: Stored,
     from log: any TransactionalServerLog
   ) async throws where Application == StoredRelay<Stored> {
-    storedDriver = StoredDriver.serving(application, from: log)
+    applicationStorage = .inTables(StoredDriver.serving(application, from: log))
     try await readStoredDeadline(application, from: log, starting: true)
   }
 
   /// Whether the server serves a ``StoredApplication``.
-  public var servesStoredApplication: Bool { storedDriver != nil }
+  public var servesStoredApplication: Bool { applicationStorage.driver != nil }
 
   /// Reads the application's next deadline and schedules it. At start (`starting`), a deadline due but not
   /// run is dropped: one replayed from the log ran in its own transaction then, and nothing of it is left to
@@ -143,9 +143,10 @@ extension EventServer {
   public func readStoredState<Value: Sendable>(
     _ body: @escaping @Sendable (any DatabaseTransaction) async throws -> Value
   ) async throws -> Value {
-    guard let log = durability?.log as? any TransactionalServerLog, storedDriver != nil else {
+    guard case .inTables(let driver) = applicationStorage else {
       throw ServerLogError.storage("this server keeps no application state in a database")
     }
+    let log = driver.log
     return try await runStored(on: log, readsSnapshot: true) { transaction -> Value in
       // Thrown after the read, so its savepoint rolls back whatever the body wrote.
       throw ReadOnly(value: try await body(transaction))
@@ -175,9 +176,10 @@ extension EventServer {
   public func writeStoredBookkeeping<Value: Sendable>(
     _ body: @escaping @Sendable (any DatabaseTransaction) async throws -> Value
   ) async throws -> Value {
-    guard let log = durability?.log as? any TransactionalServerLog, storedDriver != nil else {
+    guard case .inTables(let driver) = applicationStorage else {
       throw ServerLogError.storage("this server keeps no application state in a database")
     }
+    let log = driver.log
     return try await runStored(on: log, work: body) { _, wrote in try wrote.get() }
   }
 
@@ -479,23 +481,23 @@ extension EventServer {
   /// its follower at least every follow interval): another partition's command may have set an earlier one.
   /// One look at a time; a look that fails is the next one's to make.
   func lookForStoredDeadline() async {
-    guard let storedDriver, let route = partitionRoute(), route.home == 0, !isShuttingDown,
-      durability?.shared?.deadlineLookUnderWay == false
+    guard case .inTables(let driver) = applicationStorage, case .clusterNode(_, let node) = deployment,
+      let route = partitionRoute(), route.home == 0, !isShuttingDown, !node.deadlineLookUnderWay
     else { return }
-    durability!.shared!.deadlineLookUnderWay = true
-    defer { durability?.shared?.deadlineLookUnderWay = false }
-    try? await storedDriver.readDeadline(self)
+    node.deadlineLookUnderWay = true
+    defer { node.deadlineLookUnderWay = false }
+    try? await driver.readDeadline(self)
   }
 
   /// How this node splits deliveries between its partition and the others, when it serves one partition of
   /// several (``PartitionedSharedLog``); `nil` otherwise.
   func partitionRoute() -> PartitionRoute? {
-    guard let log = durability?.shared?.log as? any PartitionedSharedLog, log.partitions.count > 1 else { return nil }
+    guard let log = deployment.clusterNode?.log.partition, log.partitions.count > 1 else { return nil }
     let byUser: @Sendable (UserID) -> String = { $0.rawValue }
     return PartitionRoute(
       map: log.partitions,
       home: log.partitionIndex,
-      partitionKey: storedDriver?.partitionKey ?? byUser
+      partitionKey: applicationStorage.driver?.partitionKey ?? byUser
     )
   }
 

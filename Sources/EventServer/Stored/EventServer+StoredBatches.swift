@@ -102,11 +102,11 @@ extension EventServer {
     if let failure = storedBatches.failFast.refusal(now: timeline.now()) { throw failure }
   }
 
-  func runStoredBatches(on log: any TransactionalServerLog) async {
+  func runStoredBatches(on log: any TransactionalServerLog, _ durability: Durability) async {
     while !storedBatches.waiting.isEmpty {
       let batch = Array(storedBatches.waiting.prefix(StoredBatches.maximumBatch))
       storedBatches.waiting.removeFirst(batch.count)
-      await runStoredBatch(batch, on: log)
+      await runStoredBatch(batch, on: log, durability)
     }
     storedBatches.isRunning = false
     let waiters = storedBatches.idleWaiters
@@ -118,30 +118,34 @@ extension EventServer {
   /// cluster node is under way: what a host that closes the log itself calls after ``shutdown()``, so that nothing is
   /// written to a closed database. Returns at once once the log has failed.
   public func waitForWrites() async {
-    while let durability, durability.commit.failure == nil {
+    while let durability = deployment.durability, durability.commit.failure == nil {
       if storedBatches.isRunning {
         await withCheckedContinuation { storedBatches.idleWaiters.append($0) }
-      } else if durability.shared?.turns.isTurnUnderWay == true {
+      } else if deployment.clusterNode?.turns.isTurnUnderWay == true {
         await waitBetweenTurns()
       } else if durability.commit.isWriting {
-        try? await waitUntilWritten()
+        try? await waitUntilWritten(durability)
       } else {
         return
       }
     }
   }
 
-  private func runStoredBatch(_ batch: [StoredInput], on log: any TransactionalServerLog) async {
+  private func runStoredBatch(
+    _ batch: [StoredInput],
+    on log: any TransactionalServerLog,
+    _ durability: Durability
+  ) async {
     do {
       try checkStoredAvailable()
       try checkLogHealthy()
-      while durability!.commit.isWriting { try await waitUntilWritten() }
+      while durability.commit.isWriting { try await waitUntilWritten(durability) }
       try checkLogHealthy()
     } catch {
       for input in batch { input.fail(error) }
       return
     }
-    durability!.commit.reserve()
+    durability.commit.reserve()
     storedBatches.number += 1
     let number = storedBatches.number
     storedBatches.open = number
@@ -167,7 +171,7 @@ extension EventServer {
         return answers
       }
       storedBatches.open = nil
-      writerReleased()
+      writerReleased(durability)
       for answer in answers { answer() }
     } catch {
       storedBatches.open = nil
@@ -176,7 +180,7 @@ extension EventServer {
       if storedBatches.decided {
         logFailed(failure)
       } else {
-        writerReleased()
+        writerReleased(durability)
         // The database did not complete the transaction: what waits behind it fails at once for a second.
         storedBatches.failFast.failed(with: failure, now: timeline.now(), for: .seconds(1))
       }
@@ -192,10 +196,10 @@ extension EventServer {
     guard storedBatches.open == batch else {
       return .failure(ServerLogError.storage("the input's transaction was abandoned at its deadline"))
     }
-    let before = durability!.commit.appended
+    let before = appendedPosition
     let result = Result { try decide(self) }
     // Recorded: the machine now holds a decision that must commit with the application's writes.
-    if durability!.commit.appended > before { storedBatches.decided = true }
+    if appendedPosition > before { storedBatches.decided = true }
     return result.mapError { error in
       // A refused statement: nothing was decided, the client may send it again (answered 503 on the wire).
       if let refused = error as? DatabaseError { return ServerLogError.storage("\(refused)") }
@@ -205,18 +209,18 @@ extension EventServer {
 
   /// The batch's records (its inputs' and any other input's decided meanwhile), for its transaction.
   private func gatherStoredRecords(in batch: Int) throws(ServerLogError) -> [StoredRecord] {
-    guard storedBatches.open == batch else {
+    guard case .singleServer(let durability) = deployment, storedBatches.open == batch else {
       throw .storage("the batch's transaction was abandoned at its deadline")
     }
-    let records = durability!.commit.gatherReserved()
+    let records = durability.commit.gatherReserved()
     if !records.isEmpty { storedBatches.decided = true }
     return records
   }
 
   /// The reserved write ended (committed, or rolled back with nothing decided): what waited is written next.
-  private func writerReleased() {
-    let next = durability!.commit.writeSucceeded()
-    releaseDurable()
-    if let next { startWriting(next) }
+  private func writerReleased(_ durability: Durability) {
+    let next = durability.commit.writeSucceeded()
+    releaseDurable(durability)
+    if let next { startWriting(next, to: durability) }
   }
 }

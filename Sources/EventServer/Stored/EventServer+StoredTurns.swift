@@ -11,14 +11,16 @@ extension EventServer {
     _ number: Int,
     in transaction: any LogTransaction
   ) async throws(ServerLogError) -> [StoredRecord] {
-    guard durability!.shared!.turns.isActive(number), durability!.commit.failure == nil else {
+    guard case .clusterNode(let durability, let node) = deployment, node.turns.isActive(number),
+      durability.commit.failure == nil
+    else {
       throw .storage("the turn was abandoned at its deadline")
     }
     // Deliveries other partitions' commands left for this partition's users, delivered once: the records
     // that queue them commit with the messages' removal.
-    if let inbox = transaction as? any PartitionedLogTransaction, let receive = storedDriver?.receive {
+    if let inbox = transaction as? any PartitionedLogTransaction, let receive = applicationStorage.driver?.receive {
       let messages = try await inbox.takeInbox()
-      guard durability!.shared!.turns.isActive(number), durability!.commit.failure == nil else {
+      guard node.turns.isActive(number), durability.commit.failure == nil else {
         throw .storage("the turn was abandoned at its deadline")
       }
       if !messages.isEmpty { try receive(self, messages) }
@@ -60,11 +62,11 @@ extension EventServer {
     } catch {
       throw .storage("a stored input's savepoint failed: \(error)")
     }
-    guard durability!.shared!.turns.isActive(number), storedBatches.open == number else {
+    guard node.turns.isActive(number), storedBatches.open == number else {
       throw .storage("the turn was abandoned at its deadline")
     }
     storedBatches.runAgain = again
-    return durability!.commit.gatherWrite()?.records ?? []
+    return durability.commit.gatherWrite()?.records ?? []
   }
 
   /// What the next turn's statements see (``TurnIsolation``), on a partitioned log: one snapshot when the

@@ -7,6 +7,9 @@ import Foundation
 struct StoredDriver<Application: ServerApplication, C: Clock>: Sendable where C.Duration == Duration {
   typealias Server = EventServer<Application, C>
 
+  /// The database holding the application's tables and the server's log.
+  let log: any TransactionalServerLog
+
   let register:
     @Sendable (Server, UserID, Set<String>?, Duration?, ClientID?) async throws(ServerLogError) ->
       Registration<Application.Snapshot>
@@ -37,6 +40,7 @@ extension StoredDriver {
     from log: any TransactionalServerLog
   ) -> StoredDriver where Application == StoredRelay<Stored> {
     StoredDriver(
+      log: log,
       register: { (server, user, eventTypes, lifespan, clientID) throws(ServerLogError) in
         try await server.storedRegister(
           application,

@@ -27,7 +27,7 @@ extension EventServer {
     stopsAfter: @escaping @Sendable (Result<Value, any Error>) -> Bool = { _ in false }
   ) async throws -> [Result<Value, any Error>?] {
     try checkLogHealthy()
-    if durability?.shared != nil { try checkTurnsAvailable() } else { try checkStoredAvailable() }
+    if case .clusterNode = deployment { try checkTurnsAvailable() } else { try checkStoredAvailable() }
     guard !steps.isEmpty else { return [] }
     return await withCheckedContinuation { continuation in
       let answers = StoredAnswers<Value>(count: steps.count, continuation: continuation)
@@ -54,11 +54,20 @@ extension EventServer {
         )
         storedBatches.waiting.append(input)
       }
-      // A cluster node runs them in its next turn, holding the append lock, on current state.
-      if durability?.shared != nil { return startTurnIfNeeded() }
-      guard !storedBatches.isRunning else { return }
-      storedBatches.isRunning = true
-      Task { await self.runStoredBatches(on: log) }
+      switch deployment {
+      case .clusterNode:
+        // A cluster node runs them in its next turn, holding the append lock, on current state.
+        startTurnIfNeeded()
+      case .singleServer(let durability):
+        guard !storedBatches.isRunning else { return }
+        storedBatches.isRunning = true
+        Task { await self.runStoredBatches(on: log, durability) }
+      case .inMemory:
+        // A stored application is served only from a database (``serving(_:from:configuration:clock:anchor:random:pushGateway:snapshots:)``).
+        let failure = ServerLogError.storage("this server keeps no application state in a database")
+        for input in storedBatches.waiting { input.fail(failure) }
+        storedBatches.waiting = []
+      }
     }
   }
 }

@@ -3,8 +3,11 @@ import Foundation
 
 extension EventServer {
   /// A cluster node's side of its ``SharedServerLog``: the decisions waiting for the next turn, the turn
-  /// under way, and how it follows the log.
-  struct SharedState {
+  /// cycle, and how the node follows the log.
+  ///
+  /// A class owned by the server alone and never handed out, as ``Durability`` is: the server changes it in
+  /// place on every turn, through the ``Deployment/clusterNode(_:_:)`` that holds it.
+  final class ClusterNode {
     /// One input waiting for a turn: `run` performs it on the machine (in the turn), `fail` tells its caller
     /// that the turn could not be taken.
     struct Decision {
@@ -12,7 +15,8 @@ extension EventServer {
       let fail: (ServerLogError) -> Void
     }
 
-    let log: any SharedServerLog
+    /// The log, as the kind of shared log it is (read once, when the node joins).
+    let log: ClusterLog
     let settings: ReplicationSettings
     var waiting: [Decision] = []
     /// Whether a turn is under way and has decided, the rebuild after a lost outcome, the moment of failing
@@ -36,12 +40,7 @@ extension EventServer {
     /// The last time the node had applied every position the log announced (for its replication lag).
     var caughtUpAt: Timestamp
 
-    init(
-      log: any SharedServerLog,
-      settings: ReplicationSettings,
-      latestTime: Timestamp,
-      rebuild: @escaping Rebuild
-    ) {
+    init(log: ClusterLog, settings: ReplicationSettings, latestTime: Timestamp, rebuild: @escaping Rebuild) {
       self.log = log
       self.settings = settings
       self.latestTime = latestTime
