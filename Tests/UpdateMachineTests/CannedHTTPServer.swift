@@ -44,16 +44,20 @@ final class CannedHTTPServer: Sendable {
     thread.start()
   }
 
-  /// Stops accepting; the serving thread ends.
+  /// Stops accepting; the serving thread ends, and closes the socket then. Closed here, its descriptor
+  /// could be given to another test's new socket while the thread is between two connections, and the
+  /// thread's next `accept` would answer that test's requests with this server's canned answer.
   func stop() {
     shutdown(listener, Int32(SHUT_RDWR))
-    close(listener)
   }
 
   private func serve() {
     while true {
       let connection = accept(listener, nil, nil)
-      guard connection >= 0 else { return }
+      guard connection >= 0 else {
+        close(listener)
+        return
+      }
       var received: [UInt8] = []
       var body: [UInt8] = []
       var buffer = [UInt8](repeating: 0, count: 4096)

@@ -58,4 +58,18 @@ struct NetworkExampleTests {
     let end = try #require(source.range(of: "// NETWORK-EXAMPLE-END"))
     #expect(readme.contains(source[begin.upperBound..<end.lowerBound]))
   }
+
+  @Test("docs/embedding.md's example of refreshed tokens is the code this target compiles")
+  func tokenExample() throws {
+    let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    let source = try String(contentsOf: folder.appendingPathComponent("NetworkExample.swift"), encoding: .utf8)
+    let embedding = try String(
+      contentsOf: folder.deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("docs/embedding.md"),
+      encoding: .utf8
+    )
+    let begin = try #require(source.range(of: "// TOKEN-EXAMPLE-BEGIN\n"))
+    let end = try #require(source.range(of: "// TOKEN-EXAMPLE-END"))
+    #expect(embedding.contains(source[begin.upperBound..<end.lowerBound]))
+  }
 }

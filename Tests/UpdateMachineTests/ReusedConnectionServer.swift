@@ -48,15 +48,19 @@ final class ReusedConnectionServer: Sendable {
     thread.start()
   }
 
+  /// Stops accepting; the accepting thread closes the socket as it ends (closed here, its descriptor could
+  /// be reused by another test's socket before that thread's next `accept`: see `CannedHTTPServer.stop()`).
   func stop() {
     shutdown(listener, Int32(SHUT_RDWR))
-    close(listener)
   }
 
   private func serve(response: String) {
     while true {
       let connection = accept(listener, nil, nil)
-      guard connection >= 0 else { return }
+      guard connection >= 0 else {
+        close(listener)
+        return
+      }
       // One thread per connection, so a client holding one open cannot keep the next from being read.
       let thread = Thread { [self] in self.handle(connection, response: response) }
       thread.start()

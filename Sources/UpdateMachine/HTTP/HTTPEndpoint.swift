@@ -22,8 +22,9 @@ public struct HTTPCredentials: Sendable, Hashable {
 }
 
 /// One server over HTTP, as clients of it (``URLSessionTransport``, the video domain's blob store) send
-/// requests: an ephemeral `URLSession` with no cache, basic credentials, a timeout per request, and
-/// cancellation that is safe on Linux (see `CancellableDataTask`).
+/// requests: an ephemeral `URLSession` with no cache, the credentials its ``CredentialsProvider`` gives
+/// (asked before each request, and to refresh them once after a `401`, the request then sent again), a
+/// timeout per request, and cancellation that is safe on Linux (see `CancellableDataTask`).
 public struct HTTPEndpoint: Sendable {
   /// An answer: its status, its headers (names in lower case) and its body.
   public struct Answer: Sendable {
@@ -37,17 +38,23 @@ public struct HTTPEndpoint: Sendable {
 
   /// The server's address; paths are appended to it.
   public let baseURL: URL
-  /// Who the requests are from.
-  public let credentials: HTTPCredentials
+  /// Where the requests' credentials come from.
+  public var credentials: CredentialsProvider { source.provider }
+  private let source: CredentialSource
   private let session: SessionOwner
 
-  /// An endpoint with its own session.
+  /// An endpoint with its own session, sending the credentials `credentials` gives.
   /// - Parameter maximumConnections: How many connections to the server may be open at once (requests
   ///   beyond wait in the session).
-  public init(baseURL: URL, credentials: HTTPCredentials, maximumConnections: Int = 8) {
+  public init(baseURL: URL, credentials: CredentialsProvider, maximumConnections: Int = 8) {
     self.baseURL = baseURL
-    self.credentials = credentials
+    self.source = CredentialSource(credentials)
     self.session = SessionOwner(maximumConnections: maximumConnections)
+  }
+
+  /// An endpoint with its own session, sending a user's API key that never changes.
+  public init(baseURL: URL, credentials: HTTPCredentials, maximumConnections: Int = 8) {
+    self.init(baseURL: baseURL, credentials: .fixed(credentials), maximumConnections: maximumConnections)
   }
 
   /// Whether the server answers `POST /api/v1/mutation_batches`: true until it answers `404` or `405` to
@@ -57,8 +64,11 @@ public struct HTTPEndpoint: Sendable {
     nonmutating set { session.supportsBatches.withLock { $0 = newValue } }
   }
 
-  /// Sends one request and returns whatever the server answered (any status).
-  /// - Throws: ``TransportError`` when no answer came: connection failed, timed out, or cancelled.
+  /// Sends one request and returns whatever the server answered (any status). A `401` is answered by
+  /// asking the provider for fresh credentials and sending the request once more with them (the server
+  /// refused it before doing anything); a second `401`, or none fresher, is the answer.
+  /// - Throws: ``TransportError`` when no answer came: connection failed, timed out, or cancelled; the
+  ///   provider's failure (``CredentialsUnavailable`` as `UNAUTHORIZED`).
   public func send(
     _ method: String,
     path: String,
@@ -75,10 +85,18 @@ public struct HTTPEndpoint: Sendable {
     request.httpBody = body
     request.timeoutInterval = Double(timeout / .milliseconds(1)) / 1000
     request.cachePolicy = .reloadIgnoringLocalCacheData
-    let basic = Data("\(credentials.user.rawValue):\(credentials.apiKey)".utf8).base64EncodedString()
-    request.setValue("Basic \(basic)", forHTTPHeaderField: "Authorization")
     request.setValue("application/json", forHTTPHeaderField: "Accept")
     for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+    let authorization = try await source.current()
+    let answer = try await perform(request, authorization: authorization)
+    guard answer.status == 401, let fresh = try await source.refreshed(after: authorization) else { return answer }
+    return try await perform(request, authorization: fresh)
+  }
+
+  /// Sends `request` with `authorization`.
+  private func perform(_ request: URLRequest, authorization: HTTPAuthorization) async throws(TransportError) -> Answer {
+    var request = request
+    request.setValue(authorization.headerValue, forHTTPHeaderField: "Authorization")
     let data: Data
     let response: URLResponse
     do {

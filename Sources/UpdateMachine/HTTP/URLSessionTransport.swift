@@ -10,7 +10,8 @@ import Foundation
 ///
 /// It speaks the protocol of `docs/protocol.md`: `POST /api/v1/register` (form-encoded, JSON in field values,
 /// like Zulip's), `GET /api/v1/events`, `DELETE /api/v1/events` and `POST /api/v1/mutations`, with HTTP basic
-/// authentication by a per-user API key, as Zulip does. Every outcome maps to a typed ``TransportError``:
+/// authentication by a per-user API key, as Zulip does, or a bearer token from a ``CredentialsProvider``
+/// that refreshes it. Every outcome maps to a typed ``TransportError``:
 /// connection failures and timeouts, 5xx, 429 with its `Retry-After`, Zulip error bodies, and bodies that
 /// are not JSON (an HTML page from a proxy) as malformed or as server errors, never a crash.
 ///
@@ -56,8 +57,16 @@ public struct URLSessionTransport<
   /// Timeouts and limits.
   public let configuration: Configuration
 
-  /// Creates a transport with its own ephemeral session (no cache, no cookies).
+  /// Creates a transport with its own ephemeral session (no cache, no cookies), sending a user's API key
+  /// that never changes.
   public init(baseURL: URL, credentials: Credentials, configuration: Configuration = .init()) {
+    self.init(baseURL: baseURL, credentials: .fixed(credentials), configuration: configuration)
+  }
+
+  /// Creates a transport with its own ephemeral session (no cache, no cookies), sending the credentials
+  /// `credentials` gives: asked before every request, and to refresh them once after a `401` (the request
+  /// is then sent again; refused again, the machine stops with ``StopReason/unauthorized(message:)``).
+  public init(baseURL: URL, credentials: CredentialsProvider, configuration: Configuration = .init()) {
     self.endpoint = HTTPEndpoint(
       baseURL: baseURL,
       credentials: credentials,
