@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Bench as an app's package would build it: Sources/Bench copied into a new package that depends on
 # this repository by path, built with a plain `swift build -c release` (no flag a user would have to set).
-# The figures the performance targets are judged by (docs/performance.md, "Third round").
+# The figures the performance targets are judged by (docs/performance.md, "Current figures").
 # Usage: scripts/bench-outside.sh [WORKLOAD…] [--quick]   (default: W3 C1 W4)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"

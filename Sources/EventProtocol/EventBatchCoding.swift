@@ -9,7 +9,7 @@ import JSONCoding
 /// `EventEnvelope`'s `init(from:)` and `encode(to:)`, which Foundation's coders still take); `EventBatchCodingTests`
 /// compares the two. What it saves, per event: a keyed container and its box for the envelope, the generic
 /// array's element-by-element `Decodable` calls, and the run-time metadata lookups each of those makes in
-/// code that is not specialised for the payload (`docs/performance.md`, "Envelopes without containers").
+/// code that is not specialised for the payload (docs/decisions/0003-a-json-coder-of-our-own.md).
 extension JSONTapeDecoder {
   /// Decodes an ``EventsReply`` from the object this decoder is on.
   func decodeEventsReply<Payload: EventPayload>() throws -> EventsReply<Payload> {

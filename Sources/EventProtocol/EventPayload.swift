@@ -293,8 +293,8 @@ extension EventContentStorage {
 /// `Sendable` types only.
 @usableFromInline package class EventContentStorage: @unchecked Sendable {
   /// The bytes kept: the payload's members as the server's size check encoded them, or the envelope as it
-  /// arrived in a poll's answer (one or the other, in one field, so that the content does not grow: a
-  /// larger content made a poll's decode 30 % slower, docs/performance.md).
+  /// arrived in a poll's answer (one or the other, in one field, so that the content stays as small as it
+  /// is: every envelope of a poll's answer allocates one, and its size is a poll's decode time).
   @usableFromInline package let kept: KeptBytes?
   /// The event's wire `type` when ``encodedPayload`` is kept (written beside the kept members); empty
   /// otherwise.

@@ -98,7 +98,7 @@ public enum WireFormat {
   /// Encodes a reply or an ``EventAPIError`` as a JSON body, with sorted keys so bodies compare byte for byte.
   ///
   /// The bytes are those `JSONEncoder` writes with `.sortedKeys`, written in one pass by the package's own
-  /// coder (`WireJSONTests` compares the two on random values; `docs/performance.md` has the figures).
+  /// coder (`WireJSONTests` compares the two on random values; docs/decisions/0003-a-json-coder-of-our-own.md has the figures).
   public static func encode(_ value: some Encodable) throws -> Data {
     try WireJSON.encodeData(value)
   }

@@ -96,8 +96,8 @@ extension ServerApplication {
 /// An application that sends to the same long list again and again (a channel's members, everyone) should
 /// keep the array and pass it as it is: the server resolves a list of 32 users or more to their queues once
 /// and reuses that while the array is unchanged and no queue comes or goes, instead of looking every
-/// recipient up for every event (about 1.7× the deliveries per second at 1,000 recipients; see
-/// `docs/performance.md`, "Fan-out to long lists").
+/// recipient up for every event (about 1.7× the deliveries per second at 1,000 recipients: `Bench W1`'s
+/// broadcast to a kept list against one built per event; docs/decisions/0002-each-event-stored-once.md).
 ///
 /// ```swift
 /// struct Channel { var members: [UserID] }   // kept, changed only when membership changes

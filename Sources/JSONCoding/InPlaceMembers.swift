@@ -2,7 +2,7 @@
 /// (``JSONOutput/appendInPlace(of:most:wroteMember:_:)``): runs of members copied from an encoded object,
 /// keys, integers and strings that need no escape. Each part is one copy, where appending it to the output
 /// would check the array's capacity and uniqueness each time. Its steps are always inlined: they run per event
-/// of a poll's answer, and called they cost W3's encode about 3 % (docs/performance.md).
+/// of a poll's answer, where a call each costs W3's encode about 3 %.
 struct InPlaceMembers {
   /// The encoded object the runs are copied from, `{` to `}`.
   let object: UnsafeBufferPointer<UInt8>

@@ -4,8 +4,8 @@
 /// A type keeps its `Codable` conformance (Foundation's coders, and every other coder, still use it). The
 /// package's own coder (what `WireFormat`, the client's records and the server's log use) calls these two
 /// methods instead, which skips the keyed containers, their boxes and the run-time generic lookups of
-/// `Codable`'s path: a payload's own `init(from:)` was a fifth of a poll's answer through JSON (Bench W3;
-/// docs/performance.md, "Third round").
+/// `Codable`'s path, which cost a fifth of a poll's answer through JSON (Bench W3;
+/// docs/decisions/0003-a-json-coder-of-our-own.md).
 ///
 /// The two methods must say what `encode(to:)` and `init(from:)` say: the same members, in the same order,
 /// with the same values, and the same errors. Test that with ``JSONFieldsParity``, which compares both paths

@@ -4,8 +4,8 @@ import Testing
 /// `QueueID.random(using:)`: 15 characters of `[0-9A-Za-z]`, each equally likely, one draw per character.
 ///
 /// The draws per id are part of what a seed means: the simulation's worlds draw their ids from the same
-/// generator as their jitter, and fewer draws per id changed `Demo --answer`'s verdict (docs/performance.md,
-/// "Queue ids and the simulation's random stream").
+/// generator as their jitter, so a change in the draws per id changes every seeded world after the first id
+/// (and `Demo --answer`'s verdict with it).
 @Suite("Random queue ids: the alphabet, every character equally likely, one draw per character")
 struct QueueIDRandomTests {
   /// Counts the generator's draws (a draw from the system's generator is a system call).
