@@ -43,6 +43,9 @@ public struct EventHTTPServerConfiguration: Sendable {
   public var pollPort: Int?
   /// The port of the admin listener (`/healthz`, `/readyz`, `/metrics`); none when `nil`, a free one when 0.
   public var adminPort: Int?
+  /// The version of the application served, as `/metrics` reports it (`event_server_build_info`'s `version`
+  /// label); the library's version when `nil`, as `event-server` reports its own.
+  public var applicationVersion: String?
   /// The address the admin listener binds (loopback by default: it answers without a key).
   public var adminHost = "127.0.0.1"
   /// The schema changes of the application's own tables, applied in order at start, before serving, in the
@@ -114,7 +117,7 @@ where Application.Command: Codable & Equatable {
   private let group = GracefulServices()
   private let current = Mutex<EventServer<Application, ContinuousClock>?>(nil)
   /// What the server measures; `GET /metrics` on the admin listener shows it.
-  public let metrics = ServerMetrics()
+  public let metrics: ServerMetrics
 
   /// A server for `application` (used when the log holds no saved state).
   ///
@@ -207,6 +210,7 @@ where Application.Command: Codable & Equatable {
     self.periodicTasks = periodicTasks
     self.initialApplication = application
     self.configuration = configuration
+    self.metrics = ServerMetrics(applicationVersion: configuration.applicationVersion ?? ServerMetrics.version)
     self.logger = logger
     self.pushGateway = pushGateway ?? LoggingPushGateway(logger: logger)
     self.sendsPushes = pushGateway != nil
@@ -442,8 +446,10 @@ where Application.Command: Codable & Equatable {
     if configuration.adminPort != nil {
       let adminRouter = Router()
       AdminRoutes(server: events, metrics: metrics).add(to: adminRouter)
+      // First, so it is the last to stop (a group stops its services in reverse order): `/readyz` answers
+      // 503 from the shutdown's start until the API's listeners have closed.
       if let admin = configuration.adminListener(router: adminRouter, logger: logger, onRunning: onAdminRunning) {
-        services.append(admin)
+        services.insert(admin, at: 0)
       }
     }
     if let interval = configuration.snapshotInterval, durable != nil {

@@ -19,9 +19,18 @@ public final class ServerMetrics: Sendable {
   public let registry: PrometheusCollectorRegistry
   private let factory: PrometheusMetricsFactory
 
-  /// Metrics in a registry of their own.
-  public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+  /// The version of the application served, the `version` label of `event_server_build_info` (the
+  /// library's own is its `library` label).
+  public let applicationVersion: String
+
+  /// Metrics in a registry of their own, for a server running `applicationVersion` (the library's version
+  /// by default: what `event-server` itself reports).
+  public init(
+    registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+    applicationVersion: String = ServerMetrics.version
+  ) {
     self.registry = registry
+    self.applicationVersion = applicationVersion
     var factory = PrometheusMetricsFactory(registry: registry)
     factory.defaultDurationHistogramBuckets = [
       .microseconds(100), .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25),
@@ -102,7 +111,7 @@ public final class ServerMetrics: Sendable {
     }
     Gauge(
       label: "event_server_build_info",
-      dimensions: [("version", Self.version)],
+      dimensions: [("version", applicationVersion), ("library", Self.version)],
       factory: factory
     ).record(1)
   }
@@ -146,7 +155,7 @@ public final class ServerMetrics: Sendable {
     }
   }
 
-  /// This server's version, as `build_info` labels it.
+  /// The library's version, the `library` label of `event_server_build_info`.
   public static var version: String { "0.1.0-dev" }
 
   /// Every series, in Prometheus's text format.

@@ -67,6 +67,7 @@ struct OperationsTests {
     configuration.adminPort = 0
     configuration.dataDirectory = directory
     configuration.snapshotInterval = nil
+    configuration.applicationVersion = "kanban-2.3.1"
     var logger = Logger(label: "ops-test")
     logger.logLevel = .warning
     let server = EventHTTPServer(
@@ -146,6 +147,8 @@ struct OperationsTests {
     #expect(!metrics.contains(#"status="503""#))
     #expect(!metrics.contains("SERVICE_UNAVAILABLE"), "a hang-up is no refusal")
     #expect(metrics.contains(#"event_server_refusals_total{code="UNAUTHORIZED"} 1"#))
+    // The application's own version, the library's beside it.
+    #expect(metrics.contains(#"event_server_build_info{version="kanban-2.3.1",library="\#(ServerMetrics.version)"} 1"#))
     // Every series docs/deploying.md names exists.
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
       .deletingLastPathComponent().deletingLastPathComponent()
@@ -165,6 +168,40 @@ struct OperationsTests {
     try await running.value
   }
 
+  @Test("readiness answers 503 from the shutdown's start until the API's listener has closed")
+  func readinessDuringShutdown() async throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ops-\(UUID())")
+    defer { try? FileManager.default.removeItem(at: directory) }
+    var configuration = EventHTTPServerConfiguration(keys: try APIKeys(["alice": "alice-secret-key"]))
+    configuration.port = 0
+    configuration.adminPort = 0
+    configuration.dataDirectory = directory
+    configuration.snapshotInterval = nil
+    // Long enough that the drain waits for the request below, not for this.
+    configuration.shutdownGrace = .seconds(300)
+    var logger = Logger(label: "ops-test")
+    logger.logLevel = .critical
+    let server = EventHTTPServer(application: KanbanServer(team: ["alice"]), configuration: configuration, logger: logger)
+    let started = try await RunningWithAdmin.start(server)
+    #expect(try await get(started.admin.appendingPathComponent("readyz")).status == 200)
+    // A write whose body has not all arrived: the API's listener drains until it ends.
+    let writing = try #require(
+      await offThePool { PartialRequest(to: started.port, path: "/api/v1/mutations", key: "alice:alice-secret-key") }
+    )
+    let stopping = Task { await server.shutdown() }
+    // Until the shutdown has begun /readyz answers 200; from then on, 503 while the write holds the drain.
+    var answer = try await get(started.admin.appendingPathComponent("readyz"))
+    while answer.status == 200 {
+      try await Task.sleep(for: .milliseconds(10))
+      answer = try await get(started.admin.appendingPathComponent("readyz"))
+    }
+    #expect(answer.status == 503)
+    #expect(answer.body == "shutting down\n")
+    writing.close()
+    await stopping.value
+    try await started.running.value
+  }
+
   private func get(_ url: URL) async throws -> (status: Int, body: String) {
     let (data, response) = try await URLSession.shared.data(from: url)
     return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
@@ -172,6 +209,24 @@ struct OperationsTests {
 }
 
 /// A long-poll sent on a socket of its own, then hung up on (``close()``): a client that goes away.
+/// A request whose head and the start of its body are sent, and the rest never: the server holds it open.
+final class PartialRequest: Sendable {
+  private let socket: Int32
+
+  init?(to port: Int, path: String, key: String) {
+    guard let socket = loopbackSocket(from: "127.0.0.1", to: port, receiveTimeoutSeconds: 5) else { return nil }
+    self.socket = socket
+    let request =
+      "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
+      + "Authorization: Basic \(Data(key.utf8).base64EncodedString())\r\n\r\n{"
+    guard request.withCString({ send(socket, $0, strlen($0), 0) }) > 0 else { return nil }
+  }
+
+  func close() {
+    _ = Glibc.close(socket)
+  }
+}
+
 final class HungUpPoll: Sendable {
   private let socket: Int32
 

@@ -47,7 +47,7 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
   /// ``EventHTTPServerConfiguration/pollPort`` is set); `http://<host>:<poll port>` when `nil`.
   public let advertisedPollAddress: String?
   /// What the server measures.
-  public let metrics = ServerMetrics()
+  public let metrics: ServerMetrics
   private let application: Stored
   private let log: PostgresServerLog
   private let rotation: Int
@@ -110,6 +110,7 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     self.application = storedApplication
     self.log = log
     self.configuration = configuration
+    self.metrics = ServerMetrics(applicationVersion: configuration.applicationVersion ?? ServerMetrics.version)
     self.logger = logger
     self.pushGateway = pushGateway ?? LoggingPushGateway(logger: logger)
     self.sendsPushes = pushGateway != nil
