@@ -177,27 +177,46 @@ struct OperationsTests {
     configuration.adminPort = 0
     configuration.dataDirectory = directory
     configuration.snapshotInterval = nil
-    // Long enough that the drain waits for the request below, not for this.
+    // Long enough that the drain waits for the held request below, not for this.
     configuration.shutdownGrace = .seconds(300)
     var logger = Logger(label: "ops-test")
     logger.logLevel = .critical
-    let server = EventHTTPServer(application: KanbanServer(team: ["alice"]), configuration: configuration, logger: logger)
+    // A route that holds its request until the test lets it go: the API's listener drains until it ends.
+    let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)
+    let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
+    let server = EventHTTPServer(
+      application: KanbanServer(team: ["alice"]),
+      configuration: configuration,
+      logger: logger
+    ) { router, _, _ in
+      router.get("held") { _, _ in
+        enteredContinuation.yield()
+        for await _ in release { break }
+        return "released"
+      }
+    }
     let started = try await RunningWithAdmin.start(server)
     #expect(try await get(started.admin.appendingPathComponent("readyz")).status == 200)
-    // A write whose body has not all arrived: the API's listener drains until it ends.
-    let writing = try #require(
-      await offThePool { PartialRequest(to: started.port, path: "/api/v1/mutations", key: "alice:alice-secret-key") }
-    )
+    let held = Task { try await get(URL(string: "http://127.0.0.1:\(started.port)/held")!) }
+    for await _ in entered { break }
     let stopping = Task { await server.shutdown() }
-    // Until the shutdown has begun /readyz answers 200; from then on, 503 while the write holds the drain.
+    // Until the shutdown has begun /readyz answers 200; from then on 503.
     var answer = try await get(started.admin.appendingPathComponent("readyz"))
     while answer.status == 200 {
       try await Task.sleep(for: .milliseconds(10))
       answer = try await get(started.admin.appendingPathComponent("readyz"))
     }
-    #expect(answer.status == 503)
-    #expect(answer.body == "shutting down\n")
-    writing.close()
+    #expect(answer.status == 503 && answer.body == "shutting down\n")
+    // Once the API's listener drains (it accepts no more connections), the admin listener still answers.
+    let port = started.port
+    while let probe = await offThePool({ loopbackSocket(from: "127.0.0.1", to: port, receiveTimeoutSeconds: 1) }) {
+      _ = Glibc.close(probe)
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    let draining = try await get(started.admin.appendingPathComponent("readyz"))
+    #expect(draining.status == 503 && draining.body == "shutting down\n")
+    releaseContinuation.yield()
+    #expect(try await held.value.body == "released")
     await stopping.value
     try await started.running.value
   }
@@ -209,24 +228,6 @@ struct OperationsTests {
 }
 
 /// A long-poll sent on a socket of its own, then hung up on (``close()``): a client that goes away.
-/// A request whose head and the start of its body are sent, and the rest never: the server holds it open.
-final class PartialRequest: Sendable {
-  private let socket: Int32
-
-  init?(to port: Int, path: String, key: String) {
-    guard let socket = loopbackSocket(from: "127.0.0.1", to: port, receiveTimeoutSeconds: 5) else { return nil }
-    self.socket = socket
-    let request =
-      "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
-      + "Authorization: Basic \(Data(key.utf8).base64EncodedString())\r\n\r\n{"
-    guard request.withCString({ send(socket, $0, strlen($0), 0) }) > 0 else { return nil }
-  }
-
-  func close() {
-    _ = Glibc.close(socket)
-  }
-}
-
 final class HungUpPoll: Sendable {
   private let socket: Int32
 
