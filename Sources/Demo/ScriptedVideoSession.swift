@@ -99,8 +99,8 @@ struct ScriptedVideoSession {
   /// The first snapshot of `device` that meets `condition`. A step may wait for one of the engine's own
   /// timers (an outbox retry, a background poll), which on the manual clock fire only when time moves: when
   /// no snapshot meets it for a moment (200 ms of real time), the clock moves on by 100 ms, up to a minute of
-  /// the session's time (found by running the session in a loop beside load: 1 run in 7 to 27 waited
-  /// forever for bob's `downloaded`). The lines say what happened, not when, so they stay the same.
+  /// the session's time: a step that waits for a timer must not depend on the machine being fast enough for
+  /// the snapshot to come before the check. The lines say what happened, not when, so they stay the same.
   @discardableResult
   private func waitFor(
     _ device: VideoDevice,

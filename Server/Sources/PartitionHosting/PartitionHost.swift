@@ -387,9 +387,8 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   }
 
   /// Stops a partition's node: its parked polls answered, its last writes made, its log view closed; given
-  /// up on after twice `timeout`. A node whose database went away may never finish its last write (found by
-  /// the cluster soak: after a PostgreSQL restart, hosts waited for it forever and served nothing again).
-  /// Giving up is safe: the partition is no longer served here, and a write of this node that lands late is
+  /// up on after twice `timeout`. A node whose database went away may never finish its last write, and a
+  /// host waiting for it would serve nothing again after the database came back. Giving up is safe: the partition is no longer served here, and a write of this node that lands late is
   /// still ordered under the partition's counter row, after what others committed.
   private static func stop(
     _ served: (view: PostgresServerLog, node: Node),

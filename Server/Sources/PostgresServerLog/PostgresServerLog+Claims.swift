@@ -77,8 +77,8 @@ extension PostgresServerLog {
           guard claim != .refused else { return }
           while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
           // A log closing connections of its own ends the session, and its locks with it. A view sharing its
-          // log's connections lets go before handing the connection back. (Found by the partitioned cluster
-          // soak: under load this query sometimes did not end, and every partition stopped waited for it.)
+          // log's connections lets go before handing the connection back; the query is not awaited by any
+          // stop, which would otherwise wait as long as a loaded database takes to answer it.
           if sharesConnections {
             _ = try? await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
           }

@@ -209,8 +209,8 @@ public final class PostgresServerLog: SharedServerLog {
 
   /// Partition `index` of this log on connections of its own (at most `connections`), closed with it: what a
   /// `PartitionHost` (module `PartitionHosting`) serves a partition it takes with, so that stopping the partition's node closes every
-  /// connection it used, including one whose query never ends because the database went away (found by the
-  /// cluster soak: after a PostgreSQL restart, nodes on the shared pool got dead connections and hung).
+  /// connection it used, including one whose query never ends because the database went away (on a pool
+  /// shared by every partition, such dead connections outlived a PostgreSQL restart and hung the nodes).
   /// - Throws: ``ServerLogError/partitionCount(found:asked:)`` when `index` is not below the log's count.
   public func openPartition(_ index: Int, connections: Int = 6) throws(ServerLogError) -> PostgresServerLog {
     guard (0..<partitions.count).contains(index) else {

@@ -153,8 +153,8 @@ public final class PartitionLeases: Sendable {
     let (stream, requests) = AsyncStream.makeStream(of: Request.self)
     let (opened, open) = AsyncStream.makeStream(of: Result<Int32, ServerLogError>.self)
     // A client of its own, made for this session: the lease session never waits behind the nodes' work for
-    // a connection, nor gets one of theirs that died with a database restart (found by the cluster soak:
-    // after PostgreSQL came back, sessions opened on the shared pool did not answer, and no node served again).
+    // a connection, nor gets one of theirs that died with a database restart (a session on a dead
+    // connection never answers, and then no node would serve again after PostgreSQL came back).
     var configuration = log.clientConfiguration
     configuration.options.maximumConnections = 1
     let client = PostgresClient(configuration: configuration, backgroundLogger: log.logger)
@@ -380,8 +380,8 @@ public final class PartitionLeases: Sendable {
 
   /// Ends the session: every lease is let go at once. The session's connection is closed without waiting
   /// for what the session was doing (the database releases a session's advisory locks when its connection
-  /// ends): under load a survey in progress took seconds, and a node stopping waited for it before its
-  /// partitions were free (found by the video partition soak: a SIGTERM's takeover took 5 s).
+  /// ends): under load a survey in progress can take seconds, and a node stopping must not wait for it
+  /// before its partitions are free (a SIGTERM hands them over within the takeover bound).
   public func close() async {
     state.mutex.withLock { $0.confirming?.cancel() }
     requests.finish()
