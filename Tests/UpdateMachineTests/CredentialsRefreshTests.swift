@@ -40,12 +40,6 @@ private func server(accepting valid: ValidToken) throws -> CannedHTTPServer {
 /// A provider of bearer tokens "t0", "t1", …: the current one, and a new one for each refresh, counted.
 private final class TokenIssuer: Sendable {
   let issued = Mutex(0)
-  /// How long a refresh takes.
-  let refreshDelay: Duration
-
-  init(refreshDelay: Duration = .zero) {
-    self.refreshDelay = refreshDelay
-  }
 
   var refreshes: Int { issued.withLock { $0 } }
 
@@ -55,7 +49,6 @@ private final class TokenIssuer: Sendable {
       case .current:
         return .bearer("t\(issued.withLock { $0 })")
       case .refresh:
-        if refreshDelay > .zero { try await Task.sleep(for: refreshDelay) }
         let next = issued.withLock { issued in
           issued += 1
           return issued
@@ -67,12 +60,9 @@ private final class TokenIssuer: Sendable {
 }
 
 /// A server accepting only `token`, a token issuer, and a transport sending the issuer's tokens.
-private func tokenWorld(
-  accepting token: String,
-  refreshDelay: Duration = .zero
-) throws -> (CannedHTTPServer, TokenIssuer, NotesTransport) {
+private func tokenWorld(accepting token: String) throws -> (CannedHTTPServer, TokenIssuer, NotesTransport) {
   let server = try server(accepting: ValidToken(token))
-  let issuer = TokenIssuer(refreshDelay: refreshDelay)
+  let issuer = TokenIssuer()
   return (server, issuer, NotesTransport(baseURL: server.url, credentials: issuer.provider))
 }
 
@@ -120,7 +110,7 @@ struct CredentialsRefreshTests {
 
   @Test("requests refused together wait for one refresh")
   func refreshesCoalesce() async throws {
-    let (server, issuer, transport) = try tokenWorld(accepting: "t1", refreshDelay: .milliseconds(200))
+    let (server, issuer, transport) = try tokenWorld(accepting: "t1")
     defer { server.stop() }
     try await withThrowingTaskGroup(of: Void.self) { group in
       for _ in 0..<6 {

@@ -62,11 +62,7 @@ struct OperationsTests {
   func adminListener() async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ops-\(UUID())")
     defer { try? FileManager.default.removeItem(at: directory) }
-    var configuration = EventHTTPServerConfiguration(keys: try APIKeys(["alice": "alice-secret-key"]))
-    configuration.port = 0
-    configuration.adminPort = 0
-    configuration.dataDirectory = directory
-    configuration.snapshotInterval = nil
+    var configuration = try adminConfiguration(directory)
     configuration.applicationVersion = "kanban-2.3.1"
     var logger = Logger(label: "ops-test")
     logger.logLevel = .warning
@@ -172,11 +168,7 @@ struct OperationsTests {
   func readinessDuringShutdown() async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ops-\(UUID())")
     defer { try? FileManager.default.removeItem(at: directory) }
-    var configuration = EventHTTPServerConfiguration(keys: try APIKeys(["alice": "alice-secret-key"]))
-    configuration.port = 0
-    configuration.adminPort = 0
-    configuration.dataDirectory = directory
-    configuration.snapshotInterval = nil
+    var configuration = try adminConfiguration(directory)
     // Long enough that the drain waits for the held request below, not for this.
     configuration.shutdownGrace = .seconds(300)
     var logger = Logger(label: "ops-test")
@@ -219,6 +211,16 @@ struct OperationsTests {
     #expect(try await held.value.body == "released")
     await stopping.value
     try await started.running.value
+  }
+
+  /// Alice's key, free ports for the API and the admin listener, the state in `directory`, no timed snapshots.
+  private func adminConfiguration(_ directory: URL) throws -> EventHTTPServerConfiguration {
+    var configuration = EventHTTPServerConfiguration(keys: try APIKeys(["alice": "alice-secret-key"]))
+    configuration.port = 0
+    configuration.adminPort = 0
+    configuration.dataDirectory = directory
+    configuration.snapshotInterval = nil
+    return configuration
   }
 
   private func get(_ url: URL) async throws -> (status: Int, body: String) {
