@@ -125,6 +125,7 @@ let package = Package(
       dependencies: ["EventProtocol", "EventServer", "JSONCoding", "UpdateMachine", "VideoMessaging", "Simulation"],
       swiftSettings: swiftSettings
     ),
+    .testTarget(name: "BenchTests", dependencies: ["Bench"], swiftSettings: swiftSettings),
     .testTarget(
       name: "DemoTests",
       dependencies: ["Demo", "Simulation", "TestScheduling"],

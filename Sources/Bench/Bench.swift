@@ -1,11 +1,13 @@
 import Foundation
 
-/// `swift run -c release Bench [W1|W2|W3|W4|C1|G1|N1|all] [--quick] [--repeats N]`: the performance issue's
-/// workloads on today's code, printing `workload metric value unit` lines after a header naming the machine.
+/// `swift run -c release Bench [W1|W2|W3|W4|C1|G1|N1|all] [--quick] [--repeats N] [--check]`: the performance
+/// issue's workloads on today's code, printing `workload metric value unit` lines after a header naming the
+/// machine, and with `--check` judging them against a thresholds file (``Threshold``).
 @main
 struct Bench {
   static let usage = """
     Usage: swift run -c release Bench [W1|W2|W3|W4|C1|G1|N1|all] [--quick] [--repeats N]
+                                      [--check] [--thresholds FILE]
 
     Runs the performance workloads and prints `workload metric value unit (range)` lines. Each workload checks
     its own result and exits non-zero when it is wrong.
@@ -27,12 +29,18 @@ struct Bench {
       --quick   small sizes and one repetition (what CI runs)
       --repeats N   rounds of each measured workload, whose median is printed (default 5). The first
                     rounds run on memory the process has not touched yet; more rounds show the steady state
+      --check   after the run, judges each figure by its rule in Benchmarks/thresholds (a bound, or a multiple
+                of a floor measured in the same run) and exits non-zero when one is exceeded or missing; says
+                which targets are met. Release builds at full sizes only
+      --thresholds FILE   the rules --check reads (default Benchmarks/thresholds in this directory)
     """
 
   static func main() async {
     var selected: Set<String> = []
     var quick = false
     var repeats: Int?
+    var check = false
+    var thresholdsPath = "Benchmarks/thresholds"
     var arguments = CommandLine.arguments.dropFirst()
     while let argument = arguments.popFirst() {
       switch argument {
@@ -42,20 +50,30 @@ struct Bench {
       case "--quick": quick = true
       case "--repeats":
         guard let text = arguments.popFirst(), let count = Int(text), (1...1_000).contains(count) else {
-          FileHandle.standardError.write(Data("Bench: --repeats needs a whole number from 1 to 1000\n".utf8))
-          exit(2)
+          refuse("--repeats needs a whole number from 1 to 1000")
         }
         repeats = count
+      case "--check": check = true
+      case "--thresholds":
+        guard let path = arguments.popFirst() else { refuse("--thresholds needs a file") }
+        thresholdsPath = path
+        check = true
       case "W1", "W2", "W3", "W4", "C1", "G1", "N1": selected.insert(argument)
       case "all": selected = ["W1", "W2", "W3", "W4", "C1", "G1", "N1"]
       default:
-        FileHandle.standardError.write(Data("Bench: unknown argument '\(argument)' (see --help)\n".utf8))
-        exit(2)
+        refuse("unknown argument '\(argument)' (see --help)")
       }
     }
     if selected.isEmpty { selected = ["W1", "W2", "W3", "W4", "C1", "G1", "N1"] }
+    var rules: [Threshold] = []
+    if check {
+      if quick { refuse("--check judges full sizes: drop --quick") }
+      if !isReleaseBuild { refuse("--check judges a release build's figures: swift run -c release Bench --check") }
+      rules = readThresholds(at: thresholdsPath)
+    }
     print("# Bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(quick ? "quick sizes" : "full sizes")")
-    let workloads = Workloads(quick: quick, repeats: repeats ?? (quick ? 1 : 5))
+    let figures = FigureLog()
+    let workloads = Workloads(quick: quick, repeats: repeats ?? (quick ? 1 : 5), figures: figures)
     await Task.detached {
       if selected.contains("W1") { workloads.fanOut() }
       if selected.contains("W2") { workloads.idleQueues() }
@@ -68,5 +86,35 @@ struct Bench {
       if selected.contains("G1") { workloads.growth() }
       if selected.contains("N1") { workloads.partitionProjection() }
     }.value
+    if check {
+      let report = ThresholdReport(rules: rules, figures: figures.all, ran: selected)
+      for line in report.lines { print(line) }
+      if !report.passed { exit(1) }
+    }
+  }
+
+  /// Whether this is an optimised build: a debug build's figures are not what the thresholds describe.
+  static var isReleaseBuild: Bool {
+    #if DEBUG
+      false
+    #else
+      true
+    #endif
+  }
+
+  static func refuse(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("Bench: \(message)\n".utf8))
+    exit(2)
+  }
+
+  static func readThresholds(at path: String) -> [Threshold] {
+    guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+      refuse("cannot read the thresholds file \(path)")
+    }
+    do {
+      return try Threshold.parse(text)
+    } catch {
+      refuse("\(path): \(error)")
+    }
   }
 }

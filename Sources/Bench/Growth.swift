@@ -18,11 +18,11 @@ extension Workloads {
     for size in sizes {
       let drain = drainBacklog(of: size)
       let sweep = sweepExpired(queues: size)
-      print("G1 drain_in_polls_of_1000_\(size) \(String(format: "%.4g", drain * 1000)) ms")
-      print("G1 sweep_all_expired_\(size) \(String(format: "%.4g", sweep * 1000)) ms")
+      figures.record("G1", "drain_in_polls_of_1000_\(size)", drain * 1000, "ms")
+      figures.record("G1", "sweep_all_expired_\(size)", sweep * 1000, "ms")
       if let previous {
-        print("G1 drain_growth_per_10x_to_\(size) \(String(format: "%.3g", drain / previous.drain)) x")
-        print("G1 sweep_growth_per_10x_to_\(size) \(String(format: "%.3g", sweep / previous.sweep)) x")
+        figures.record("G1", "drain_growth_per_10x_to_\(size)", drain / previous.drain, "x", format: "%.3g")
+        figures.record("G1", "sweep_growth_per_10x_to_\(size)", sweep / previous.sweep, "x", format: "%.3g")
       }
       previous = (drain, sweep)
     }

@@ -45,7 +45,7 @@ extension Workloads {
     guard let one = byNodes[1], let four = byNodes[4], four >= 3 * one else {
       fail("N1: four nodes do not write three times one with a database to spare: \(byNodes)")
     }
-    print("N1 four_nodes_over_one \(String(format: "%.2f", four / one)) x (target >= 3)")
+    figures.record("N1", "four_nodes_over_one", four / one, "x (target >= 3)", format: "%.2f")
     // Where the database becomes the bound, at large batches: the nodes' cores over the database's, weighed by
     // what a write costs each.
     let batch = 64.0

@@ -8,11 +8,13 @@ import VideoMessaging
 struct Workloads {
   let quick: Bool
   let repeats: Int
+  /// What the run printed, for `--check`.
+  let figures: FigureLog
 
   var start: Timestamp { Timestamp(secondsSinceEpoch: 1_700_000_000) }
 
   func report(_ workload: String, _ metric: String, _ samples: Samples, _ unit: String) {
-    print("\(workload) \(metric) \(String(format: "%.4g", samples.median)) \(unit) \(samples.range)")
+    figures.record(workload, metric, samples.median, samples.range.isEmpty ? unit : "\(unit) \(samples.range)")
   }
 
   func fail(_ message: String) -> Never {
@@ -39,7 +41,7 @@ struct Workloads {
     report("W1", "broadcast_deliveries_per_second", keptList, "1/s (target >= 25 M)")
     let builtList = deliveryRates(events: 1_000, recipientsEach: 1_000) { .everyone(index: $0, keptList: false) }
     report("W1", "broadcast_fresh_list_deliveries_per_second", builtList, "1/s")
-    print("W1 peak_memory \(Memory.peak() / 1_000_000) MB")
+    figures.record("W1", "peak_memory", Double(Memory.peak() / 1_000_000), "MB", format: "%.0f")
   }
 
   /// Deliveries per second of `events` commands made by `command`, each to `recipientsEach` of 1,000 queues
@@ -123,14 +125,14 @@ struct Workloads {
     }
     let after = Memory.resident()
     guard server.queueCount == count else { fail("W2: \(server.queueCount) queues") }
-    print("W2 bytes_per_idle_queue \((after - before) / count) B")
-    print("W2 registrations_per_second \(String(format: "%.4g", Double(count) / elapsed)) 1/s")
+    figures.record("W2", "bytes_per_idle_queue", Double((after - before) / count), "B", format: "%.0f")
+    figures.record("W2", "registrations_per_second", Double(count) / elapsed, "1/s")
     let sweepNone = seconds { _ = server.timerFired(now: start.advanced(by: .seconds(60))) }
     guard server.queueCount == count else { fail("W2: a sweep removed live queues") }
-    print("W2 sweep_none_expired \(String(format: "%.4g", sweepNone * 1000)) ms")
+    figures.record("W2", "sweep_none_expired", sweepNone * 1000, "ms")
     let sweepAll = seconds { _ = server.timerFired(now: start.advanced(by: .seconds(3_600))) }
     guard server.queueCount == 0 else { fail("W2: expired queues survived the sweep") }
-    print("W2 sweep_all_expired \(String(format: "%.4g", sweepAll * 1000)) ms")
+    figures.record("W2", "sweep_all_expired", sweepAll * 1000, "ms")
   }
 
   // MARK: - W3
