@@ -26,6 +26,7 @@ import EventProtocol
 public struct EpisodeDownloads: Codable, Sendable, Equatable {
   /// A file on the device.
   public struct File: Codable, Sendable, Hashable {
+    /// The version of the episode's audio the file holds.
     public var mediaVersion: Int
     /// Whether the whole file is there (else a partial download, resumable).
     public var complete: Bool
@@ -33,8 +34,11 @@ public struct EpisodeDownloads: Codable, Sendable, Equatable {
 
   /// What the device must do.
   public enum Action: Sendable, Hashable {
+    /// Download (or resume) this version of the episode's audio from `url`.
     case start(EpisodeID, mediaVersion: Int, url: String)
+    /// Stop the download under way for the episode, keeping nothing of it.
     case cancel(EpisodeID)
+    /// Delete the episode's file from the device.
     case delete(EpisodeID)
   }
 

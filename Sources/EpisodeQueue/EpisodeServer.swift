@@ -56,9 +56,13 @@ public struct EpisodeServer: ServerApplication, Codable, Equatable {
 
   /// A restore of a finished or dismissed episode.
   public struct Restoration: Codable, Sendable, Hashable {
+    /// Whose queue the episode came back to.
     public var user: UserID
+    /// The episode restored.
     public var episode: EpisodeID
+    /// The revision of the entry the `enqueue` was based on.
     public var basis: Int
+    /// The revision at which the episode had been finished or dismissed (never above `basis`).
     public var terminalRev: Int
   }
 

@@ -76,7 +76,7 @@ extension EventTransport {
     return [try await submitAlone(first, queueID: queueID)]
   }
 
-  /// Sends one mutation with ``submit(_:queueID:)`` and answers its outcome as a batch would: a refusal of
+  /// Sends one mutation with `submit(_:queueID:)` and answers its outcome as a batch would: a refusal of
   /// the mutation itself (`BAD_REQUEST`, `MUTATION_ID_REUSED`) is an outcome, any other failure is thrown.
   public func submitAlone(
     _ request: MutationRequest<Mutation>,

@@ -97,7 +97,7 @@ public struct FetchRequest: Hashable, Sendable, Codable, CustomStringConvertible
 /// One page of a narrow as an application read it: the items in position order and whether the list's ends
 /// were reached.
 ///
-/// ``select(_:request:)`` builds it from an application's sorted list, so every application answers the
+/// `select(_:request:)` builds it from an application's sorted list, so every application answers the
 /// anchor and the counts the same way.
 public struct FetchPage<Item: Codable & Sendable & Equatable>: Sendable, Equatable {
   /// The items, in increasing position.
@@ -115,7 +115,10 @@ public struct FetchPage<Item: Codable & Sendable & Equatable>: Sendable, Equatab
   }
 
   /// The page `request` selects from `list`, which holds the narrow's items in increasing position.
-  /// - Parameter position: Each item's position in the list.
+  /// - Parameters:
+  ///   - list: The narrow's items, in increasing position.
+  ///   - request: The anchor and the counts before and after it.
+  ///   - position: Each item's position in the list.
   public static func select(
     _ list: [Item],
     request: FetchRequest,

@@ -36,6 +36,7 @@ public struct MutationID: RawRepresentable, Hashable, Comparable, Codable, Senda
     self.rawValue = rawValue
   }
 
+  /// The mutation id `rawValue`.
   public init(_ rawValue: UInt64) {
     self.rawValue = rawValue
   }

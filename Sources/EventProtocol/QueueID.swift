@@ -1,7 +1,7 @@
 /// The id of an event queue on the server.
 ///
 /// Clients treat queue ids as opaque strings, as Zulip's clients do (Zulip has used both `"1514938867:1"`
-/// and UUIDs). ``EventServer`` makes random 15-character ids with ``random(using:)``.
+/// and UUIDs). `EventServer` makes random 15-character ids with ``random(using:)``.
 public struct QueueID: RawRepresentable, Hashable, Comparable, Codable, CodingKeyRepresentable, Sendable,
   ExpressibleByStringLiteral, CustomStringConvertible
 {
@@ -15,8 +15,10 @@ public struct QueueID: RawRepresentable, Hashable, Comparable, Codable, CodingKe
     self.rawValue = value
   }
 
+  /// The queue id as a dictionary key in JSON.
   public var codingKey: any CodingKey { QueueIDKey(stringValue: rawValue) }
 
+  /// The queue id a JSON dictionary key holds.
   public init?<Key: CodingKey>(codingKey: Key) {
     self.rawValue = codingKey.stringValue
   }

@@ -11,6 +11,7 @@ public struct UserID: RawRepresentable, Hashable, Comparable, Codable, Sendable,
     self.rawValue = rawValue
   }
 
+  /// The user id `rawValue`.
   public init(_ rawValue: String) {
     self.rawValue = rawValue
   }

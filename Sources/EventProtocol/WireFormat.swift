@@ -15,7 +15,7 @@ import JSONCoding
 /// let data = try WireFormat.encode(reply)
 /// ```
 public enum WireFormat {
-  /// The largest body ``decode(_:from:)`` accepts: 16 MiB.
+  /// The largest body `decode(_:from:)` accepts: 16 MiB.
   public static let maximumBodySize = 16 << 20
 
   /// A body read in one pass: its `result` field picks which type decodes the rest.
@@ -109,7 +109,7 @@ public enum WireFormat {
   }
 
   /// A success body: the reply's fields beside `"result": "success"` and an empty `msg`, as a server sends
-  /// it (``decode(_:from:)`` reads it back). The protocol's own replies (``Registration``, ``EventsReply``,
+  /// it (`decode(_:from:)` reads it back). The protocol's own replies (``Registration``, ``EventsReply``,
   /// ``FetchAnswer``) already carry both and are encoded as they are: each key once.
   public static func encodeSuccess(_ reply: some Encodable) throws -> Data {
     if reply is any CarriesResult { return try encode(reply) }

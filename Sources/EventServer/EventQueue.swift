@@ -2,10 +2,10 @@ import EventProtocol
 
 /// One client's event queue as a value: its bookkeeping and the events it has not acknowledged.
 ///
-/// The server keeps each event once, however many queues hold it (``QueueStore``); a queue read from it
+/// The server keeps each event once, however many queues hold it (`QueueStore`); a queue read from it
 /// (``EventServerStateMachine/queue(_:)``, a dump) is this value, with its own copy of its events, so
 /// nothing done to one queue's value reaches another's. In the store, acknowledging events costs only what
-/// it drops (``EventBacklog``).
+/// it drops (`EventBacklog`).
 public struct EventQueue<Event: EventPayload>: Sendable, Equatable, Codable {
   /// Everything but the events (what the server keeps per queue).
   var record: QueueRecord
@@ -203,6 +203,7 @@ public struct PollID: Hashable, Sendable, Comparable, CustomStringConvertible {
   /// The number the shell gave the poll.
   public var rawValue: UInt64
 
+  /// The poll id `rawValue`.
   public init(_ rawValue: UInt64) {
     self.rawValue = rawValue
   }

@@ -16,6 +16,7 @@ import JSONCoding
 ///                           lastEventID: -1, dontBlock: false, now: t0)   // [] : parked
 /// ```
 public struct EventServerStateMachine<Application: ServerApplication>: Sendable {
+  /// The application's event type.
   public typealias Event = Application.Event
 
   /// What a poll is answered with.
@@ -441,7 +442,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// A device registers its push token for one of `user`'s installations (replacing the installation's
   /// earlier token). `platform` says which sender delivers to it (`nil`: the server's default).
   /// - Throws: `BAD_REQUEST`, changing nothing, when the token is empty or over ``maximumPushTokenBytes``,
-  ///   the client id is not 1 to ``ClientID/maximumLength`` bytes, or the user already has
+  ///   the client id is not 1 to `ClientID/maximumLength` bytes, or the user already has
   ///   ``EventServerConfiguration/maximumClientsPerUser`` installations registered (a token the platform
   ///   reports invalid frees its place).
   public mutating func registerPushToken(
@@ -521,13 +522,18 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// remembered window, is refused with `MUTATION_ID_REUSED`, so the client can take a new client id and
   /// send the write again: nothing is acknowledged that was not applied.
   /// - Parameters:
-  ///   - digest: The write's ``MutationDigest``; the shell computes it from the command.
+  ///   - command: The write, as the application's command.
+  ///   - user: The user the request authenticated as.
+  ///   - clientID: The installation whose outbox sent it.
+  ///   - mutationID: The write's id in that outbox.
+  ///   - digest: The write's `MutationDigest`; the shell computes it from the command.
   ///   - commandBytes: The command's size in bytes of JSON, when the shell measured it (as it digested it):
   ///     over ``EventServerConfiguration/maximumCommandBytes`` the mutation is refused before it is applied.
+  ///   - now: The server's time.
   /// - Returns: The receipt, with each of the user's queues' last event id after the mutation, and the actions.
   /// - Throws: `BAD_REQUEST` when the application rejects the mutation (and again for every repeat of it),
-  ///   when the client id is longer than ``ClientID/maximumLength``, the mutation id outside
-  ///   ``MutationID/valid``, or the command too large; `MUTATION_ID_REUSED` as above.
+  ///   when the client id is longer than `ClientID/maximumLength`, the mutation id outside
+  ///   `MutationID/valid`, or the command too large; `MUTATION_ID_REUSED` as above.
   public mutating func applyMutation(
     _ command: Application.Command,
     from user: UserID,
@@ -608,7 +614,7 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   }
 
   /// Applies a mutation request as it came over the wire, digesting its write.
-  /// - Throws: As ``applyMutation(_:from:clientID:mutationID:digest:now:)``.
+  /// - Throws: As `applyMutation(_:from:clientID:mutationID:digest:now:)`.
   public mutating func applyMutation(
     _ request: MutationRequest<Application.Command>,
     from user: UserID,
@@ -631,10 +637,14 @@ public struct EventServerStateMachine<Application: ServerApplication>: Sendable 
   /// `MUTATION_ID_REUSED` (the client renumbers what follows under a new client id, so nothing after it
   /// may be applied under the old one). It decides at most ``EventServerConfiguration/mutationWindow``
   /// of them (the client sends the rest next), so a repeat of the whole batch is always recognised.
-  /// - Parameter measured: Each request's digest and command size, in the batch's order (the shell measures
-  ///   them outside the decision).
+  /// - Parameters:
+  ///   - batch: The client's mutations, in its outbox's order.
+  ///   - measured: Each request's digest and command size, in the batch's order (the shell measures them
+  ///     outside the decision).
+  ///   - user: The user the request authenticated as.
+  ///   - now: The server's time.
   /// - Returns: One outcome per mutation decided, and the actions of them all.
-  /// - Throws: `BAD_REQUEST` for a batch that cannot be decided (``MutationBatch/malformation``), before
+  /// - Throws: `BAD_REQUEST` for a batch that cannot be decided (`MutationBatch/malformation`), before
   ///   anything is decided.
   public mutating func applyMutations(
     _ batch: MutationBatch<Application.Command>,

@@ -16,6 +16,7 @@ import Foundation
 ///                                      lastEventID: registration.lastEventID)
 /// ```
 public actor EventServer<Application: ServerApplication, C: Clock> where C.Duration == Duration {
+  /// The application's event type.
   public typealias Event = Application.Event
   typealias Machine = EventServerStateMachine<Application>
 
@@ -141,7 +142,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// Reads a page of partial state for `user`, atomic with the caller's queue (see
   /// ``EventServerStateMachine/fetch(_:queueID:user:now:)``). On a cluster node the page and the event id
   /// come from this node's copy, which is consistent with itself.
-  /// - Throws: ``EventAPIError``: `BAD_EVENT_QUEUE_ID`, or `BAD_REQUEST`.
+  /// - Throws: `EventAPIError`: `BAD_EVENT_QUEUE_ID`, or `BAD_REQUEST`.
   public func fetch(
     _ request: FetchRequest,
     queueID: QueueID,
@@ -160,7 +161,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   ///   - dontBlock: Answer at once even with nothing to deliver.
   ///   - limit: The most events to answer with, oldest first; `nil` for all.
   /// - Returns: The events, in increasing id order.
-  /// - Throws: ``EventAPIError`` (`BAD_EVENT_QUEUE_ID`, or `BAD_REQUEST` for an id already pruned or never in
+  /// - Throws: `EventAPIError` (`BAD_EVENT_QUEUE_ID`, or `BAD_REQUEST` for an id already pruned or never in
   ///   the queue); `CancellationError` when the task is cancelled or the server shuts down while waiting;
   ///   ``ServerLogError`` when a durable server's log has failed.
   public func events(
@@ -345,7 +346,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// its own savepoint (a write whose statement fails stops the batch there and fails the call).
   /// - Returns: One outcome per mutation decided, in order; it stops after a `MUTATION_ID_REUSED`
   ///   (``EventServerStateMachine/applyMutations(_:measured:from:now:)``).
-  /// - Throws: `BAD_REQUEST` for a batch that cannot be decided (empty, over ``MutationBatch/maximumCount``);
+  /// - Throws: `BAD_REQUEST` for a batch that cannot be decided (empty, over `MutationBatch/maximumCount`);
   ///   ``ServerLogError`` when a durable server cannot make it durable.
   public func applyMutations(
     _ batch: MutationBatch<Application.Command>,
@@ -390,7 +391,7 @@ public actor EventServer<Application: ServerApplication, C: Clock> where C.Durat
   /// Registers the push token of one of `user`'s installations (its client id); it gets a push whenever
   /// an event is queued for the user while it is not long-polling. `platform` picks the sender (see
   /// ``PushNotification/platform``).
-  /// - Throws: `BAD_REQUEST` (``EventAPIError``) for a token or client id out of bounds or one installation
+  /// - Throws: `BAD_REQUEST` (`EventAPIError`) for a token or client id out of bounds or one installation
   ///   too many (``EventServerStateMachine/registerPushToken(_:platform:user:clientID:now:)``); ``ServerLogError``
   ///   when a durable server cannot make it durable.
   public func registerPushToken(

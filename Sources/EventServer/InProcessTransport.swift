@@ -4,7 +4,7 @@ import Foundation
 /// A transport that talks to an in-process ``EventServer`` as one user: what tests, the demo and the
 /// simulation give an `UpdateMachine`.
 ///
-/// With `throughWire`, every reply (and error) is encoded to Zulip-shaped JSON with ``WireFormat`` and
+/// With `throughWire`, every reply (and error) is encoded to Zulip-shaped JSON with `WireFormat` and
 /// decoded back, so the engine is exercised against the real encoding.
 ///
 /// ```swift

@@ -5,7 +5,7 @@ import EventProtocol
 ///
 /// For each (user, client) it keeps the last ``EventServerConfiguration/mutationWindow`` decisions (id,
 /// digest of the write, rejection reason) and when the client was last seen. It is bounded three ways:
-/// client ids longer than ``ClientID/maximumLength`` are refused before they get here; each user keeps at
+/// client ids longer than `ClientID/maximumLength` are refused before they get here; each user keeps at
 /// most ``EventServerConfiguration/maximumClientsPerUser`` clients (the least recently seen is forgotten);
 /// and a client silent for ``EventServerConfiguration/mutationMemoryLifetime`` is forgotten by the sweep.
 ///

@@ -173,7 +173,7 @@ public struct PushRecord: Hashable, Sendable, Codable {
 }
 
 /// A push the server wants sent: to which token, for which installation, with which payload (JSON of a
-/// ``PushPayload``, at most ``EventServerConfiguration/maximumPushPayloadBytes`` bytes).
+/// `PushPayload`, at most ``EventServerConfiguration/maximumPushPayloadBytes`` bytes).
 public struct PushNotification: Sendable, Hashable {
   /// The platform token.
   public var token: PushToken

@@ -61,7 +61,7 @@ public protocol ServerApplication: Sendable {
   /// and must move ``nextDeadline`` past `now`. By default, nothing.
   mutating func deadlineReached(at now: Timestamp) -> [Delivery<Event>]
 
-  /// One page of a narrow as `user` sees it now (``FetchPage/select(_:request:position:)`` answers the anchor
+  /// One page of a narrow as `user` sees it now (`FetchPage/select(_:request:position:)` answers the anchor
   /// and the counts). The server reads it in the same synchronous step as the caller's queue's last event
   /// id, so the page is atomic with the queue, exactly like a registration's snapshot: every event about
   /// these items up to that id is reflected in it, none after. By default no narrow can be fetched.

@@ -74,7 +74,7 @@ public enum EpisodeSimulation {
     public var simulation: SimulationReport
   }
 
-  /// Runs `scenario` to the end, in the world every domain shares (``EpisodeDomain``): listeners act at
+  /// Runs `scenario` to the end, in the world every domain shares (`EpisodeDomain`): listeners act at
   /// the moments their scripts give while their app is open, on a desktop-like platform (an app off
   /// screen keeps running, polling in the background), with pushes and long-polls (push+poll).
   public static func run(_ scenario: Scenario) -> Report {

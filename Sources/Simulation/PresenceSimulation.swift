@@ -5,7 +5,7 @@ import UpdateMachine
 import VideoMessaging
 
 /// What the second, ephemeral update machine of the video app costs: the presence machine ("who is
-/// recording a video to you right now", ``RecordingPresence``) on every device, over virtual time, with apps
+/// recording a video to you right now", `RecordingPresence`) on every device, over virtual time, with apps
 /// opened and closed and recordings started, renewed and stopped.
 ///
 /// Its own long-poll is the cost: a registration after every closed spell longer than its two-minute queue,

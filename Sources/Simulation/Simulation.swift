@@ -29,7 +29,7 @@ public enum Simulation {
     return world.run()
   }
 
-  /// Runs the same scenario under every strategy, in ``DeliveryStrategy/allCases`` order.
+  /// Runs the same scenario under every strategy, in `DeliveryStrategy/allCases` order.
   public static func compareStrategies(_ scenario: Scenario) -> [SimulationReport] {
     DeliveryStrategy.allCases.map { strategy in
       var variant = scenario

@@ -4,7 +4,7 @@ import EventProtocol
 ///
 /// Its rules, all in this file:
 /// - A write gets the next mutation id of this installation's client id. It is sent only once a record
-///   holding it has been saved (``saved(clientID:nextMutationID:)``), so a crash can never make the next
+///   holding it has been saved (`saved(clientID:nextMutationID:)`), so a crash can never make the next
 ///   write reuse an id that reached the server.
 /// - One request is in flight at a time: a batch of the oldest unacknowledged saved writes, in order (at
 ///   most the core's ``UpdateMachineConfiguration/maximumMutationsPerRequest``). The server decides each
@@ -16,7 +16,7 @@ import EventProtocol
 /// - A whole batch refused with `BAD_REQUEST` (a write in it that the server cannot even read) is sent
 ///   again one write at a time, so the refusal lands on the write that earned it.
 /// - An acknowledged write is never sent again. It stays (for its optimistic effect) until the events
-///   show it: an event whose ``MutationOrigin`` names it (``eventsApplied(_:)``), or a finger at or past its
+///   show it: an event whose `MutationOrigin` names it (``eventsApplied(_:)``), or a finger at or past its
 ///   receipt (``confirm(by:)``).
 /// - A refused write (`BAD_REQUEST`) moves to ``rejected`` for the app to show.
 /// - A write answered `MUTATION_ID_REUSED` (another installation restored from the same backup, or a
@@ -112,6 +112,8 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
 
   /// The app submits a write. It is sent only after a record holding it is saved.
   /// - Parameters:
+  ///   - mutation: The write.
+  ///   - now: When it was submitted.
   ///   - replaces: Whether the new write makes an older one pointless; older writes never sent for which
   ///     it answers `true` are dropped (the server never saw their ids, and skipping ids is allowed).
   /// - Returns: Its mutation id.
@@ -128,8 +130,11 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   }
 
   /// A record holding every write below `nextMutationID`, under `clientID`, was saved.
-  /// - Parameter pending: The writes the saved record holds unacknowledged; `nil` when unknown (tools and
-  ///   tests that only save writes).
+  /// - Parameters:
+  ///   - clientID: The client id the saved record holds.
+  ///   - nextMutationID: The record's next mutation id: every write below it is saved.
+  ///   - pending: The writes the saved record holds unacknowledged; `nil` when unknown (tools and tests
+  ///     that only save writes).
   public mutating func saved(clientID: ClientID, nextMutationID: MutationID, pending: Set<MutationID>? = nil) {
     guard clientID == self.clientID else { return }
     savedThrough = max(savedThrough, nextMutationID)
@@ -171,8 +176,13 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
 
   /// Sends the oldest unacknowledged saved writes, at most `maximumCount` (one while isolating a refused
   /// batch), as `request`.
+  /// - Parameters:
+  ///   - request: The request's identity, which its answer names.
+  ///   - now: The time it is sent.
+  ///   - deadline: When it counts as failed without an answer.
+  ///   - maximumCount: The most writes it carries.
+  ///   - queue: The queue the machine holds now, if any (see ``OutboxEntry/sentOnQueue``).
   /// - Returns: The request body, or `nil` when ``canSend(now:)`` is false.
-  /// - Parameter queue: The queue the machine holds now, if any (see ``OutboxEntry/sentOnQueue``).
   public mutating func send(
     _ request: RequestID,
     now: Timestamp,
@@ -216,7 +226,11 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   /// The server answered `request` with `outcomes`, one per write it decided, in order. Acknowledged
   /// writes keep their receipts until the events show their effect; refused ones move to ``rejected``;
   /// writes not decided are sent again.
-  /// - Parameter failureWait: The backoff before the next send, should the answer count as a failure.
+  /// - Parameters:
+  ///   - request: The request answered.
+  ///   - outcomes: One per write the server decided, in order.
+  ///   - failureWait: The backoff before the next send, should the answer count as a failure.
+  ///   - now: The time of the answer.
   /// - Returns: What the answer means, or `nil` when the request was not the outbox's.
   public mutating func answered(
     _ request: RequestID,
@@ -254,7 +268,7 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
     return answer
   }
 
-  /// The server acknowledged the single write in flight as `request` (``answered(_:_:)`` with its one
+  /// The server acknowledged the single write in flight as `request` (`answered(_:_:)` with its one
   /// outcome).
   /// - Returns: Whether the request was the outbox's.
   public mutating func acknowledged(_ request: RequestID, _ receipt: MutationReceipt) -> Bool {

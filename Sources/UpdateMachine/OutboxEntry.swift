@@ -14,7 +14,7 @@ public struct OutboxEntry<Mutation: Codable & Sendable & Equatable>: Codable, Se
   /// The server's acknowledgement, once received; the entry then waits for its effect to arrive.
   public internal(set) var receipt: MutationReceipt?
   /// The queue the machine held when it last sent the entry, if any: a receipt that does not name it says
-  /// that queue had ended on the server (``MutationReceipt/isReflected(by:sentOn:)``).
+  /// that queue had ended on the server (`MutationReceipt/isReflected(by:sentOn:)`).
   public internal(set) var sentOnQueue: QueueID?
 
   /// Creates an entry, for tests and previews; the engine makes its own with ``UpdateMachine/submit(_:)``.

@@ -238,7 +238,10 @@ public struct UpdateMachineCore<
 
   /// Persisted data was read (`nil`: none, first start, or nothing usable). Resumes with the stored finger
   /// (polling in the foreground, a poll now in the background) or registers.
-  /// - Parameter recovery: What reading the record had to do, for the snapshot.
+  /// - Parameters:
+  ///   - record: What was read.
+  ///   - recovery: What reading the record had to do, for the snapshot.
+  ///   - now: The time it was read.
   public mutating func loaded(
     _ record: PersistedRecord<State, Mutation>?,
     recovery: [StoreRecovery] = [],

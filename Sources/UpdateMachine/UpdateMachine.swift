@@ -25,7 +25,9 @@ public actor UpdateMachine<
   Event: EventPayload,
   Mutation: Codable & Sendable & Equatable
 > {
+  /// The pure state machine this actor performs.
   public typealias Core = UpdateMachineCore<State, Event, Mutation>
+  /// What ``snapshots()`` yields.
   public typealias Snapshot = UpdateMachineSnapshot<State, Mutation>
 
   private var core: Core
@@ -298,7 +300,7 @@ public actor UpdateMachine<
     input { core, now in core.pushReceived(.init(queueID: queueID, lastEventID: lastEventID), now: now) }
   }
 
-  /// A push notification arrived with the server's ``PushPayload``: its events are applied with no request
+  /// A push notification arrived with the server's `PushPayload`: its events are applied with no request
   /// when they continue the finger; otherwise the machine polls (or registers) as for a bare hint.
   public func pushReceived(_ payload: PushPayload<Event>) {
     input { core, now in core.pushReceived(.init(payload), now: now) }

@@ -36,6 +36,7 @@ public struct UpdateMachineSnapshot<State: Codable & Sendable & Equatable, Mutat
   /// retrying after a failure, waiting for the events): what a list's "loading" and "retrying" rows show.
   public var fetches: [FetchStatus]
 
+  /// A snapshot with these parts (for previews and tests; the machine makes its own).
   public init(
     state: State?,
     confirmedState: State?,

@@ -23,7 +23,9 @@ where
   Reducer.State == Application.Snapshot, Reducer.Event == Application.Event,
   Reducer.Mutation == Application.Command, Application.Command: Equatable, Application: Codable
 {
+  /// A device's engine.
   public typealias Core = UpdateMachineCore<Reducer.State, Reducer.Event, Reducer.Mutation>
+  /// The server's core.
   public typealias Server = EventServerStateMachine<Application>
 
   /// One installation of the app.
@@ -126,7 +128,7 @@ where
   /// - Parameters:
   ///   - application: The server application.
   ///   - reducer: Makes the reducer of a device signed in as the user.
-  ///   - devices: The user of each device.
+  ///   - users: The user of each device.
   ///   - seed: Drives every choice.
   ///   - configuration: The devices' engine configuration.
   ///   - faults: What ``chaoticStep()`` may do.

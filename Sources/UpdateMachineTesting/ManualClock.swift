@@ -3,7 +3,7 @@ import Synchronization
 
 /// A clock that moves only when a test says so, for driving shells without sleeping on the wall clock.
 ///
-/// Its instants are ``Timestamp``s. Sleepers park until ``advance(by:)`` moves time past their deadline; a
+/// Its instants are `Timestamp`s. Sleepers park until ``advance(by:)`` moves time past their deadline; a
 /// sleep whose deadline has already passed returns at once, so "advance, then observe" has no race even
 /// when the sleeper has not started yet. ``waitForSleepers(count:)`` suspends until the code under test has
 /// parked that many sleepers (its timers are set), so a test can advance time knowing who will wake.
@@ -17,7 +17,9 @@ import Synchronization
 /// try await woke
 /// ```
 public final class ManualClock: Clock, Sendable {
+  /// The clock's instants: the engine's and the server's timestamps.
   public typealias Instant = Timestamp
+  /// The clock's durations.
   public typealias Duration = Swift.Duration
 
   private struct Sleeper {
@@ -47,8 +49,10 @@ public final class ManualClock: Clock, Sendable {
     self.state = Mutex(State(now: start))
   }
 
+  /// The time the test has moved the clock to.
   public var now: Timestamp { state.withLock { $0.now } }
 
+  /// One nanosecond: the clock moves only when told, to any instant.
   public var minimumResolution: Duration { .nanoseconds(1) }
 
   /// How many sleepers are parked now.
@@ -57,6 +61,8 @@ public final class ManualClock: Clock, Sendable {
   /// The earliest deadline of a parked sleeper, if any.
   public var nextDeadline: Timestamp? { state.withLock { $0.sleepers.values.map(\.deadline).min() } }
 
+  /// Suspends until the test moves the clock to `deadline` or past it, or the task is cancelled.
+  /// - Throws: `CancellationError` when the task is cancelled first.
   public func sleep(until deadline: Timestamp, tolerance: Duration? = nil) async throws {
     let id = state.withLock { state in
       defer { state.nextID += 1 }

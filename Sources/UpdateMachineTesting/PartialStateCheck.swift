@@ -1,12 +1,12 @@
 import EventProtocol
 import UpdateMachine
 
-/// Checks a client's ``PartialState`` against the server's data: every known item must equal the server's
+/// Checks a client's `PartialState` against the server's data: every known item must equal the server's
 /// item, and every interval of completeness must be true of the server's list. Unknown items and ranges
 /// outside the intervals are not checked (nothing is claimed of them).
 ///
 /// `read` answers a fetch the way the server application does at the client's finger. Known items are
-/// looked up through the empty narrow (``Narrow`` holds every item the user can see when it has no term),
+/// looked up through the empty narrow (`Narrow` holds every item the user can see when it has no term),
 /// anchored at the item's position.
 ///
 /// ```swift

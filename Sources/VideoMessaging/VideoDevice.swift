@@ -36,7 +36,7 @@ public struct TransferProgress: Sendable, Hashable {
   public var size: Int
 }
 
-/// One installation of the video app: an ``UpdateMachine`` keeping the user's ``VideoSnapshot`` live, and a
+/// One installation of the video app: an `UpdateMachine` keeping the user's ``VideoSnapshot`` live, and a
 /// ``TransferQueue`` moving files, saved together in the machine's record.
 ///
 /// The actor is a shell: the machine decides requests, the transfer queue decides transfers; the device
@@ -84,7 +84,7 @@ public actor VideoDevice {
   ///   - seed: Seeds video ids, backoff jitter and the engine's randomness.
   ///   - chunkSize: The most bytes a transfer moves per step (and so how much a failure can lose); steps
   ///     start smaller and grow with the link's measured speed (``TransferPacer``).
-  ///   - log: Receives the engine's structured events (``UpdateMachineLogEvent``); nothing is logged when
+  ///   - log: Receives the engine's structured events (`UpdateMachineLogEvent`); nothing is logged when
   ///     `nil`.
   public init<Transport: EventTransport, C: Clock>(
     user: UserID,

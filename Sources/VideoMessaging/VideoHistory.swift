@@ -2,7 +2,7 @@ import EventProtocol
 import UpdateMachine
 
 /// One video in a conversation's history, as both its sender and its recipient see it: what the client
-/// holds in part (a conversation is a narrow fetched by page, ``VideoHistory/conversation(with:)``) and the
+/// holds in part (a conversation is a narrow fetched by page, `VideoHistory/conversation(with:)`) and the
 /// server keeps after the live lists have let the video go.
 public struct VideoHistoryItem: Codable, Sendable, Hashable {
   /// The video.

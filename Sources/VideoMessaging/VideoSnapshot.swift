@@ -11,7 +11,7 @@ import UpdateMachine
 ///   user that a video was downloaded or viewed on another.
 ///
 /// These three lists are the live part, bounded by the retention windows. A conversation's whole history is
-/// held in part, in ``history``: fetched by page (``VideoHistory/conversation(with:)``) and kept live by the
+/// held in part, in ``history``: fetched by page (`VideoHistory/conversation(with:)`) and kept live by the
 /// same events. A registration's snapshot holds none of it.
 public struct VideoSnapshot: Codable, Sendable, Equatable {
   /// The user's sent videos still tracked, in id order.

@@ -155,8 +155,8 @@ extension EventServerStateMachine {
   /// that this queue skipped, or one beyond its newest id: either proves it saw events this server does not
   /// have, and the queue is refused with `BAD_EVENT_QUEUE_ID` (the client registers again).
   ///
-  /// A queue that has skipped ``EventQueue/maximumSkippedRanges`` times without a poll acknowledging past
-  /// them, or whose ids would pass ``EventQueue/maximumEventID``, is removed instead (its client re-registers).
+  /// A queue that has skipped `EventQueue/maximumSkippedRanges` times without a poll acknowledging past
+  /// them, or whose ids would pass `EventQueue/maximumEventID`, is removed instead (its client re-registers).
   /// - Returns: The actions (parked polls of removed queues failing; none after a real restart).
   public mutating func recover(now: Timestamp) -> [Action] {
     let idSkip = Int.random(in: Self.idSkipRange, using: &random)

@@ -8,7 +8,7 @@ import Foundation
 /// The world's server machine records its inputs; after each input the world calls ``collect(from:)``,
 /// which takes them as pending (written, not yet durable) and returns the position the input's effects need.
 /// An answer may leave the server only once ``durablePosition`` reaches that position: the world calls
-/// ``flush()`` before delivering it, as a group commit would. ``crashed(configuration:random:now:)``
+/// ``flush()`` before delivering it, as a group commit would. `crashed(configuration:random:now:)`
 /// rebuilds the server from what is durable, losing every pending record, exactly as a restart after a
 /// SIGKILL does.
 ///

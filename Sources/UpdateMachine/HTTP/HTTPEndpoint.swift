@@ -44,8 +44,11 @@ public struct HTTPEndpoint: Sendable {
   private let session: SessionOwner
 
   /// An endpoint with its own session, sending the credentials `credentials` gives.
-  /// - Parameter maximumConnections: How many connections to the server may be open at once (requests
-  ///   beyond wait in the session).
+  /// - Parameters:
+  ///   - baseURL: The server's address; the API's paths are relative to it.
+  ///   - credentials: Asked for the credentials before every request, and to refresh them after a `401`.
+  ///   - maximumConnections: How many connections to the server may be open at once (requests beyond wait
+  ///     in the session).
   public init(baseURL: URL, credentials: CredentialsProvider, maximumConnections: Int = 8) {
     self.baseURL = baseURL
     self.source = CredentialSource(credentials)
@@ -67,7 +70,7 @@ public struct HTTPEndpoint: Sendable {
   /// Sends one request and returns whatever the server answered (any status). A `401` is answered by
   /// asking the provider for fresh credentials and sending the request once more with them (the server
   /// refused it before doing anything); a second `401`, or none fresher, is the answer.
-  /// - Throws: ``TransportError`` when no answer came: connection failed, timed out, or cancelled; the
+  /// - Throws: `TransportError` when no answer came: connection failed, timed out, or cancelled; the
   ///   provider's failure (``CredentialsUnavailable`` as `UNAUTHORIZED`).
   public func send(
     _ method: String,

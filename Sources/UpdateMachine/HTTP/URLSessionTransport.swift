@@ -11,7 +11,7 @@ import Foundation
 /// It speaks the protocol of `docs/protocol.md`: `POST /api/v1/register` (form-encoded, JSON in field values,
 /// like Zulip's), `GET /api/v1/events`, `DELETE /api/v1/events` and `POST /api/v1/mutations`, with HTTP basic
 /// authentication by a per-user API key, as Zulip does, or a bearer token from a ``CredentialsProvider``
-/// that refreshes it. Every outcome maps to a typed ``TransportError``:
+/// that refreshes it. Every outcome maps to a typed `TransportError`:
 /// connection failures and timeouts, 5xx, 429 with its `Retry-After`, Zulip error bodies, and bodies that
 /// are not JSON (an HTML page from a proxy) as malformed or as server errors, never a crash.
 ///
@@ -220,7 +220,7 @@ public struct URLSessionTransport<
   }
 
   /// Deletes one of the user's queues (`DELETE /api/v1/events`), as an app does when it signs out.
-  /// - Throws: ``TransportError``; `BAD_EVENT_QUEUE_ID` when the queue is already gone.
+  /// - Throws: `TransportError`; `BAD_EVENT_QUEUE_ID` when the queue is already gone.
   public func deleteQueue(_ queueID: QueueID) async throws(TransportError) {
     let query = [URLQueryItem(name: "queue_id", value: queueID.rawValue)]
     let answer = try await endpoint.send(

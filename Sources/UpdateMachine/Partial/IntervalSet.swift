@@ -3,7 +3,7 @@ import EventProtocol
 /// The intervals of completeness of a list: the ranges of positions between which the list held is the
 /// whole list on the server (seed 003's "intervals of completeness").
 ///
-/// Bounds are ``ListBound``s, so an interval may start at the very beginning or run to the very end
+/// Bounds are `ListBound`s, so an interval may start at the very beginning or run to the very end
 /// (including items created later, while the machine is live). Positions are integers, so intervals that
 /// touch (`1...3` and `4...6`) merge, as do overlapping ones; the set always holds the fewest, sorted,
 /// disjoint intervals.

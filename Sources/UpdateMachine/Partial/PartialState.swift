@@ -1,7 +1,7 @@
 import EventProtocol
 
 /// The part of an app's state held in part (seed 003's *partial update machine*): a partial function from
-/// keys to items, and lists keyed by a ``Narrow`` with their ``IntervalSet`` of completeness.
+/// keys to items, and lists keyed by a `Narrow` with their ``IntervalSet`` of completeness.
 ///
 /// It lives inside the app's `State` (at ``PartialUpdateReducer/partialState``), so it is persisted with the
 /// rest of the record. The engine fills it from fetched pages; the reducer keeps it live from events with

@@ -2,7 +2,7 @@ import EventProtocol
 import EventServer
 
 /// The blob keys of a ``StoredVideoServer``, read from its tables in order with its inputs
-/// (``EventServer/readStoredState(_:)``).
+/// (`EventServer/readStoredState(_:)`).
 ///
 /// One server answers everything, or, on a partitioned log, the node serving each user's partition: a
 /// command goes to its user's node, and a question about a key (which no user's partition owns) to any node
@@ -23,7 +23,9 @@ public struct StoredVideoBlobLedger<C: Clock>: VideoBlobLedger where C.Duration 
 
   /// The ledger of the blob keys of `application` on a partitioned log: `server(user)` is the node serving
   /// `user`'s partition here (`server(nil)`: any node served here).
-  /// - Parameter server: Throws when no node here can answer (the partition is moving).
+  /// - Parameters:
+  ///   - application: The stored video service whose tables hold the keys.
+  ///   - server: Throws when no node here can answer (the partition is moving).
   public init(application: StoredVideoServer, server: @escaping @Sendable (UserID?) async throws -> Server) {
     self.application = application
     self.server = server

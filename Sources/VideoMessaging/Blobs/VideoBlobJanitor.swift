@@ -22,7 +22,10 @@ public struct VideoBlobJanitor: Sendable {
   /// Deletes the released blobs, then the stranded ones: a stranded upload is first abandoned on its
   /// uploader's behalf (a logged command), so its key is released for good and its bytes no longer count
   /// toward the uploader's bound.
-  /// - Parameter ledger: The server's blob keys (``InMemoryVideoBlobLedger``, ``StoredVideoBlobLedger``).
+  /// - Parameters:
+  ///   - ledger: The server's blob keys (``InMemoryVideoBlobLedger``, ``StoredVideoBlobLedger``).
+  ///   - blobs: The store holding the files.
+  ///   - now: The time the run judges the grace by.
   /// - Returns: The keys deleted.
   /// - Throws: ``BlobStoreError`` from the store, or the server's error when it cannot answer; what was
   ///   taken but not deleted is swept later.

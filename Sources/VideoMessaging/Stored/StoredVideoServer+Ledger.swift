@@ -5,13 +5,13 @@ import EventServer
 /// in order with the server's inputs, each the counterpart of one of ``VideoServer``'s.
 extension StoredVideoServer {
   /// What the tables know of `key` (``VideoServer/blobBindings``).
-  /// - Throws: ``DatabaseError`` when it cannot be read.
+  /// - Throws: `DatabaseError` when it cannot be read.
   public func binding(of key: BlobKey, in transaction: any DatabaseTransaction) async throws -> BlobBinding? {
     try await VideoTables(transaction: transaction).binding(key)
   }
 
   /// Whether `user` may read the blob under `key` (``VideoServer/mayRead(_:user:)``).
-  /// - Throws: ``DatabaseError`` when it cannot be read.
+  /// - Throws: `DatabaseError` when it cannot be read.
   public func mayRead(_ key: BlobKey, user: UserID, in transaction: any DatabaseTransaction) async throws -> Bool {
     let tables = VideoTables(transaction: transaction)
     guard let binding = try await tables.binding(key), binding.releasedAt == nil, let id = binding.video,
@@ -21,13 +21,13 @@ extension StoredVideoServer {
   }
 
   /// The bytes of `user`'s blobs that count toward their bound (``VideoServer/storedBytes(of:)``).
-  /// - Throws: ``DatabaseError`` when it cannot be read.
+  /// - Throws: `DatabaseError` when it cannot be read.
   public func storedBytes(of user: UserID, in transaction: any DatabaseTransaction) async throws -> Int {
     try await VideoTables(transaction: transaction).storedBytes(of: user)
   }
 
   /// The keys `user` has bound and no video claimed (``VideoServer/uploads(of:)``).
-  /// - Throws: ``DatabaseError`` when it cannot be read.
+  /// - Throws: `DatabaseError` when it cannot be read.
   public func uploads(of user: UserID, in transaction: any DatabaseTransaction) async throws -> Set<BlobKey> {
     try await VideoTables(transaction: transaction).uploads(of: user)
   }
@@ -35,7 +35,7 @@ extension StoredVideoServer {
   /// The blobs in `listing` no tracked video claims that are older than `grace`, sorted
   /// (``VideoServer/unclaimedBlobs(in:now:grace:)``).
   /// - Complexity: One indexed lookup per blob older than `grace`.
-  /// - Throws: ``DatabaseError`` when it cannot be read.
+  /// - Throws: `DatabaseError` when it cannot be read.
   public func unclaimedBlobs(
     in listing: [BlobInfo],
     now: Timestamp,
@@ -51,8 +51,8 @@ extension StoredVideoServer {
   }
 
   /// The blobs released and not yet deleted, sorted, forgotten by `transaction`
-  /// (``VideoServer/takeBlobDeletions()``): bookkeeping, run with ``EventServer/writeStoredBookkeeping(_:)``.
-  /// - Throws: ``DatabaseError`` when they cannot be taken.
+  /// (``VideoServer/takeBlobDeletions()``): bookkeeping, run with `EventServer/writeStoredBookkeeping(_:)`.
+  /// - Throws: `DatabaseError` when they cannot be taken.
   public func takeBlobDeletions(in transaction: any DatabaseTransaction) async throws -> [BlobKey] {
     try await VideoTables(transaction: transaction).takeDeletions()
   }

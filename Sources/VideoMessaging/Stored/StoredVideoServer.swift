@@ -1,7 +1,7 @@
 import EventProtocol
 import EventServer
 
-/// The video service as a ``StoredApplication``: the same rules, commands, events, snapshots and fetched
+/// The video service as a `StoredApplication`: the same rules, commands, events, snapshots and fetched
 /// pages as ``VideoServer`` (clients cannot tell them apart, and a test holds the two equal on random
 /// histories), with the videos, the blob bindings, the blobs to delete and the conversations' histories in
 /// tables of the database that holds the server's log (``schema``).
