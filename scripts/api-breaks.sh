@@ -2,7 +2,7 @@
 # Fails on a break of the root package's public API that CHANGELOG.md does not list. Compares every library
 # product with the commit named in .api-baseline (`swift package diagnose-api-breaking-changes`, which builds
 # both); each break the changelog lists is a line of it holding the digester's exact message in backticks,
-# `API breakage: …`, and is allowed. docs/stability.md, "How a change is checked".
+# `API breakage: …`, and is allowed. docs/versioning.md, "How a change is checked".
 # Usage: scripts/api-breaks.sh [--help]
 set -euo pipefail
 case "${1:-}" in

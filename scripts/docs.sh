@@ -2,7 +2,7 @@
 # Builds the DocC documentation of every root module with a catalog (Sources/<Module>/<Module>.docc) with the
 # toolchain's own docc: symbol graphs from `swift package dump-symbol-graph` (the debug build, reused when it
 # is there), then `docc convert` with warnings as errors. A public symbol without a doc comment counts as a
-# warning too. The archives go to .build/documentation/<Module>.doccarchive. docs/stability.md.
+# warning too. The archives go to .build/documentation/<Module>.doccarchive. docs/testing.md.
 # Usage: scripts/docs.sh [--help]
 set -euo pipefail
 case "${1:-}" in
