@@ -328,6 +328,25 @@ public actor UpdateMachine<
     return id
   }
 
+  /// Sends several mutations through the outbox at once, in order: as many ``submit(_:)`` calls would, but
+  /// persisted in one save (one journal append and one fsync for all of them), then sent in batches of up
+  /// to ``UpdateMachineConfiguration/maximumMutationsPerRequest``. For writes an app makes together (an
+  /// import, a multi-select), or that arrive faster than the store saves.
+  /// - Returns: The mutations' ids, in order; empty when the store could not be opened (as ``submit(_:)``
+  ///   keeps nothing then).
+  @discardableResult
+  public func submit(contentsOf mutations: [Mutation]) -> [MutationID] {
+    start()
+    guard core.isLoaded else { return [] }
+    var ids: [MutationID] = []
+    input { core, now in
+      let (newIDs, actions) = core.submit(contentsOf: mutations, now: now)
+      ids = newIDs
+      return actions
+    }
+    return ids
+  }
+
   /// Fetches a page of a narrow of partial state and merges it into the state, composed exactly once with
   /// the events (see `docs/partial-state.md`). Starts the machine first if needed.
   ///

@@ -13,6 +13,21 @@ extension UpdateMachineCore {
     return (id, [persistAction()] + proceed(now: now))
   }
 
+  /// The app submits several mutations at once, in order: each shows at once, exactly as if submitted one
+  /// after another by ``submit(_:now:)``, and one save holds them all (one journal append and one fsync
+  /// instead of one each), after which they are sent.
+  /// - Returns: The mutations' ids, in order, and the actions; no action when `mutations` is empty.
+  public mutating func submit(contentsOf mutations: some Sequence<Mutation>, now: Timestamp) -> ([MutationID], [Action])
+  {
+    precondition(isLoaded, "submit before the persisted data was loaded")
+    let reducer = reducer
+    let ids = mutations.map { mutation in
+      outbox!.append(mutation, now: now) { reducer.replaces(mutation, unsent: $0) }
+    }
+    guard !ids.isEmpty else { return ([], []) }
+    return (ids, [persistAction()] + proceed(now: now))
+  }
+
   /// The store could not be taken (``PersistenceError/inUse(_:)``): the machine stops before loading
   /// anything, so it never reads, sends or saves.
   public mutating func storeUnavailable(_ detail: String, now: Timestamp) -> [Action] {

@@ -36,6 +36,33 @@ struct UpdateMachineCoreOutboxTests {
     #expect(harness.core.confirmedState == NoteSnapshot(notes: ["a"]))
   }
 
+  @Test("writes submitted together are saved once, shown in order, and sent in one batch after that save")
+  func submittedTogether() throws {
+    var harness = CoreHarness()
+    harness.startLive(notes: ["a"])
+    let writes: [NoteBoard.Command] = [
+      .post("one", to: [alice]), .post("two", to: [alice]), .post("three", to: [alice]),
+    ]
+    let (ids, actions) = harness.core.submit(contentsOf: writes, now: t0)
+    #expect(ids == [MutationID(1), MutationID(2), MutationID(3)])
+    // One save holding all three, and nothing sent before it succeeds.
+    #expect(actions.count == 1)
+    guard case .persist(let record, _) = actions.first else {
+      Issue.record("expected one save, got \(actions)")
+      return
+    }
+    #expect(record.outbox.map(\.id) == ids)
+    #expect(harness.core.displayedState == NoteSnapshot(notes: ["a", "one", "two", "three"]))
+    let sent = harness.core.persistSucceeded(record, now: t0)
+    guard case .submit(_, let batch, _) = sent.first else {
+      Issue.record("expected a send after the save, got \(sent)")
+      return
+    }
+    #expect(batch.requests.map(\.mutationID) == ids)
+    #expect(batch.requests.map(\.mutation) == writes)
+    #expect(harness.core.submit(contentsOf: [], now: t0) == ([], []))
+  }
+
   @Test("an acknowledged mutation stays shown until the finger reaches its event, then leaves the outbox")
   func confirmedByEvent() {
     var harness = CoreHarness()

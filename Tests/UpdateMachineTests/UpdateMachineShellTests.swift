@@ -100,8 +100,39 @@ func isLive(_ snapshot: NotesSnapshot) -> Bool {
   return false
 }
 
+/// A store in memory that counts its saves.
+final class CountingStore: UpdateStore {
+  private let base = InMemoryStore()
+  private let count = Mutex(0)
+  var saves: Int { count.withLock { $0 } }
+
+  func load() throws(PersistenceError) -> Data? { try base.load() }
+  func save(_ data: Data) throws(PersistenceError) {
+    count.withLock { $0 += 1 }
+    try base.save(data)
+  }
+  func setAside(reason: String) throws(PersistenceError) -> String { try base.setAside(reason: reason) }
+}
+
 @Suite("UpdateMachine shell on a manual clock against the in-process server", .hangGuard)
 struct UpdateMachineShellTests {
+  @Test("writes submitted together cost one save, and the server applies each once, in order")
+  func submittedTogetherSaveOnce() async throws {
+    let world = World()
+    let store = CountingStore()
+    let machine = await world.startLiveMachine(store: store)
+    let before = store.saves
+    let writes = (1...40).map { NoteBoard.Command.post("note \($0)", to: ["alice"]) }
+    let ids = await machine.submit(contentsOf: writes)
+    #expect(ids.count == 40)
+    #expect(store.saves == before + 1)
+    #expect(await machine.snapshot.state?.notes.count == 40)  // shown at once
+    await waitFor(machine) { isLive($0) && $0.pendingMutations.isEmpty && $0.state?.notes.count == 40 }
+    #expect(await world.server.application.notes["alice"] == (1...40).map { "note \($0)" })
+    #expect(await machine.submit(contentsOf: []) == [])
+    await machine.stop()
+  }
+
   @Test("register, events, a dropped connection with backoff, and recovery")
   func registerEventsFailureRecovery() async throws {
     let world = World()

@@ -6,8 +6,9 @@ import UpdateMachine
 
 /// `soak-client --write-rate R --write-seconds S [--batch K] [--app checklist --teammate USER:KEY ...]`: one
 /// device's acknowledged writes per second and their latency. The engine (a `FileStore`,
-/// `URLSessionTransport`) submits writes at `R` a second for `S` seconds; each write's latency is from
-/// `submit` to the answer that acknowledged it. Prints the writes acknowledged per second over the run (first
+/// `URLSessionTransport`) submits writes at `R` a second for `S` seconds, those due at the same moment
+/// together (`submit(contentsOf:)`, one save for them); each write's latency is from its submit to the
+/// answer that acknowledged it. Prints the writes acknowledged per second over the run (first
 /// submit to last acknowledgement), p50, p99 and the largest latency. `--batch 1` sends one write per round
 /// trip (as before batches).
 ///
@@ -137,16 +138,25 @@ final class WriteRateProbe: Sendable {
     var total = offered
     var submittedAt: [MutationID: ContinuousClock.Instant] = [:]
     let started = ContinuousClock.now
-    for number in 0..<offered {
+    func due(_ number: Int) -> ContinuousClock.Instant {
+      started + .nanoseconds(Int64(number) * 1_000_000_000 / Int64(rate))
+    }
+    var number = 0
+    while number < offered {
       if ContinuousClock.now > cutoff {
         total = number
         break
       }
-      let due = started + .nanoseconds(Int64(number) * 1_000_000_000 / Int64(rate))
-      if due > ContinuousClock.now { try? await Task.sleep(until: due, clock: .continuous) }
+      if due(number) > ContinuousClock.now { try? await Task.sleep(until: due(number), clock: .continuous) }
+      // Every write due by now goes in together, as an app writing faster than its store saves would: one
+      // save holds them all (`submit(contentsOf:)`), instead of one fsync each.
       let submitted = ContinuousClock.now
-      let id = await machine.submit(command(number))
-      submittedAt[id] = submitted
+      var group: [Reducer.Mutation] = []
+      while number < offered, group.count < 256, due(number) <= submitted {
+        group.append(command(number))
+        number += 1
+      }
+      for id in await machine.submit(contentsOf: group) { submittedAt[id] = submitted }
     }
     let deadline = ContinuousClock.now + .seconds(30)
     while acknowledgedAt.withLock({ $0.count }) < total, ContinuousClock.now < deadline {
