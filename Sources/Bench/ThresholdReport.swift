@@ -19,7 +19,8 @@ struct ThresholdReport {
     }
   }
 
-  /// What to print: `check FIGURE VALUE <= BOUND (RULE): holds|EXCEEDED|MISSING|not run[; target met|not met]`.
+  /// What to print: `check FIGURE VALUE <= BOUND (RULE): holds[; target met|not met]`, `…: EXCEEDED` or
+  /// `…: MISSING` per rule (a rule whose workload did not run prints nothing), then the summary line.
   var lines: [String] {
     var lines: [String] = []
     var counts = (holds: 0, exceeded: 0, missing: 0, notRun: 0, targetsMet: 0, targetsNotMet: 0)
