@@ -25,7 +25,7 @@ swift package dump-symbol-graph --skip-synthesized-members --minimum-access-leve
 }
 graphs=$(sed -n 's/^Files written to //p' "$log" | tail -1)
 if [ -z "$graphs" ] || [ ! -d "$graphs" ]; then
-  graphs=$(find .build -type d -name symbolgraph -path '*debug*' | head -1)
+  graphs=$(find .build -maxdepth 2 -type d -name symbolgraph | head -1)
 fi
 [ -d "$graphs" ] || { cat "$log"; echo "scripts/docs.sh: no symbol graphs written"; exit 1; }
 out=.build/documentation

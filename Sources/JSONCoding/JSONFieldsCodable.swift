@@ -93,6 +93,7 @@ public struct JSONFieldsWriter {
     if let value { try encode(value, forKey: key) }
   }
 
+  /// Writes `value` as the member `key`, or nothing when it is `nil`.
   public mutating func encodeIfPresent<Value: Encodable>(_ value: Value?, forKey key: String) throws {
     if let value { try encode(value, forKey: key) }
   }
@@ -169,6 +170,7 @@ public struct JSONFieldsReader {
     try container.decodeIfPresent(type, forKey: JSONIndexKey(stringValue: key))
   }
 
+  /// Reads the member `key` as a `Value`, or `nil` when it is absent or `null`.
   public func decodeIfPresent<Value: Decodable>(_ type: Value.Type, forKey key: String) throws -> Value? {
     let codingKey = JSONIndexKey(stringValue: key)
     guard let index = container.find(codingKey), container.decoder.tape[index].kind != .null else { return nil }

@@ -18,9 +18,11 @@ import Foundation
 /// ```
 public enum JSONFieldsParity {
   /// Where the fields and `Codable` disagree on `value`, one line each; empty when they agree.
-  /// - Parameter beside: Members that another value writes into the same object and `value` reads: an
-  ///   event payload that reads its envelope's `type` passes `["type": value.eventType]`. They are added to
-  ///   the document before it is read (and edited like the value's own).
+  /// - Parameters:
+  ///   - value: The value whose two paths are compared.
+  ///   - beside: Members that another value writes into the same object and `value` reads: an event payload
+  ///     that reads its envelope's `type` passes `["type": value.eventType]`. They are added to the document
+  ///     before it is read (and edited like the value's own).
   public static func differences<Value: JSONFieldsCodable & Equatable>(
     _ value: Value,
     beside: [String: String] = [:]

@@ -71,12 +71,18 @@ public struct ChatChannels: ServerApplication, Equatable, Codable {
 
 /// One chat message.
 public struct ChatMessage: Codable, Sendable, Equatable, Hashable {
+  /// The server's number for it, in the order messages were posted: its position.
   public var id: Int
+  /// The channel it is in.
   public var channel: String
+  /// Who posted it.
   public var sender: UserID
+  /// What it says.
   public var text: String
+  /// How many reactions it has had.
   public var reactions: Int
 
+  /// A message with these fields.
   public init(id: Int, channel: String, sender: UserID, text: String, reactions: Int) {
     self.id = id
     self.channel = channel
@@ -102,11 +108,15 @@ public struct ChatMessage: Codable, Sendable, Equatable, Hashable {
 
 /// What users ask the chat to do.
 public enum ChatCommand: Codable, Sendable, Equatable {
+  /// Posts a new message to a channel.
   case post(channel: String, text: String)
+  /// Replaces a message's text.
   case edit(Int, text: String)
   /// Adds one reaction: applied twice, it counts twice (the edit that must not be applied twice).
   case react(Int)
+  /// Moves a message to another channel.
   case move(Int, to: String)
+  /// Deletes a message.
   case delete(Int)
 }
 
@@ -115,6 +125,7 @@ public struct ChatState: Codable, Sendable, Equatable {
   /// The server's change count at the finger.
   public var version: Int
 
+  /// The state at change count `version`.
   public init(version: Int) {
     self.version = version
   }
@@ -122,27 +133,36 @@ public struct ChatState: Codable, Sendable, Equatable {
 
 /// An edit's fields.
 public struct ChatEdit: Codable, Sendable, Equatable {
+  /// The message edited.
   public var messageID: Int
+  /// Its new text.
   public var text: String
 }
 
 /// A reaction's fields.
 public struct ChatReaction: Codable, Sendable, Equatable {
+  /// The message reacted to.
   public var messageID: Int
 }
 
 /// A deletion's fields.
 public struct ChatDeletion: Codable, Sendable, Equatable {
+  /// The message deleted.
   public var messageID: Int
 }
 
 /// The chat's events. A change that can move a message between channels (`moved`) carries the whole
 /// message, as ``ChatMessage`` narrows require.
 public enum ChatEvent: TaggedEventPayload {
+  /// A message was posted: the whole message.
   case posted(ChatMessage)
+  /// A message's text changed.
   case edited(ChatEdit)
+  /// A message got a reaction.
   case reacted(ChatReaction)
+  /// A message moved to another channel: the whole message, so a client holding only the new channel gets it.
   case moved(ChatMessage)
+  /// A message was deleted.
   case deleted(ChatDeletion)
 
   public static let cases = [

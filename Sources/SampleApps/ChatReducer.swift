@@ -17,6 +17,7 @@ public struct ChatClientState: Codable, Sendable, Equatable {
   /// Texts posted from this device and not confirmed yet (the outbox's placeholders).
   public var pendingPosts: [String] = []
 
+  /// A client's state with this whole part and these messages held.
   public init(chat: ChatState, messages: PartialState<ChatMessage> = PartialState()) {
     self.chat = chat
     self.messages = messages
@@ -24,8 +25,9 @@ public struct ChatClientState: Codable, Sendable, Equatable {
 }
 
 /// The chat's client reducer: the whole part counts changes; the messages follow events with
-/// ``PartialState/upsert(_:)``, ``PartialState/update(_:_:)`` and ``PartialState/remove(_:)``.
+/// `PartialState/upsert(_:)`, `PartialState/update(_:_:)` and `PartialState/remove(_:)`.
 public struct ChatReducer: PartialUpdateReducer {
+  /// The chat's reducer.
   public init() {}
 
   public var initialState: ChatClientState { ChatClientState(chat: ChatState(version: 0)) }

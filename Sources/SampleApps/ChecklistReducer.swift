@@ -9,6 +9,7 @@ public struct ChecklistReducer: UpdateReducer {
   /// The member whose copy this is.
   public var user: UserID
 
+  /// The reducer of `user`'s copy.
   public init(user: UserID) {
     self.user = user
   }

@@ -12,6 +12,7 @@ public struct NoteBoard: ServerApplication, Equatable, Codable {
   /// The users whose last queue was removed, in order (what the server told the application).
   public var usersWhoseLastQueueWentAway: [UserID] = []
 
+  /// An empty board.
   public init() {}
 
   /// What users ask the board to do.
@@ -47,8 +48,10 @@ public struct NoteBoard: ServerApplication, Equatable, Codable {
 
 /// The notes one user has received.
 public struct NoteSnapshot: Codable, Sendable, Equatable {
+  /// The notes' texts, oldest first.
   public var notes: [String]
 
+  /// A snapshot holding `notes`.
   public init(notes: [String]) {
     self.notes = notes
   }

@@ -12,6 +12,7 @@ public struct NotesReducer: UpdateReducer {
   /// The user whose notes these are.
   public var user: UserID
 
+  /// The reducer of `user`'s notes.
   public init(user: UserID) {
     self.user = user
   }

@@ -1,7 +1,7 @@
 import EventProtocol
 import EventServer
 
-/// The notes board as a ``StoredApplication``: the same commands, events and snapshots as ``NoteBoard``
+/// The notes board as a `StoredApplication`: the same commands, events and snapshots as ``NoteBoard``
 /// (clients cannot tell them apart), with each note a row of the `notes` table, in the database that holds
 /// the server's log.
 ///
@@ -37,6 +37,7 @@ public struct StoredNoteBoard: StoredApplication {
     )
   ]
 
+  /// The note board on the log's database: its tables made by ``migrations``.
   public init() {}
 
   public var migrations: [SchemaMigration] { Self.schema }
@@ -74,7 +75,7 @@ public struct StoredNoteBoard: StoredApplication {
 
   /// One page of `user`'s notes around the request's anchor (a note's id), read with the index: the page
   /// costs the same whatever the table holds.
-  /// - Throws: ``CommandRejection`` for any narrow but ``notesNarrow``.
+  /// - Throws: `CommandRejection` for any narrow but ``notesNarrow``.
   public func fetch(
     _ request: FetchRequest,
     for user: UserID,

@@ -1,11 +1,11 @@
 import EventProtocol
 import EventServer
 
-/// A team's shared checklist as a ``StoredApplication``: the shape of a team app, where every write reaches
+/// A team's shared checklist as a `StoredApplication`: the shape of a team app, where every write reaches
 /// the whole team. Its state is three tables of the database that holds the server's log: the items, each
 /// member's number of writes, and a log of every write.
 ///
-/// Users are named `team/name` (``EventProtocol/UserID/team``), and the team is the partition key, so on a
+/// Users are named `team/name` (`EventProtocol/UserID/team`), and the team is the partition key, so on a
 /// partitioned log a team's writes, registrations and deliveries stay in one partition
 /// (docs/scaling.md, "Choosing the partition key and P"). A user becomes a member with their first command
 /// (``ChecklistCommand/join`` or a write): until then their snapshot is empty and they hear nothing, and that
@@ -57,6 +57,7 @@ public struct TeamChecklist: StoredApplication {
     )
   ]
 
+  /// The team checklist on the log's database: its tables made by ``migrations``.
   public init() {}
 
   public var migrations: [SchemaMigration] { Self.schema }
