@@ -21,9 +21,11 @@
 # namespaces, which nothing outside them can reach; every wait is bounded; every process is stopped by its
 # pid, and the namespaces are deleted at exit.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# The script's own path, absolute: it runs itself again inside the nodes' namespace after the `cd` below.
+script="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+cd "$(dirname "$script")/.."
 case "${1:-}" in -h | --help)
-  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  sed -n '2,/^set -euo/p' "$script" | sed '$d; s/^# \{0,1\}//'
   exit 0
   ;;
 esac
@@ -79,7 +81,7 @@ if [ -z "${NETWORK_CUT_ROUTER:-}" ]; then
     ip netns exec "$router_ns" tc qdisc add dev "$device" parent 1:2 handle 20: pfifo limit 0
   done
   status=0
-  NETWORK_CUT_ROUTER=$router_ns POSTGRES_NETNS=$database_ns ip netns exec "$nodes_ns" bash "$0" "$@" || status=$?
+  NETWORK_CUT_ROUTER=$router_ns POSTGRES_NETNS=$database_ns ip netns exec "$nodes_ns" bash "$script" "$@" || status=$?
   exit "$status"
 fi
 

@@ -121,7 +121,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
     // A node joined: the others let their excess go at once, not at their next look (and this node hears
     // them do so: it listens first).
     log.startListeningForLeaseChanges()
-    await log.announceLeaseChange()
+    await host.announceChange()
     return host
   }
 
@@ -223,7 +223,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       await leases.close()
       leases = try await PartitionLeases.open(on: log)
       if let address { try await leases.advertise(address.main, pollAddress: address.polls) }
-      await log.announceLeaseChange()
+      await leases.announceChange()
     }
     let survey: LeaseSurvey
     do {
@@ -253,7 +253,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       change.released.append(partition)
     }
     // The partitions let go are taken by the others' looks this announcement wakes.
-    if !plan.release.isEmpty { await log.announceLeaseChange() }
+    if !plan.release.isEmpty { await leases.announceChange() }
     lastLook.release = lap()
     var acquired: [Int] = []
     for partition in plan.acquire where try await leases.tryAcquire(partition) { acquired.append(partition) }
@@ -367,9 +367,14 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
     // Every partition let go and this node no longer counted, before the others are told to look; the
     // session's end would release them too, but the database may learn of it after their look.
     try? await leases.releaseAll()
-    await log.announceLeaseChange()
+    await leases.announceChange()
     await leases.close()
     return (began.duration(to: stopped), stopped.duration(to: clock.now))
+  }
+
+  /// Tells the other nodes to look now, on this node's lease session (``PartitionLeases/announceChange()``).
+  private func announceChange() async {
+    await leases.announceChange()
   }
 
   private func stop(_ partition: Int) async {

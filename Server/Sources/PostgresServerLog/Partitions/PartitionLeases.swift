@@ -43,6 +43,8 @@ public final class PartitionLeases: Sendable {
     case releaseAll(CheckedContinuation<Result<Bool, ServerLogError>, Never>)
     /// Nothing but an answer: the session still lives.
     case confirm(CheckedContinuation<Result<Bool, ServerLogError>, Never>)
+    /// A notification on the lease channel, that the others look now.
+    case announce(CheckedContinuation<Result<Bool, ServerLogError>, Never>)
 
     /// What is asked, for a log line.
     var name: String {
@@ -53,13 +55,14 @@ public final class PartitionLeases: Sendable {
       case .advertise: "advertise"
       case .releaseAll: "release all"
       case .confirm: "confirm"
+      case .announce: "announce"
       }
     }
 
     func fail(_ error: ServerLogError) {
       switch self {
       case .acquire(_, let continuation), .release(_, let continuation), .advertise(_, _, let continuation),
-        .releaseAll(let continuation), .confirm(let continuation):
+        .releaseAll(let continuation), .confirm(let continuation), .announce(let continuation):
         continuation.resume(returning: .failure(error))
       case .survey(let continuation): continuation.resume(returning: .failure(error))
       }
@@ -219,6 +222,12 @@ public final class PartitionLeases: Sendable {
               case .confirm(let continuation):
                 try await connection.query("SELECT 1", logger: logger)
                 continuation.resume(returning: .success(true))
+              case .announce(let continuation):
+                try await connection.query(
+                  "SELECT pg_notify(\(PostgresServerLog.leaseChannel), '')",
+                  logger: logger
+                )
+                continuation.resume(returning: .success(true))
               case .advertise(let address, let pollAddress, let continuation):
                 // The session's own row, recorded when it opened (``register(on:logger:)``).
                 try await connection.query(
@@ -325,6 +334,15 @@ public final class PartitionLeases: Sendable {
   /// - Throws: ``ServerLogError/storage(_:)`` when the session ended or did not answer in time.
   public func confirm() async throws(ServerLogError) {
     _ = try await ask { .confirm($0) }
+  }
+
+  /// Tells every node to look at the leases now (a notification on the lease channel,
+  /// ``PostgresServerLog/waitForLeaseChange(after:)``), sent on this session: the one connection a look has
+  /// just proved answers. After a network cut the log's pool may still be waiting out connection attempts
+  /// made during the cut, and an announcement through it would hold the look until the operation timeout.
+  /// Best effort: an announcement lost costs the others a look interval.
+  public func announceChange() async {
+    _ = try? await ask { .announce($0) }
   }
 
   /// The partitions this node holds (empty once the session ended).
