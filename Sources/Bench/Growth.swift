@@ -5,8 +5,9 @@ import Foundation
 extension Workloads {
   // MARK: - G1
 
-  /// How the server's costs grow with size: each measured at three sizes ten times apart, so a cost that
-  /// grows faster than its work shows as a ratio above 10 between one size and the next.
+  /// How the server's costs grow with size: each measured at three sizes ten times apart (the median of
+  /// `repeats` rounds), so a cost that grows faster than its work shows as a ratio above 10 between one size
+  /// and the next (a quadratic one as about 100).
   ///
   /// - Draining one backlog of *n* events in polls of 1,000, each acknowledging the batch before (in
   ///   process): linear if acknowledging costs only what it drops.
@@ -16,8 +17,10 @@ extension Workloads {
     let sizes = quick ? [1_000, 10_000] : [10_000, 100_000, 1_000_000]
     var previous: (drain: Double, sweep: Double)?
     for size in sizes {
-      let drain = drainBacklog(of: size)
-      let sweep = sweepExpired(queues: size)
+      // The median of `repeats` rounds: the smallest size takes about a millisecond, and one round's
+      // ratio to the next size is at the mercy of whatever else the machine did in that millisecond.
+      let drain = Samples(values: (0..<repeats).map { _ in drainBacklog(of: size) }).median
+      let sweep = Samples(values: (0..<repeats).map { _ in sweepExpired(queues: size) }).median
       figures.record("G1", "drain_in_polls_of_1000_\(size)", drain * 1000, "ms")
       figures.record("G1", "sweep_all_expired_\(size)", sweep * 1000, "ms")
       if let previous {
