@@ -337,7 +337,7 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
   public nonisolated var leaseChangesHeard: UInt64 { log.leaseChangesHeard }
 
   /// Suspends until the next look is due: `interval` on `clock`, or sooner, when a node has announced, since
-  /// `changesHeard` was read, that it let leases go or joined (``PostgresServerLog/announceLeaseChange()``),
+  /// `changesHeard` was read, that it let leases go or joined (``PartitionLeases/announceChange()``),
   /// or the task is cancelled.
   public func waitForNextLook<Timer: Clock>(
     after interval: Duration,
