@@ -30,6 +30,7 @@ let package = Package(
     .library(name: "PostgresServerLog", targets: ["PostgresServerLog"]),
     .library(name: "PartitionHosting", targets: ["PartitionHosting"]),
     .library(name: "PushSenders", targets: ["PushSenders"]),
+    .library(name: "TokenAuthentication", targets: ["TokenAuthentication"]),
   ],
   dependencies: [
     .package(path: ".."),
@@ -40,11 +41,12 @@ let package = Package(
     .package(url: "https://github.com/vapor/sqlite-nio", from: "1.13.2"),
     .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-    .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+    .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
   ],
   targets: [
     // The embedded default input log: records and snapshots in SQLite (WAL, synchronous FULL).
@@ -134,6 +136,21 @@ let package = Package(
       ],
       swiftSettings: swiftSettings
     ),
+    // Users proven by the team's identity provider: bearer JWTs verified by jwt-kit against a JWKS, the
+    // claims checked by a pure policy, the keys fetched again on a pure schedule.
+    .target(
+      name: "TokenAuthentication",
+      dependencies: [
+        "EventHTTPServer",
+        .product(name: "EventProtocol", package: root),
+        .product(name: "JWTKit", package: "jwt-kit"),
+        .product(name: "AsyncHTTPClient", package: "async-http-client"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      swiftSettings: swiftSettings
+    ),
     // How every tool here reads its command line (swift-argument-parser; one-line errors, exit 2).
     .target(
       name: "CommandLineTool",
@@ -148,6 +165,7 @@ let package = Package(
         "EventHTTPServer",
         "VideoBlobRoutes",
         "PushSenders",
+        "TokenAuthentication",
         "PostgresServerLog",
         .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -241,6 +259,8 @@ let package = Package(
       dependencies: [
         "EventHTTPServer",
         "PushSenders",
+        "TokenAuthentication",
+        .product(name: "JWTKit", package: "jwt-kit"),
         .product(name: "TestScheduling", package: root),
         .product(name: "Crypto", package: "swift-crypto"),
         .product(name: "_CryptoExtras", package: "swift-crypto"),

@@ -98,13 +98,30 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
   public let queueID: QueueID?
   /// How long to wait before retrying, when the server said (rate limits).
   public let retryAfter: Duration?
+  /// Why the credentials of an ``Code/unauthorized`` error were refused, when the server says
+  /// (`"TOKEN_EXPIRED"`, `"TOKEN_WRONG_AUDIENCE"`, …; docs/protocol.md lists them): the wire's `reason`.
+  ///
+  /// Match on ``code`` first: every refusal of credentials is `UNAUTHORIZED`, whatever its reason.
+  public let reason: String?
 
   /// Creates an error from its parts; prefer the static members.
   public init(code: Code, message: String, queueID: QueueID? = nil, retryAfter: Duration? = nil) {
+    self.init(code: code, message: message, queueID: queueID, retryAfter: retryAfter, reason: nil)
+  }
+
+  /// Creates an error from its parts, with the reason the credentials were refused.
+  /// - Parameters:
+  ///   - code: What kind of error this is.
+  ///   - message: A human-readable explanation.
+  ///   - queueID: The queue a ``Code/badEventQueueID`` error is about.
+  ///   - retryAfter: How long to wait before retrying.
+  ///   - reason: Why credentials were refused (for ``Code/unauthorized``).
+  public init(code: Code, message: String, queueID: QueueID?, retryAfter: Duration?, reason: String?) {
     self.code = code
     self.message = message
     self.queueID = queueID
     self.retryAfter = retryAfter
+    self.reason = reason
   }
 
   /// The queue is unknown, expired or belongs to another user; the three are answered alike.
@@ -135,6 +152,15 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
   /// The credentials were refused.
   public static func unauthorized(_ message: String = "Invalid API key") -> EventAPIError {
     EventAPIError(code: .unauthorized, message: message)
+  }
+
+  /// The credentials were refused for `reason` (`"TOKEN_EXPIRED"`, …), explained by `message`.
+  ///
+  /// ```swift
+  /// throw EventAPIError.unauthorized("the token expired", reason: "TOKEN_EXPIRED")
+  /// ```
+  public static func unauthorized(_ message: String, reason: String) -> EventAPIError {
+    EventAPIError(code: .unauthorized, message: message, queueID: nil, retryAfter: nil, reason: reason)
   }
 
   /// Mutation `mutationID` of this client was already decided for a different write.
@@ -168,6 +194,7 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
     case message = "msg"
     case queueID = "queue_id"
     case retryAfter = "retry-after"
+    case reason
   }
 
   public init(from decoder: any Decoder) throws {
@@ -176,6 +203,7 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
     self.message = try container.decodeIfPresent(String.self, forKey: .message) ?? ""
     self.queueID = try container.decodeIfPresent(QueueID.self, forKey: .queueID)
     self.retryAfter = try container.decodeIfPresent(Double.self, forKey: .retryAfter).map(Duration.fractionalSeconds)
+    self.reason = try container.decodeIfPresent(String.self, forKey: .reason)
   }
 
   public func encode(to encoder: any Encoder) throws {
@@ -185,5 +213,6 @@ public struct EventAPIError: Error, Hashable, Sendable, Codable, CustomStringCon
     try container.encode(message, forKey: .message)
     try container.encodeIfPresent(queueID, forKey: .queueID)
     try container.encodeIfPresent(retryAfter?.inSeconds, forKey: .retryAfter)
+    try container.encodeIfPresent(reason, forKey: .reason)
   }
 }

@@ -129,6 +129,19 @@ struct WireFixtureTests {
     }
   }
 
+  @Test("a refusal of credentials carries its reason both ways; a body without one decodes with none")
+  func unauthorizedReason() throws {
+    let body = #"{"result":"error","code":"UNAUTHORIZED","reason":"TOKEN_EXPIRED","msg":"the token expired"}"#
+    let expected = EventAPIError.unauthorized("the token expired", reason: "TOKEN_EXPIRED")
+    #expect(throws: expected) { try WireFormat.decode(EventsReply<OwnEvent>.self, from: Data(body.utf8)) }
+    #expect(try jsonObject(WireFormat.encode(expected)) == jsonObject(Data(body.utf8)))
+    let plain = #"{"result":"error","code":"UNAUTHORIZED","msg":"Invalid API key"}"#
+    #expect(throws: EventAPIError.unauthorized()) {
+      try WireFormat.decode(EventsReply<OwnEvent>.self, from: Data(plain.utf8))
+    }
+    #expect(expected.code == .unauthorized && expected.code.meansGiveUp)
+  }
+
   @Test(
     "malformed bodies are a typed malformedResponse error",
     arguments: [

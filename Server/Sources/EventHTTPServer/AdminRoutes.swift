@@ -70,27 +70,27 @@ struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
       let response = try await HTTPAnswer.$refusalNote.withValue(note) { try await next(request, context) }
       metrics.requestAnswered(path: request.uri.path, status: response.status.code)
       if let code = note.code { metrics.refused(code: code.wireValue) }
-      logIfRefused(request, status: response.status.code, code: note.code, context: context)
+      logIfRefused(request, status: response.status.code, note: note, context: context)
       return response
     } catch let error as any HTTPResponseError {
       metrics.requestAnswered(path: request.uri.path, status: error.status.code)
-      logIfRefused(request, status: error.status.code, code: note.code, context: context)
+      logIfRefused(request, status: error.status.code, note: note, context: context)
       throw error
     }
   }
 
   /// A request refused for what it sent (a 4xx: bad input, no or a wrong key, over its rate) is logged at
   /// debug, with the request's id (`hb.request.id`, in the context's logger), its route, the status and the
-  /// API error code; never its headers or body, which may hold a credential.
-  private func logIfRefused(_ request: Request, status: Int, code: EventAPIError.Code?, context: Context) {
+  /// API error code with the reason credentials were refused (`TOKEN_EXPIRED`); never its headers or body,
+  /// which may hold a credential.
+  private func logIfRefused(_ request: Request, status: Int, note: RefusalNote, context: Context) {
     guard (400..<500).contains(status) else { return }
-    context.logger.debug(
-      "request refused",
-      metadata: [
-        "route": "\(ServerMetrics.route(of: request.uri.path))", "method": "\(request.method)",
-        "status": "\(status)", "code": "\(code?.wireValue ?? "none")",
-      ]
-    )
+    var metadata: Logger.Metadata = [
+      "route": "\(ServerMetrics.route(of: request.uri.path))", "method": "\(request.method)",
+      "status": "\(status)", "code": "\(note.code?.wireValue ?? "none")",
+    ]
+    if let reason = note.reason { metadata["reason"] = "\(reason)" }
+    context.logger.debug("request refused", metadata: metadata)
   }
 }
 

@@ -111,7 +111,7 @@ public enum HTTPAnswer {
 
   static func plainFailure(_ error: EventAPIError, status: HTTPResponse.Status) -> PlainAnswer {
     // A client that went away was refused nothing: its 499 is counted by status only.
-    if status != clientClosedRequest { refusalNote?.note(error.code) }
+    if status != clientClosedRequest { refusalNote?.note(error) }
     var answer = PlainAnswer(
       status: status,
       body: (try? WireFormat.encode(error)) ?? Data(#"{"result":"error","msg":""}"#.utf8)
@@ -122,7 +122,10 @@ public enum HTTPAnswer {
       answer.headers[.retryAfter] = String(seconds)
     }
     if error.code == .unauthorized {
-      answer.headers[.wwwAuthenticate] = #"Basic realm="event-server""#
+      // RFC 6750's challenge for a refused bearer token; HTTP basic's for everything else.
+      answer.headers[.wwwAuthenticate] =
+        error.reason?.hasPrefix("TOKEN_") == true
+        ? #"Bearer realm="event-server", error="invalid_token""# : #"Basic realm="event-server""#
     }
     return answer
   }
@@ -154,11 +157,14 @@ extension HTTPAnswer {
   @TaskLocal static var refusalNote: RefusalNote?
 }
 
-/// The API error code one request was answered with, if any.
+/// The API error code one request was answered with, if any, and the reason credentials were refused.
 final class RefusalNote: Sendable {
-  private let noted = Mutex<EventAPIError.Code?>(nil)
+  private let noted = Mutex<(code: EventAPIError.Code, reason: String?)?>(nil)
 
-  func note(_ code: EventAPIError.Code) { noted.withLock { $0 = code } }
+  func note(_ error: EventAPIError) { noted.withLock { $0 = (error.code, error.reason) } }
 
-  var code: EventAPIError.Code? { noted.withLock { $0 } }
+  var code: EventAPIError.Code? { noted.withLock { $0?.code } }
+
+  /// The refusal's reason (`TOKEN_EXPIRED`): a code from a fixed list, never a credential.
+  var reason: String? { noted.withLock { $0?.reason } }
 }

@@ -23,14 +23,21 @@ public final class RequestGate: Sendable {
   @TaskLocal static var currentMark: AuthenticationMark?
 
   /// The authenticated user of a request with this `Authorization` header, who has a token left.
-  /// - Throws: `UNAUTHORIZED` for missing or wrong credentials; `RATE_LIMIT_HIT` with the wait otherwise.
+  /// - Throws: `UNAUTHORIZED` with the refusal's reason for missing or wrong credentials;
+  ///   `SERVICE_UNAVAILABLE` when the authenticator cannot check them now; `RATE_LIMIT_HIT` with the wait
+  ///   otherwise.
   public func admit(authorization: String?) async throws(EventAPIError) -> UserID {
     try await admit(authorization: authorization, mark: nil)
   }
 
   /// ``admit(authorization:)``, telling `mark` (or else the task's ``currentMark``) once the request is admitted.
   func admit(authorization: String?, mark: AuthenticationMark?) async throws(EventAPIError) -> UserID {
-    guard let user = await authenticator.user(authorization: authorization) else { throw .unauthorized() }
+    let user: UserID
+    switch await authenticator.verdict(authorization: authorization) {
+    case .user(let proven): user = proven
+    case .refused(let refusal): throw refusal.apiError
+    case .unavailable(let why): throw .serviceUnavailable(why, retryAfter: .seconds(1))
+    }
     let decision = limiter.withLock { $0.admit(user, now: now()) }
     if case .limited(let retryAfter) = decision { throw .rateLimitHit(retryAfter: retryAfter) }
     // Only an admitted request makes its connection the user's: connections whose requests are refused stay

@@ -9,6 +9,7 @@ import Foundation
 import Logging
 import PostgresServerLog
 import SampleApps
+import TokenAuthentication
 import VideoBlobRoutes
 import VideoMessaging
 
@@ -27,7 +28,15 @@ struct EventServerMain {
     if options.jsonLogs { LoggingSystem.bootstrap { label in JSONLogHandler(label: label) } }
     var logger = Logger(label: "event-server")
     logger.logLevel = options.logLevel
-    var configuration = EventHTTPServerConfiguration(keys: options.keys)
+    let tokens: JWTAuthenticator?
+    do {
+      tokens = try arguments.tokens.authenticator(logger: logger)
+    } catch {
+      CommandLineTool.fail(tool: "event-server", "\(error)")
+    }
+    var configuration = EventHTTPServerConfiguration(
+      authenticator: tokens.map { AuthenticationSchemes(basic: options.keys, bearer: $0) } ?? options.keys
+    )
     configuration.host = options.host
     configuration.port = options.port
     configuration.dataDirectory = options.dataDirectory
@@ -340,6 +349,8 @@ struct EventServerArguments: ParsableCommand {
   var advertisePolls: String?
   @OptionGroup(title: "Push notifications (without these, pushes are only logged)")
   var push: PushArguments
+  @OptionGroup(title: "Bearer tokens from your identity provider (without these, API keys only)")
+  var tokens: TokenArguments
 
   func validate() throws {
     func check<Number: Comparable>(_ name: String, _ value: Number, _ range: ClosedRange<Number>) throws {
@@ -509,7 +520,14 @@ struct Options {
       keysText = text
     }
     guard let keysText else {
-      throw Problem(description: "no API keys: pass --keys-file FILE or set EVENT_SERVER_API_KEYS")
+      // With bearer tokens, API keys are optional.
+      guard arguments.tokens.isConfigured else {
+        throw Problem(
+          description: "no API keys: pass --keys-file FILE or set EVENT_SERVER_API_KEYS (or configure --jwt-*)"
+        )
+      }
+      keys = .none
+      return
     }
     keys = try APIKeys.parse(keysText)
   }
