@@ -16,6 +16,10 @@ public struct TokenPolicy: Sendable, Equatable {
   public var audiences: Set<String>
   /// The claim whose string value is the user's id (`sub` unless configured).
   public var userClaim: String
+  /// The claim naming the user's tenant (a team, an organisation), if tenants come from the token: the
+  /// user's id is then `tenant/user`, so the tenant is the partition key of an application partitioned by
+  /// tenant (`UserID.team` in `SampleApps`), and no token can name a user of another tenant.
+  public var tenantClaim: String?
   /// The algorithms a token may be signed with (`RS256` and `ES256` unless configured; never `none`).
   public var algorithms: Set<String>
   /// How far the server's clock may be from the issuer's: a token is taken up to this long after its
@@ -34,6 +38,7 @@ public struct TokenPolicy: Sendable, Equatable {
   ///   - issuer: The `iss` every token must carry.
   ///   - audiences: The audiences this server is (at least one).
   ///   - userClaim: The claim naming the user.
+  ///   - tenantClaim: The claim naming the user's tenant, when tenants come from the token.
   ///   - algorithms: The accepted algorithms, a subset of ``supportedAlgorithms``.
   ///   - leeway: The clock skew allowed around `exp` and `nbf` (at most five minutes).
   /// - Throws: ``TokenPolicyError`` for an empty issuer, no audience, an empty claim name, an algorithm
@@ -42,12 +47,16 @@ public struct TokenPolicy: Sendable, Equatable {
     issuer: String,
     audiences: Set<String>,
     userClaim: String = "sub",
+    tenantClaim: String? = nil,
     algorithms: Set<String> = TokenPolicy.defaultAlgorithms,
     leeway: Duration = .seconds(30)
   ) throws(TokenPolicyError) {
     guard !issuer.isEmpty else { throw TokenPolicyError("the issuer is empty") }
     guard !audiences.isEmpty, !audiences.contains("") else { throw TokenPolicyError("no audience, or an empty one") }
     guard !userClaim.isEmpty else { throw TokenPolicyError("the user claim's name is empty") }
+    guard tenantClaim?.isEmpty != true, tenantClaim != userClaim else {
+      throw TokenPolicyError("the tenant claim's name is empty or the user claim's")
+    }
     guard !algorithms.isEmpty else { throw TokenPolicyError("no algorithm") }
     if let refused = algorithms.subtracting(Self.supportedAlgorithms).sorted().first {
       throw TokenPolicyError(
@@ -58,12 +67,14 @@ public struct TokenPolicy: Sendable, Equatable {
     self.issuer = issuer
     self.audiences = audiences
     self.userClaim = userClaim
+    self.tenantClaim = tenantClaim
     self.algorithms = algorithms
     self.leeway = leeway
   }
 
   /// Whether a verified token's claims prove a user at `now`: the user, or the first check that failed, in
-  /// this order: `exp` (required), `nbf`, `iss`, `aud`, the user's claim.
+  /// this order: `exp` (required), `nbf`, `iss`, `aud`, the user's claim, the tenant's claim (when
+  /// configured: a non-empty string of at most 64 bytes without `/`; the user is then `tenant/user`).
   /// - Parameters:
   ///   - claims: The claims of a token whose signature verified.
   ///   - now: The server's clock.
@@ -79,7 +90,10 @@ public struct TokenPolicy: Sendable, Equatable {
     guard let user = claims.strings[userClaim], !user.isEmpty, user.utf8.count <= 255 else {
       return .refused(.tokenClaimMissing(userClaim))
     }
-    return .user(UserID(user))
+    guard let tenantClaim else { return .user(UserID(user)) }
+    guard let tenant = claims.strings[tenantClaim], !tenant.isEmpty, tenant.utf8.count <= 64, !tenant.contains("/")
+    else { return .refused(.tokenClaimMissing(tenantClaim)) }
+    return .user(UserID("\(tenant)/\(user)"))
   }
 }
 

@@ -20,6 +20,11 @@ struct TokenArguments: ParsableArguments {
   var audience: String?
   @Option(name: .customLong("jwt-user-claim"), help: "The claim naming the user.")
   var userClaim = "sub"
+  @Option(
+    name: .customLong("jwt-tenant-claim"),
+    help: "The claim naming the user's tenant: users become tenant/user (the checklist's teams)."
+  )
+  var tenantClaim: String?
   @Option(name: .customLong("jwt-algorithms"), help: "Accepted algorithms, comma-separated.")
   var algorithms = "RS256,ES256"
   @Option(name: .customLong("jwt-leeway"), help: "Seconds of clock skew allowed around exp and nbf.")
@@ -55,6 +60,7 @@ struct TokenArguments: ParsableArguments {
         issuer: issuer ?? "",
         audiences: list(audience ?? ""),
         userClaim: userClaim,
+        tenantClaim: tenantClaim,
         algorithms: list(algorithms),
         leeway: .milliseconds(Int64(min(leeway, 1e6) * 1000))
       )
