@@ -34,6 +34,8 @@ refused "--partitions keeps the video files in the database" \
   --app videos --postgres "$postgres" --partitions 4 --blobs files
 refused "--advertise-polls is for a node of a partitioned cluster" --advertise-polls http://127.0.0.1:9
 refused "--port" --port 70000
+refused "--service-keys-file is served by a single server" \
+  --app notes --postgres "$postgres" --partitions 4 --service-keys-file /tmp/unused
 refused "bearer tokens need exactly one of --jwt-jwks-url and --jwt-jwks-file" --jwt-issuer https://id.test/
 refused "algorithm 'none' is not one of" \
   --jwt-jwks-file /tmp/unused.json --jwt-issuer https://id.test/ --jwt-audience sync --jwt-algorithms none

@@ -13,9 +13,12 @@ swift build "${build_flags[@]}" --product event-server
 bin=$(swift build "${build_flags[@]}" --show-bin-path)
 
 source scripts/live-server.sh
+# The service route is fuzzed with the same credentials: a service named alice (service keys are their own
+# table; its writes are alice's own, under the client id service:alice).
+echo "alice:alice-key-1" >"$work/service-keys"
 # A short heartbeat: a generated long-poll on a real queue ends in a second, not in 45.
 start_server env EVENT_SERVER_API_KEYS="alice:alice-key-1,bob:bob-key-22" "$bin/event-server" --port "$port" \
-  --data-dir "$work/data" --snapshot-interval 0 --heartbeat 1 --rate-burst 100000 --rate-per-second 100000
+  --data-dir "$work/data" --service-keys-file "$work/service-keys" --snapshot-interval 0 --heartbeat 1 --rate-burst 100000 --rate-per-second 100000
 
 status=0
 timeout 600 schemathesis run openapi.yaml --url "http://127.0.0.1:$port" --auth alice:alice-key-1 \

@@ -17,6 +17,10 @@ public struct EventHTTPServerConfiguration: Sendable {
   public var port = 8080
   /// Who each request is from: ``APIKeys`` by default, or the host's own accounts.
   public var authenticator: any Authenticator
+  /// The backends' keys (``ServiceIdentity``), which write on users' behalf through
+  /// `POST /api/v1/service/mutation_batches`; the route is not served without them. A single server's
+  /// only: a node of a partitioned cluster refuses to start with them.
+  public var serviceKeys: APIKeys?
   /// How many requests each user may make.
   public var rateLimit = RateLimiter.Policy()
   /// What a request may carry.
@@ -415,12 +419,16 @@ where Application.Command: Codable & Equatable {
     }
     let connections = ConnectionGuard(limits: configuration.connections, logger: logger)
     let router = configuration.eventRouter(metrics: metrics, connections: connections)
+    let serviceGate = configuration.serviceKeys.map { keys in
+      RequestGate(authenticator: keys, policy: configuration.rateLimit) { Timestamp(Date()) }
+    }
     let routes = EventRoutes(
       server: events,
       gate: gate,
       limits: configuration.limits,
       metrics: metrics,
-      pushNotificationsEnabled: sendsPushes
+      pushNotificationsEnabled: sendsPushes,
+      services: serviceGate
     )
     routes.add(to: router)
     extraRoutes?(router, events, gate)

@@ -31,22 +31,28 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
   let limits: RequestLimits
   let metrics: ServerMetrics?
   let pushNotificationsEnabled: Bool
+  /// Who may write on users' behalf (``ServiceIdentity``): the service route is served only with one.
+  let services: RequestGate?
 
   /// Routes for `server`, behind `gate`; `pushNotificationsEnabled` is what `server_settings` says (whether
   /// the server sends pushes through a platform, not only logs them).
+  /// `services` admits the backends that write on users' behalf (the service route is not served
+  /// without it).
   public init(
     server: EventServer<Application, C>,
     gate: RequestGate,
     limits: RequestLimits = .init(),
     metrics: ServerMetrics? = nil,
-    pushNotificationsEnabled: Bool = false
+    pushNotificationsEnabled: Bool = false,
+    services: RequestGate? = nil
   ) {
     self.init(
       nodes: { _ in server },
       gate: gate,
       limits: limits,
       metrics: metrics,
-      pushNotificationsEnabled: pushNotificationsEnabled
+      pushNotificationsEnabled: pushNotificationsEnabled,
+      services: services
     )
   }
 
@@ -57,13 +63,15 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     gate: RequestGate,
     limits: RequestLimits = .init(),
     metrics: ServerMetrics? = nil,
-    pushNotificationsEnabled: Bool = false
+    pushNotificationsEnabled: Bool = false,
+    services: RequestGate? = nil
   ) {
     self.node = nodes
     self.gate = gate
     self.limits = limits
     self.metrics = metrics
     self.pushNotificationsEnabled = pushNotificationsEnabled
+    self.services = services
   }
 
   /// Adds the routes to `router`.
@@ -83,6 +91,12 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     router.refuseOtherMethods(on: "api/v1/push_tokens", allowing: [.post])
     router.refuseOtherMethods(on: "api/v1/server_settings", allowing: [.get])
     router.refuseOtherMethods(on: "api/v1/fetch", allowing: [.get])
+    if services != nil {
+      router.post("api/v1/service/mutation_batches") { request, context in
+        await serviceMutationBatch(request, logger: context.logger)
+      }
+      router.refuseOtherMethods(on: "api/v1/service/mutation_batches", allowing: [.post])
+    }
   }
 
   private func admit(_ request: Request) async throws(EventAPIError) -> UserID {
@@ -234,6 +248,7 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
           "the mutation is not valid: a JSON object with client_id, mutation_id and this application's mutation"
         )
       }
+      guard !ServiceIdentity.isReserved(mutation.clientID) else { throw ServiceIdentity.reservedClientID }
       let receipt = try await server.applyMutation(
         mutation.mutation,
         from: user,
@@ -253,18 +268,59 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
       let server = try await node(user)
       var request = request
       let body = try await request.collectBody(upTo: limits.mutationBatchBytes)
-      let batch: MutationBatch<Application.Command>
-      do {
-        batch = try JSONDecoder().decode(MutationBatch<Application.Command>.self, from: Data(body.readableBytesView))
-      } catch {
-        HTTPAnswer.logger.debug("an undecodable batch of mutations", metadata: ["error": "\(error)"])
-        throw EventAPIError.badRequest(
-          "the batch is not valid: a JSON object whose mutations are objects with client_id, mutation_id and this "
-            + "application's mutation"
-        )
+      let batch = try Self.batch(from: body)
+      guard !batch.requests.contains(where: { ServiceIdentity.isReserved($0.clientID) }) else {
+        throw ServiceIdentity.reservedClientID
       }
       let outcomes = try await server.applyMutations(batch, from: user)
       return try WireFormat.encodeSuccess(MutationBatchReply(outcomes: outcomes))
+    }
+  }
+
+  /// A service's writes on the behalf of the user its query names (``ServiceIdentity``): applied as that
+  /// user's, each at most once, under the service's own client id, answered once durable.
+  /// Each is logged at info on `logger` (the request's): the service, the user, the count and the ids.
+  private func serviceMutationBatch(_ request: Request, logger: Logger) async -> Response {
+    let start = ContinuousClock.now
+    defer { metrics?.mutationAnswered(after: ContinuousClock.now - start) }
+    return await HTTPAnswer.run {
+      guard let services else { throw EventAPIError.unauthorized() }
+      let service = try await services.admit(authorization: request.headers[.authorization])
+      let query = try RequestFields(query: request, allowed: ["user"])
+      guard let name = query.string("user"), !name.isEmpty, name.utf8.count <= 255 else {
+        throw EventAPIError.badRequest("user must name the user the writes are made for (1 to 255 bytes)")
+      }
+      let user = UserID(name)
+      let server = try await node(user)
+      var request = request
+      let batch = try Self.batch(from: try await request.collectBody(upTo: limits.mutationBatchBytes))
+      let clientID = ServiceIdentity.clientID(of: service)
+      guard batch.requests.allSatisfy({ $0.clientID == clientID }) else {
+        throw EventAPIError.badRequest("a service's writes are made under the client id '\(clientID)'")
+      }
+      let outcomes = try await server.applyMutations(batch, from: user)
+      logger.info(
+        "service wrote on a user's behalf",
+        metadata: [
+          "service": "\(service)", "user": "\(user)", "writes": "\(batch.requests.count)",
+          "mutation_ids":
+            "\(batch.requests.first?.mutationID.rawValue ?? 0)...\(batch.requests.last?.mutationID.rawValue ?? 0)",
+        ]
+      )
+      return try WireFormat.encodeSuccess(MutationBatchReply(outcomes: outcomes))
+    }
+  }
+
+  /// A batch of mutations read from its JSON body.
+  private static func batch(from body: ByteBuffer) throws(EventAPIError) -> MutationBatch<Application.Command> {
+    do {
+      return try JSONDecoder().decode(MutationBatch<Application.Command>.self, from: Data(body.readableBytesView))
+    } catch {
+      HTTPAnswer.logger.debug("an undecodable batch of mutations", metadata: ["error": "\(error)"])
+      throw EventAPIError.badRequest(
+        "the batch is not valid: a JSON object whose mutations are objects with client_id, mutation_id and this "
+          + "application's mutation"
+      )
     }
   }
 

@@ -37,6 +37,7 @@ struct EventServerMain {
     var configuration = EventHTTPServerConfiguration(
       authenticator: tokens.map { AuthenticationSchemes(basic: options.keys, bearer: $0) } ?? options.keys
     )
+    configuration.serviceKeys = options.serviceKeys
     configuration.host = options.host
     configuration.port = options.port
     configuration.dataDirectory = options.dataDirectory
@@ -233,6 +234,11 @@ struct EventServerArguments: ParsableCommand {
   var port = 8080
   @Option(name: .customLong("keys-file"), help: "API keys, one user:key per line (or set EVENT_SERVER_API_KEYS).")
   var keysFile: String?
+  @Option(
+    name: .customLong("service-keys-file"),
+    help: "Backends' keys, one name:key per line: they write on users' behalf (POST /api/v1/service/mutation_batches)."
+  )
+  var serviceKeysFile: String?
   @Option(
     name: .customLong("data-dir"),
     help:
@@ -447,6 +453,7 @@ struct Options {
   var host: String
   var port: Int
   var keys: APIKeys
+  var serviceKeys: APIKeys?
   var dataDirectory: URL
   var snapshotInterval: Duration?
   var rateBurst: Double
@@ -511,6 +518,15 @@ struct Options {
     }
     if partitions != nil, postgresURL == nil {
       throw Problem(description: "--partitions needs the log in PostgreSQL: pass --postgres URL")
+    }
+    if let path = arguments.serviceKeysFile {
+      guard partitions == nil else {
+        throw Problem(description: "--service-keys-file is served by a single server, not with --partitions")
+      }
+      guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+        throw Problem(description: "cannot read the service keys file \(path)")
+      }
+      serviceKeys = try APIKeys.parse(text)
     }
     var keysText = environment["EVENT_SERVER_API_KEYS"]
     if let path = arguments.keysFile {

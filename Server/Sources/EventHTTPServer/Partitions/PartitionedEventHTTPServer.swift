@@ -138,6 +138,7 @@ public final class PartitionedEventHTTPServer<Stored: StoredApplication>: Sendab
     onPollRunning: @escaping @Sendable (Int) async -> Void = { _ in },
     onAdminRunning: @escaping @Sendable (Int) async -> Void = { _ in }
   ) async throws {
+    guard configuration.serviceKeys == nil else { throw ServiceKeysOnPartitionsError() }
     let application = application
     let eventServer = configuration.eventServer
     let pushGateway = pushGateway
@@ -423,5 +424,13 @@ private struct LookAtLeases<Stored: StoredApplication>: Service {
       ]
     )
     await looking.value
+  }
+}
+
+/// A partitioned node was given service keys, which it cannot serve yet: a service's write must reach the
+/// node of its user's partition, and the service route is not forwarded.
+public struct ServiceKeysOnPartitionsError: Error, CustomStringConvertible {
+  public var description: String {
+    "service keys are served by a single server, not by a node of a partitioned cluster"
   }
 }
