@@ -277,8 +277,9 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
     }
   }
 
-  /// A service's writes on the behalf of the user its query names (``ServiceIdentity``): applied as that
-  /// user's, each at most once, under the service's own client id, answered once durable.
+  /// A service's writes on the behalf of the user its query names, or as itself without one (a publish: the
+  /// application decides whom its events reach) (``ServiceIdentity``): each at most once, under the
+  /// service's own client id, answered once durable.
   /// Each is logged at info on `logger` (the request's): the service, the user, the count and the ids.
   private func serviceMutationBatch(_ request: Request, logger: Logger) async -> Response {
     let start = ContinuousClock.now
@@ -287,10 +288,15 @@ where C.Duration == Duration, Application.Command: Codable & Equatable {
       guard let services else { throw EventAPIError.unauthorized() }
       let service = try await services.admit(authorization: request.headers[.authorization])
       let query = try RequestFields(query: request, allowed: ["user"])
-      guard let name = query.string("user"), !name.isEmpty, name.utf8.count <= 255 else {
-        throw EventAPIError.badRequest("user must name the user the writes are made for (1 to 255 bytes)")
+      let user: UserID
+      if let name = query.string("user") {
+        guard !name.isEmpty, name.utf8.count <= 255, !ServiceIdentity.isService(UserID(name)) else {
+          throw EventAPIError.badRequest("user must name a user (1 to 255 bytes, not a service)")
+        }
+        user = UserID(name)
+      } else {
+        user = ServiceIdentity.user(of: service)
       }
-      let user = UserID(name)
       let server = try await node(user)
       var request = request
       let batch = try Self.batch(from: try await request.collectBody(upTo: limits.mutationBatchBytes))

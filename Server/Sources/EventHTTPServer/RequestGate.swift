@@ -34,6 +34,9 @@ public final class RequestGate: Sendable {
   func admit(authorization: String?, mark: AuthenticationMark?) async throws(EventAPIError) -> UserID {
     let user: UserID
     switch await authenticator.verdict(authorization: authorization) {
+    // A service's own identity (`service:<name>`) is never a user's, whatever an authenticator answers.
+    case .user(let proven) where ServiceIdentity.isService(proven):
+      throw AuthenticationRefusal.credentialsInvalid.apiError
     case .user(let proven): user = proven
     case .refused(let refusal): throw refusal.apiError
     case .unavailable(let why): throw .serviceUnavailable(why, retryAfter: .seconds(1))

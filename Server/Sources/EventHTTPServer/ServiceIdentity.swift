@@ -1,7 +1,9 @@
 import EventProtocol
 
 /// A backend's identity: a service key (not a user's) that submits writes on users' behalf through
-/// `POST /api/v1/service/mutation_batches?user=U`.
+/// `POST /api/v1/service/mutation_batches?user=U`, or as itself without `user` (a publish): the writes are
+/// then the user `service:<name>`'s (``user(of:)``), and the application decides whom their events reach,
+/// as for any write (an application that takes no writes from services refuses them in its `handle`).
 ///
 /// Service keys are their own table (an ``APIKeys`` whose names are services): a service key proves nothing
 /// on the users' routes, and a user's key nothing on the service route. Every write a service makes is
@@ -21,6 +23,17 @@ public enum ServiceIdentity {
   /// The client id the writes of `service` are recorded under.
   public static func clientID(of service: UserID) -> ClientID {
     ClientID(rawValue: clientIDPrefix + service.rawValue)
+  }
+
+  /// The user a service's own writes (its publishes) are from: `service:<name>`, a name no user can have
+  /// (``APIKeys`` refuses `:` in names, and a token naming such a user proves nobody).
+  public static func user(of service: UserID) -> UserID {
+    UserID(clientIDPrefix + service.rawValue)
+  }
+
+  /// Whether `user` is a service's own identity (``user(of:)``).
+  public static func isService(_ user: UserID) -> Bool {
+    user.rawValue.hasPrefix(clientIDPrefix)
   }
 
   /// Whether `clientID` is reserved for a service (a user's client sending it is refused `400`).

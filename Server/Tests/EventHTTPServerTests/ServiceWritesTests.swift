@@ -68,6 +68,51 @@ struct ServiceWritesTests {
     return outcomes?.first?["applied"] as? Bool
   }
 
+  @Test("a service's own write (a publish) reaches the users the application delivers to, once per publish id")
+  func publish() async throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("service-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let handler = KeepingLogHandler()
+    let (server, started) = try await start(dataDirectory: directory, handler: handler)
+    let http = RawHTTP(base: URL(string: "http://127.0.0.1:\(started.port)")!)
+    var queues: [UserID: String] = [:]
+    for (user, key) in [("alice", "alice-secret-key"), ("bob", "bob-secret-key")] {
+      let registered = try await http.send("POST", "api/v1/register", as: UserID(user), key: key)
+      queues[UserID(user)] = try #require(
+        (try JSONSerialization.jsonObject(with: registered.body) as? [String: Any])?["queue_id"] as? String
+      )
+    }
+    let publish = batch(clientID: "service:billing", mutationID: 1, card: "release-notes")
+    let first = try await serviceWrite(http, for: nil, body: publish)
+    #expect(first.status == 200 && applied(first) == true, "\(first.text)")
+    let again = try await serviceWrite(http, for: nil, body: publish)
+    #expect(again.status == 200 && applied(again) == false, "\(again.text)")
+    for (user, key) in [("alice", "alice-secret-key"), ("bob", "bob-secret-key")] {
+      let events = try await http.send(
+        "GET",
+        "api/v1/events",
+        query: ["queue_id": queues[UserID(user)] ?? "", "last_event_id": "-1", "dont_block": "true"],
+        as: UserID(user),
+        key: key
+      )
+      let count = events.text.components(separatedBy: #""card":"release-notes""#).count - 1
+      #expect(count == 1, "\(user)'s queue holds the publish once: \(events.text)")
+    }
+    // No user can be the service's own identity, whatever the authenticator says.
+    let gate = RequestGate(authenticator: Always(user: "service:billing"), policy: .init()) { Timestamp(Date()) }
+    await #expect(throws: EventAPIError.self) { _ = try await gate.admit(authorization: "Bearer x") }
+    await server.shutdown()
+    try await started.running.value
+    let audit = handler.kept.lines.withLock { $0 }.filter { $0.message == "service wrote on a user's behalf" }
+    #expect(audit.map { $0.metadata["user"] } == ["service:billing", "service:billing"], "\(audit)")
+  }
+
+  /// An authenticator vouching for one user, whatever the request sends.
+  private struct Always: Authenticator {
+    let user: UserID
+    func user(authorization: String?) async -> UserID? { user }
+  }
+
   @Test("applied as the user's, once across a restart; reserved client ids and each key's other routes refused")
   func writesOnBehalf() async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("service-\(UUID().uuidString)")
@@ -109,8 +154,8 @@ struct ServiceWritesTests {
       contentType: "application/json"
     )
     #expect(forged.status == 400 && forged.text.contains("reserved"), "\(forged.text)")
-    let nobody = try await serviceWrite(http, for: nil, body: write)
-    #expect(nobody.status == 400, "\(nobody.text)")
+    let asService = try await serviceWrite(http, for: "service:billing", body: write)
+    #expect(asService.status == 400, "\(asService.text)")
 
     // The same write after a restart: remembered (durable before it was answered), not applied again.
     await server.shutdown()
