@@ -315,17 +315,9 @@ public actor UpdateMachine<
   /// it. Starts the machine first if ``start()`` was not called yet.
   /// - Returns: The mutation's id.
   public func submit(_ mutation: Mutation) -> MutationID {
-    start()
-    var id = MutationID(0)
-    // A store that could not be opened holds no record to keep the write in: nothing is kept, and
+    // A store that could not be opened holds no record to keep the write in: nothing is kept (id 0), and
     // `snapshot.stopReason` or `snapshot.persistenceIssue` says why.
-    guard core.isLoaded else { return id }
-    input { core, now in
-      let (newID, actions) = core.submit(mutation, now: now)
-      id = newID
-      return actions
-    }
-    return id
+    submit(contentsOf: [mutation]).first ?? MutationID(0)
   }
 
   /// Sends several mutations through the outbox at once, in order: as many ``submit(_:)`` calls would, but

@@ -7,10 +7,8 @@ extension UpdateMachineCore {
   /// succeeds.
   /// - Returns: The mutation's id and the actions.
   public mutating func submit(_ mutation: Mutation, now: Timestamp) -> (MutationID, [Action]) {
-    precondition(isLoaded, "submit before the persisted data was loaded")
-    let reducer = reducer
-    let id = outbox!.append(mutation, now: now) { reducer.replaces(mutation, unsent: $0) }
-    return (id, [persistAction()] + proceed(now: now))
+    let (ids, actions) = submit(contentsOf: CollectionOfOne(mutation), now: now)
+    return (ids[0], actions)
   }
 
   /// The app submits several mutations at once, in order: each shows at once, exactly as if submitted one
