@@ -31,8 +31,8 @@ if [ "${SANITIZE:-}" = thread ]; then
   # ("no answer within 5.0 seconds"), though nothing was wrong. The bound on the run is a hang guard.
   EVENT_SERVER_TEST_TIMEOUT_SCALE=4 EVENT_SERVER_TEST_POSTGRES_URL="$postgres_url" timeout 1500 \
     swift test --skip-build --sanitize=thread \
-    --scratch-path .build/tsan --filter "Postgres|Stored|Partition|Blob" \
+    --scratch-path .build/tsan --filter "Postgres|Stored|Partition|Blob|Tenant" \
     --skip "StoredVideoParityTests|PartitionedVideoRaceTests|forwardedPollEndsAtStop|PartitionDeadlineTests|forwardedRequestsPassParkedPolls|PartitionedRegisterPropertyTests|PartitionedConflictTests|PartitionKeyTests"
 else
-  EVENT_SERVER_TEST_POSTGRES_URL="$postgres_url" timeout 900 swift test --filter "Postgres|Stored|Partition|Blob"
+  EVENT_SERVER_TEST_POSTGRES_URL="$postgres_url" timeout 900 swift test --filter "Postgres|Stored|Partition|Blob|Tenant"
 fi

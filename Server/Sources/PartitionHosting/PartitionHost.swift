@@ -118,9 +118,10 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       partitionKey: partitionKey,
       startNode: startNode
     )
-    // A node joined: the others let their excess go at once, not at their next look (and this node hears
-    // them do so: it listens first).
-    log.startListeningForLeaseChanges()
+    // A node joined: the others let their excess go at once, not at their next look, and this node hears
+    // them do so: its LISTEN is in effect before it announces (an answer sent before would be lost, and the
+    // partitions let go would wait out this node's next look).
+    await log.listeningForLeaseChanges(within: log.operationTimeout)
     await host.announceChange()
     return host
   }
@@ -223,6 +224,8 @@ public actor PartitionHost<Application: ServerApplication & Codable, C: Clock> w
       await leases.close()
       leases = try await PartitionLeases.open(on: log)
       if let address { try await leases.advertise(address.main, pollAddress: address.polls) }
+      // As at the join: listening (again, after a lost connection) before the others are asked to answer.
+      await log.listeningForLeaseChanges(within: log.operationTimeout)
       await leases.announceChange()
     }
     let survey: LeaseSurvey

@@ -2,15 +2,27 @@ import EventServer
 import Synchronization
 
 /// The `event_log` notifications as hints for a node that follows the log: ``wait(after:)`` returns once
-/// an append past a position was announced, or when the listening connection starts again (what was sent
-/// while nobody listened is lost, so every waiter reads the log then).
+/// an append past a position was announced, or when the listening connection starts listening again (what
+/// was sent while nobody listened is lost, so every waiter reads the log then).
 final class AppendHints: Sendable {
+  /// What a listening connection tells the hints: that its `LISTEN` is in effect, and each announcement.
+  struct Sink: Sendable {
+    /// The connection listens now: anything announced from here on is heard.
+    let listening: @Sendable () -> Void
+    /// An announcement of this position was heard.
+    let announced: @Sendable (UInt64) async -> Void
+  }
+
   private struct State {
     var latest: UInt64 = 0
     var waiters: [(id: Int, after: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
     var nextID = 0
     var listener: Task<Void, Never>?
     var stopped = false
+    /// Whether the connection's `LISTEN` is in effect now.
+    var listening = false
+    /// Who waits for the `LISTEN` to be in effect (``untilListening()``).
+    var listeningWaiters: [(id: Int, continuation: CheckedContinuation<Void, Never>)] = []
   }
 
   private let state = Mutex(State())
@@ -18,25 +30,65 @@ final class AppendHints: Sendable {
   /// The newest position a notification announced (0 before the first).
   var latest: UInt64 { state.withLock { $0.latest } }
 
-  /// Starts the listening task on the first call: it runs `listen` (which reports each announced
-  /// position), and when that ends (a dropped connection, a stopped database) waits a second and listens
-  /// again, waking every waiter each time it starts.
-  func startIfNeeded(
-    _ listen:
-      @escaping @Sendable (_ onAppend: @escaping @Sendable (UInt64) async -> Void) async throws(ServerLogError)
-      -> Void
-  ) {
+  /// Starts the listening task on the first call: it runs `listen` (which reports, through its sink, when
+  /// its `LISTEN` is in effect and each announced position), and when that ends (a dropped connection, a
+  /// stopped database) waits a second and listens again. Each time the `LISTEN` takes effect, every waiter
+  /// is woken: what was announced before it was not heard.
+  func startIfNeeded(_ listen: @escaping @Sendable (Sink) async throws(ServerLogError) -> Void) {
     state.withLock { state in
       guard state.listener == nil, !state.stopped else { return }
       state.listener = Task { [weak self] in
         while !Task.isCancelled {
           guard let hints = self else { return }
-          hints.wakeAll()
-          try? await listen { [weak hints] position in hints?.announced(position) }
+          let sink = Sink(
+            listening: { [weak hints] in hints?.listeningStarted() },
+            announced: { [weak hints] position in hints?.announced(position) }
+          )
+          try? await listen(sink)
+          hints.state.withLock { $0.listening = false }
           try? await Task.sleep(for: .seconds(1))
         }
       }
     }
+  }
+
+  /// Returns once the connection listens (at once when it does already), the hints stop, or the task is
+  /// cancelled: a node that is about to ask the others for an answer waits for this first, so that their
+  /// answer is not sent before anyone listens.
+  func untilListening() async {
+    let id = state.withLock { state in
+      defer { state.nextID += 1 }
+      return state.nextID
+    }
+    await withTaskCancellationHandler {
+      await withCheckedContinuation { continuation in
+        let now = state.withLock { state in
+          if state.listening || state.stopped || Task.isCancelled { return true }
+          state.listeningWaiters.append((id, continuation))
+          return false
+        }
+        if now { continuation.resume() }
+      }
+    } onCancel: {
+      let waiter = state.withLock { state in
+        state.listeningWaiters.firstIndex { $0.id == id }.map { state.listeningWaiters.remove(at: $0) }
+      }
+      waiter?.continuation.resume()
+    }
+  }
+
+  /// The `LISTEN` took effect: every waiter reads again (what was announced before was not heard), and
+  /// whoever waited for listening goes on.
+  private func listeningStarted() {
+    let woken = state.withLock { state in
+      state.listening = true
+      defer {
+        state.waiters = []
+        state.listeningWaiters = []
+      }
+      return state.waiters.map(\.continuation) + state.listeningWaiters.map(\.continuation)
+    }
+    for continuation in woken { continuation.resume() }
   }
 
   /// Suspends until an append after `position` is announced, the listener (re)starts, the hints stop or
@@ -89,8 +141,11 @@ final class AppendHints: Sendable {
 
   private func wakeAll() {
     let woken = state.withLock { state in
-      defer { state.waiters = [] }
-      return state.waiters.map(\.continuation)
+      defer {
+        state.waiters = []
+        state.listeningWaiters = []
+      }
+      return state.waiters.map(\.continuation) + state.listeningWaiters.map(\.continuation)
     }
     for continuation in woken { continuation.resume() }
   }

@@ -68,9 +68,11 @@ extension PostgresServerLog {
   /// (re)established (notifications may have been missed meanwhile), or the task is cancelled. The first
   /// call starts listening on a connection of its own.
   public func waitForAppends(after position: UInt64) async {
-    appendHints.startIfNeeded { [weak self] onAppend throws(ServerLogError) in
+    appendHints.startIfNeeded { [weak self] sink throws(ServerLogError) in
       guard let self else { return }
-      try await self.listenForAppends(onAppend)
+      try await self.listen(on: self.tables.channel, onListening: sink.listening) { payload in
+        if let position = UInt64(payload) { await sink.announced(position) }
+      }
     }
     await appendHints.wait(after: position)
   }
@@ -131,14 +133,17 @@ extension PostgresServerLog {
   }
 
   /// Listens on `channel` and calls `onNotification` with each notification's payload, until the task is
-  /// cancelled or the connection drops (then it throws).
+  /// cancelled or the connection drops (then it throws); `onListening` once the `LISTEN` is in effect.
   func listen(
     on channel: String,
+    onListening: @escaping @Sendable () -> Void = {},
     _ onNotification: @escaping @Sendable (String) async -> Void
   ) async throws(ServerLogError) {
     do {
       try await client.withConnection { connection in
         try await connection.listen(on: channel) { notifications in
+          // postgres-nio calls this once its LISTEN has completed.
+          onListening()
           for try await notification in notifications { await onNotification(notification.payload) }
         }
       }

@@ -24,9 +24,11 @@ extension PostgresServerLog: PartitionedSharedLog {
   /// Returns once a message to this partition was announced after the call began, the listening connection
   /// (re)started, or the task is cancelled. The first call starts listening on a connection of its own.
   public func waitForInbox() async {
-    inboxHints.startIfNeeded { [weak self] onMessage throws(ServerLogError) in
+    inboxHints.startIfNeeded { [weak self] sink throws(ServerLogError) in
       guard let self else { return }
-      try await self.listen(on: self.tables.inboxChannel) { _ in await onMessage(self.inboxHints.latest + 1) }
+      try await self.listen(on: self.tables.inboxChannel, onListening: sink.listening) { _ in
+        await sink.announced(self.inboxHints.latest + 1)
+      }
     }
     await inboxHints.wait(after: inboxHints.latest)
   }
@@ -58,9 +60,26 @@ extension PostgresServerLog: PartitionedSharedLog {
   /// Starts listening for lease changes, if not yet: a node does so before it announces that it joined, so
   /// that the others' answers (the partitions they let go) are not sent before anyone listens.
   public func startListeningForLeaseChanges() {
-    leaseHints.startIfNeeded { [weak self] onChange throws(ServerLogError) in
+    leaseHints.startIfNeeded { [weak self] sink throws(ServerLogError) in
       guard let self else { return }
-      try await self.listen(on: Self.leaseChannel) { _ in await onChange(self.leaseHints.latest + 1) }
+      try await self.listen(on: Self.leaseChannel, onListening: sink.listening) { _ in
+        await sink.announced(self.leaseHints.latest + 1)
+      }
+    }
+  }
+
+  /// Starts listening for lease changes if not yet, and returns once the `LISTEN` is in effect, the log is
+  /// closed, the task is cancelled, or `bound` has passed (the database unreachable: the node's own looks
+  /// then find what it did not hear). A node calls this before it announces a change the others answer
+  /// (that it joined), so that their answers, the partitions they let go, are heard at once.
+  public func listeningForLeaseChanges(within bound: Duration) async {
+    startListeningForLeaseChanges()
+    let hints = leaseHints
+    await withTaskGroup(of: Void.self) { group in
+      group.addTask { await hints.untilListening() }
+      group.addTask { try? await Task.sleep(for: bound) }
+      await group.next()
+      group.cancelAll()
     }
   }
 }
