@@ -13,16 +13,31 @@ final class AppendHints: Sendable {
     let announced: @Sendable (UInt64) async -> Void
   }
 
+  /// What a waiter waits for.
+  private enum Awaited: Sendable {
+    /// An append after this position announced (``wait(after:)``).
+    case append(after: UInt64)
+    /// The connection's `LISTEN` in effect (``untilListening()``).
+    case listening
+  }
+
   private struct State {
     var latest: UInt64 = 0
-    var waiters: [(id: Int, after: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+    var waiters: [(id: Int, awaited: Awaited, continuation: CheckedContinuation<Void, Never>)] = []
     var nextID = 0
     var listener: Task<Void, Never>?
     var stopped = false
     /// Whether the connection's `LISTEN` is in effect now.
     var listening = false
-    /// Who waits for the `LISTEN` to be in effect (``untilListening()``).
-    var listeningWaiters: [(id: Int, continuation: CheckedContinuation<Void, Never>)] = []
+
+    /// Whether what `awaited` names has happened (or the hints stopped).
+    func holds(_ awaited: Awaited) -> Bool {
+      if stopped { return true }
+      switch awaited {
+      case .append(let position): return latest > position
+      case .listening: return listening
+      }
+    }
   }
 
   private let state = Mutex(State())
@@ -55,45 +70,21 @@ final class AppendHints: Sendable {
   /// Returns once the connection listens (at once when it does already), the hints stop, or the task is
   /// cancelled: a node that is about to ask the others for an answer waits for this first, so that their
   /// answer is not sent before anyone listens.
-  func untilListening() async {
-    let id = state.withLock { state in
-      defer { state.nextID += 1 }
-      return state.nextID
-    }
-    await withTaskCancellationHandler {
-      await withCheckedContinuation { continuation in
-        let now = state.withLock { state in
-          if state.listening || state.stopped || Task.isCancelled { return true }
-          state.listeningWaiters.append((id, continuation))
-          return false
-        }
-        if now { continuation.resume() }
-      }
-    } onCancel: {
-      let waiter = state.withLock { state in
-        state.listeningWaiters.firstIndex { $0.id == id }.map { state.listeningWaiters.remove(at: $0) }
-      }
-      waiter?.continuation.resume()
-    }
-  }
+  func untilListening() async { await park(until: .listening) }
 
   /// The `LISTEN` took effect: every waiter reads again (what was announced before was not heard), and
   /// whoever waited for listening goes on.
   private func listeningStarted() {
-    let woken = state.withLock { state in
-      state.listening = true
-      defer {
-        state.waiters = []
-        state.listeningWaiters = []
-      }
-      return state.waiters.map(\.continuation) + state.listeningWaiters.map(\.continuation)
-    }
-    for continuation in woken { continuation.resume() }
+    state.withLock { $0.listening = true }
+    wakeAll()
   }
 
   /// Suspends until an append after `position` is announced, the listener (re)starts, the hints stop or
   /// the task is cancelled.
-  func wait(after position: UInt64) async {
+  func wait(after position: UInt64) async { await park(until: .append(after: position)) }
+
+  /// Suspends until `awaited` holds, a wake-up of every waiter, or the task's cancellation.
+  private func park(until awaited: Awaited) async {
     let id = state.withLock { state in
       defer { state.nextID += 1 }
       return state.nextID
@@ -101,8 +92,8 @@ final class AppendHints: Sendable {
     await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
         let now = state.withLock { state in
-          if state.latest > position || state.stopped || Task.isCancelled { return true }
-          state.waiters.append((id, position, continuation))
+          if state.holds(awaited) || Task.isCancelled { return true }
+          state.waiters.append((id, awaited, continuation))
           return false
         }
         if now { continuation.resume() }
@@ -130,7 +121,7 @@ final class AppendHints: Sendable {
       state.latest = max(state.latest, position)
       var woken: [CheckedContinuation<Void, Never>] = []
       state.waiters.removeAll { waiter in
-        guard waiter.after < position else { return false }
+        guard case .append(let after) = waiter.awaited, after < position else { return false }
         woken.append(waiter.continuation)
         return true
       }
@@ -141,11 +132,8 @@ final class AppendHints: Sendable {
 
   private func wakeAll() {
     let woken = state.withLock { state in
-      defer {
-        state.waiters = []
-        state.listeningWaiters = []
-      }
-      return state.waiters.map(\.continuation) + state.listeningWaiters.map(\.continuation)
+      defer { state.waiters = [] }
+      return state.waiters.map(\.continuation)
     }
     for continuation in woken { continuation.resume() }
   }
