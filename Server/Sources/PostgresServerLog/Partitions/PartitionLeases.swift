@@ -74,11 +74,24 @@ public final class PartitionLeases: Sendable {
     var lost: ServerLogError?
     /// Until when the session's last answer lets the node serve its leases.
     var confirmation: LeaseConfirmation<ContinuousClock.Instant>
-    /// The session's connection and backend, once connected: what an abandoned open ends.
-    var connection: PostgresConnection?
-    var pid: Int32?
+    /// Where the session's open stands: what an abandoned open ends, and what the session looks at before
+    /// it waits for the node lock.
+    var opening: Opening = .connecting
     /// Asks the session regularly, so that its silence is noticed within the bound.
     var confirming: Task<Void, Never>?
+  }
+
+  /// Where a lease session's open stands. The open's deadline and the session's task race: the session
+  /// records its backend before it waits for the node lock, and the open, giving up, marks it abandoned, in
+  /// one lock each, so either the open sees the backend (and ends it) or the session sees the open gone
+  /// (and never waits for the lock): an abandoned session never takes the node lock later.
+  private enum Opening: Sendable {
+    /// Not connected yet, or its backend not known.
+    case connecting
+    /// Connected, on this backend: it may be waiting for the node lock.
+    case connected(connection: PostgresConnection, pid: Int32)
+    /// The open gave up at its deadline.
+    case abandoned
   }
 
   /// The state, shared with the task holding the session (which marks the leases lost when it ends).
@@ -180,10 +193,13 @@ public final class PartitionLeases: Sendable {
           {
             pid = value
           }
-          state.mutex.withLock { [pid] in
-            $0.connection = connection
-            $0.pid = pid
+          let abandoned = state.mutex.withLock { [pid] state in
+            guard case .connecting = state.opening else { return true }
+            state.opening = .connected(connection: connection, pid: pid)
+            return false
           }
+          // The open gave up before this backend was recorded: it must not wait for the node lock.
+          if abandoned { throw CancellationError() }
           try await connection.query("SELECT pg_advisory_lock_shared(\(Self.nodeKey))", logger: logger)
           try await Self.addPollAddressColumn(on: connection, logger: logger)
           try await Self.register(on: connection, logger: logger)
@@ -284,12 +300,25 @@ public final class PartitionLeases: Sendable {
       // behind it (counted as a live node, shrinking every node's share). Its connection is closed, and its
       // backend, if one started, ended from another connection (a backend waiting for a lock does not read
       // its socket).
-      let (connection, pid) = state.mutex.withLock { ($0.connection, $0.pid) }
+      let connected = state.mutex.withLock { state -> (connection: PostgresConnection, pid: Int32)? in
+        defer { state.opening = .abandoned }
+        guard case .connected(let connection, let pid) = state.opening else { return nil }
+        return (connection, pid)
+      }
       session.cancel()
-      try? await connection?.close()
-      if let pid {
+      if let connected {
+        try? await connected.connection.close()
+        // Asked again until it is answered or the deadline passes: one refused attempt (no connection to be
+        // had at that moment) would leave the backend waiting for the node lock.
         _ = try? await log.withDeadline { [client = log.client] in
-          try await client.query("SELECT pg_terminate_backend(\(pid))", logger: logger)
+          while true {
+            do {
+              try await client.query("SELECT pg_terminate_backend(\(connected.pid))", logger: logger)
+              return
+            } catch {
+              try await Task.sleep(for: .milliseconds(100))
+            }
+          }
         }
       }
       await leases.close()
