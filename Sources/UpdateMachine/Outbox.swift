@@ -124,9 +124,26 @@ public struct Outbox<Mutation: Codable & Sendable & Equatable>: Sendable, Equata
   ) -> MutationID {
     let id = nextMutationID
     nextMutationID = MutationID(id.rawValue &+ 1)
-    entries.removeAll { $0.attempts == 0 && !$0.isAcknowledged && replaces($0.mutation) }
+    dropReplaced(by: replaces)
     entries.append(OutboxEntry(id: id, mutation: mutation, submittedAt: now))
     return id
+  }
+
+  /// Drops the never-sent writes `replaces` answers `true` for. They are the outbox's tail (writes go
+  /// oldest first and every sent one counts an attempt), so only the tail is asked: a device far behind,
+  /// holding thousands of writes the server has acknowledged, pays for its unsent writes alone.
+  private mutating func dropReplaced(by replaces: (Mutation) -> Bool) {
+    var start = entries.endIndex
+    while start > entries.startIndex, entries[start - 1].attempts == 0, !entries[start - 1].isAcknowledged {
+      start -= 1
+    }
+    guard start < entries.endIndex else { return }
+    var kept = start
+    for index in start..<entries.endIndex where !replaces(entries[index].mutation) {
+      if kept != index { entries.swapAt(kept, index) }
+      kept += 1
+    }
+    entries.removeSubrange(kept...)
   }
 
   /// A record holding every write below `nextMutationID`, under `clientID`, was saved.

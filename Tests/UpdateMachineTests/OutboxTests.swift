@@ -38,6 +38,23 @@ struct OutboxTests {
     #expect(outbox.canSend(now: t0))
   }
 
+  @Test("a new write replaces only writes never sent, keeps the others' order, and asks about the unsent alone")
+  func replacesOnlyUnsentWrites() {
+    var outbox = savedOutbox("pos-1", "pos-2", "note", "pos-3", "other", "pos-4")
+    // m1 and m2 go and m1 is acknowledged: neither may be replaced (either may have been applied).
+    _ = outbox.send(request(1), now: t0, deadline: t0.advanced(by: .seconds(30)), maximumCount: 2)
+    _ = outbox.answered(request(1), [.acknowledged(MutationID(1), receipt)], failureWait: .zero, now: t0)
+    var asked: [String] = []
+    let id = outbox.append("pos-5", now: t0) { older in
+      asked.append(older)
+      return older.hasPrefix("pos-")
+    }
+    #expect(id == MutationID(7))
+    #expect(outbox.entries.map(\.mutation) == ["pos-1", "pos-2", "note", "other", "pos-5"])
+    #expect(outbox.entries.map(\.id.rawValue) == [1, 2, 3, 5, 7])
+    #expect(asked == ["note", "pos-3", "other", "pos-4"])
+  }
+
   @Test("sending marks the oldest unacknowledged write in flight with its deadline; one at a time")
   func sendOneAtATime() {
     var outbox = savedOutbox("a", "b")
