@@ -84,14 +84,6 @@ public struct TeamChecklist: StoredApplication {
   ) async throws -> [Delivery<ChecklistChange>] {
     let team = SQLValue.text(user.team)
     let author = SQLValue.text(user.rawValue)
-    // A user's first command makes them a member (a row returned: inserted now).
-    let joined = try await !transaction.execute(
-      """
-      INSERT INTO checklist_members (member, team, writes) VALUES (?, ?, 0) ON CONFLICT (member) DO NOTHING
-      RETURNING member
-      """,
-      [author, team]
-    ).isEmpty
     let item: ChecklistItem?
     let action: String
     switch command {
@@ -116,16 +108,41 @@ public struct TeamChecklist: StoredApplication {
       }
       item = ChecklistItem(id: id, title: title, done: done)
     }
+    // A user's first command makes them a member (`joined`): a write counts itself in one statement for a
+    // member, and inserts the member, counted, for a newcomer.
     let writes: Int
+    let joined: Bool
     if case .join = command {
-      let rows = try await transaction.execute("SELECT writes FROM checklist_members WHERE member = ?", [author])
-      writes = Int(rows.first?["writes"]?.integer ?? 0)
+      joined = try await !transaction.execute(
+        """
+        INSERT INTO checklist_members (member, team, writes) VALUES (?, ?, 0) ON CONFLICT (member) DO NOTHING
+        RETURNING member
+        """,
+        [author, team]
+      ).isEmpty
+      writes =
+        joined
+        ? 0
+        : Int(
+          try await transaction.execute("SELECT writes FROM checklist_members WHERE member = ?", [author])
+            .first?["writes"]?.integer ?? 0
+        )
     } else {
-      let rows = try await transaction.execute(
+      let counted = try await transaction.execute(
         "UPDATE checklist_members SET writes = writes + 1 WHERE member = ? RETURNING writes",
         [author]
       )
-      writes = Int(rows.first?["writes"]?.integer ?? 0)
+      if let count = counted.first?["writes"]?.integer {
+        writes = Int(count)
+        joined = false
+      } else {
+        try await transaction.execute(
+          "INSERT INTO checklist_members (member, team, writes) VALUES (?, ?, 1)",
+          [author, team]
+        )
+        writes = 1
+        joined = true
+      }
       try await transaction.execute(
         "INSERT INTO checklist_writes (team, author, item, action) VALUES (?, ?, ?, ?)",
         [team, author, .integer(Int64(item?.id ?? 0)), .text(action)]
