@@ -7,6 +7,7 @@
 # STORE=postgres keeps the log (and a stored app's tables) in a PostgreSQL this script starts
 # (scripts/postgres.sh) instead of SQLite. CONFIGURATION=debug measures the debug build. DEVICES=N runs N
 # devices at once (N users, RATE/N writes/s each, batches of 32 only) and prints their sum and worst p99.
+# BATCHES="32" runs only the phases named (default "1 32": one write per round trip, then batches of 32).
 # APP=checklist serves the team checklist (event-server --app checklist: items, per-member counts and a
 # write log in tables; every write delivered to the whole team): the devices are members of teams of 6
 # (t1/u1 … t1/u6, t2/u1 …), and a team with fewer devices than 6 has the rest joined and long-polling in its
@@ -97,7 +98,7 @@ echo "== one device, $rate writes/s offered for $seconds s (cores: $(nproc), $co
 user=$(device_user 1)
 if [ "${APP:-}" != checklist ]; then user=writer; fi
 mapfile -t extra < <(device_options 1)
-for batch in 1 32; do
+for batch in ${BATCHES:-1 32}; do
   echo "-- --batch $batch"
   timeout 180 "$bin/soak-client" --server "http://127.0.0.1:$port" --user "$user" \
     --key "$(grep "^$user:" "$work/keys" | cut -d: -f2)" --state-dir "$work/client-$batch" --write-rate "$rate" \
